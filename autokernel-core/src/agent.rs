@@ -1,0 +1,103 @@
+//! The [`Agent`] trait: proposes the next `kernel.py` for a target.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::{BenchResult, ExperimentRecord, GpuSpec, Target};
+
+/// What an agent sees when it proposes the next candidate.
+#[derive(Debug, Clone)]
+pub struct ProposalContext<'a> {
+    /// The target being optimised.
+    pub target: &'a Target,
+    /// The GPU's figures, when known.
+    pub gpu: Option<&'a GpuSpec>,
+    /// The source of the current best `kernel.py`.
+    pub best_source: &'a str,
+    /// The full result of the current best (stages, metrics), when benched in this run.
+    pub best_result: Option<&'a BenchResult>,
+    /// Earlier experiments on this target, oldest first (rows of `results.tsv`).
+    pub history: &'a [ExperimentRecord],
+    /// Failure details of recent experiments keyed by experiment number: the failed stage
+    /// and reason, which `results.tsv` does not carry.
+    pub failures: &'a [(u64, String)],
+    /// The number the next experiment will get.
+    pub experiment: u64,
+}
+
+/// Tokens spent on one proposal, as the server reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+}
+
+/// An agent's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Proposal {
+    /// A complete new `kernel.py`.
+    Candidate {
+        /// One line saying what changed, for the commit message and `results.tsv`.
+        description: String,
+        /// The complete file.
+        source: String,
+        /// Tokens spent, for LLM agents.
+        usage: Option<TokenUsage>,
+    },
+    /// The agent produced nothing runnable; logged as an `invalid` row with the reason,
+    /// no commit, no bench.
+    Invalid {
+        /// The failure class and detail, e.g. `truncated: finish_reason length at 4096 tokens`.
+        reason: String,
+        /// Tokens spent.
+        usage: Option<TokenUsage>,
+    },
+    /// Nothing left to try for this target (the tuner's space is exhausted); the
+    /// orchestrator moves on.
+    Exhausted,
+}
+
+/// Errors that stop the agent altogether (misconfiguration), unlike [`Proposal::Invalid`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The agent is misconfigured (no model name, bad URL, missing program.md).
+    #[error("agent misconfigured: {0}")]
+    Config(String),
+    /// Repeated failures that will not go away by retrying (e.g. 401 Unauthorized).
+    #[error("agent gave up: {0}")]
+    Fatal(String),
+}
+
+/// Proposes candidates. Implementations keep their own state (e.g. configurations already
+/// tried) and must turn every bad reply into [`Proposal::Invalid`], never a panic.
+#[async_trait]
+pub trait Agent: Send {
+    /// The name recorded in `results.tsv`'s `agent` column, e.g. `tune` or `openai:gpt-5`.
+    fn name(&self) -> String;
+
+    /// Proposes the next candidate for `context.target`.
+    ///
+    /// # Errors
+    /// [`AgentError`] only for conditions that retrying cannot fix.
+    async fn propose(&mut self, context: &ProposalContext<'_>) -> Result<Proposal, AgentError>;
+
+    /// Called after each decision on a candidate this agent proposed; hybrid agents use it
+    /// to switch between structure and tuning. The default does nothing.
+    fn observe(&mut self, _record: &ExperimentRecord) {}
+}
+
+#[async_trait]
+impl<T: Agent + ?Sized> Agent for Box<T> {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    async fn propose(&mut self, context: &ProposalContext<'_>) -> Result<Proposal, AgentError> {
+        (**self).propose(context).await
+    }
+    fn observe(&mut self, record: &ExperimentRecord) {
+        (**self).observe(record)
+    }
+}

@@ -1,0 +1,359 @@
+//! The [`Benchmarker`] trait: judges a `kernel.py` (correctness stages, then timing) and
+//! compares two kernels head to head for the keep rule.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::{DType, KernelKind, Shape};
+
+/// Where a kernel runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    /// CUDA when available, else the CPU with Triton's interpreter.
+    #[default]
+    Auto,
+    /// A CUDA (or ROCm) GPU; an error when there is none.
+    Cuda,
+    /// The CPU with Triton's interpreter: correctness is real, timings are not representative.
+    Cpu,
+}
+
+impl std::str::FromStr for Device {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Device::Auto),
+            "cuda" | "gpu" => Ok(Device::Cuda),
+            "cpu" => Ok(Device::Cpu),
+            other => Err(format!(
+                "unknown device `{other}`; expected auto, cuda or cpu"
+            )),
+        }
+    }
+}
+
+/// The correctness stages, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Compiling and importing `kernel.py` (syntax errors, missing `kernel_fn`).
+    Load,
+    /// One small call of each dtype.
+    Smoke,
+    /// Every shape × dtype of the chosen set.
+    ShapeSweep,
+    /// Adversarial scales near the dtype's max and near zero, mixed scales, zeros, constants.
+    Stability,
+    /// Bitwise identical outputs over three runs.
+    Determinism,
+    /// Shapes that are not powers of two.
+    Edge,
+    /// Integrity checks around the candidate (inputs untouched, no aliasing, no reference
+    /// ops, harness functions intact, a fresh input re-checked after timing).
+    Integrity,
+    /// Timing.
+    Timing,
+}
+
+impl Stage {
+    /// The snake-case name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Load => "load",
+            Stage::Smoke => "smoke",
+            Stage::ShapeSweep => "shape_sweep",
+            Stage::Stability => "stability",
+            Stage::Determinism => "determinism",
+            Stage::Edge => "edge",
+            Stage::Integrity => "integrity",
+            Stage::Timing => "timing",
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The verdict on a candidate. A verdict is not an error: `Err` from a [`Benchmarker`]
+/// means the harness itself could not do its job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Correctness {
+    /// Every stage passed.
+    Pass,
+    /// A stage failed; `reason` says what differed and, where known, the likely cause.
+    Fail {
+        /// The first stage that failed.
+        stage: Stage,
+        /// What failed, e.g. `float16 4096x4096: max abs error 0.5 at [3, 17]`.
+        reason: String,
+    },
+    /// No reply within the time limit; the worker was killed and restarted.
+    Timeout {
+        /// What was running and the limit.
+        reason: String,
+    },
+    /// The worker died (segfault, `os._exit`, CUDA error, out of memory).
+    Crash {
+        /// Exit status and the tail of the worker's stderr.
+        reason: String,
+    },
+    /// The candidate interfered with the harness (modified its inputs, replaced harness
+    /// functions, dispatched the reference op, aliased an input).
+    Tamper {
+        /// What it did.
+        reason: String,
+    },
+    /// Nothing was run (the agent produced nothing runnable, or the run was abandoned).
+    NotRun,
+}
+
+impl Correctness {
+    /// The word used in `results.tsv` and JSON: `PASS`, `FAIL`, `TIMEOUT`, `CRASH`,
+    /// `TAMPER`, `NOT_RUN`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Correctness::Pass => "PASS",
+            Correctness::Fail { .. } => "FAIL",
+            Correctness::Timeout { .. } => "TIMEOUT",
+            Correctness::Crash { .. } => "CRASH",
+            Correctness::Tamper { .. } => "TAMPER",
+            Correctness::NotRun => "NOT_RUN",
+        }
+    }
+
+    /// Whether every stage passed.
+    pub fn is_pass(&self) -> bool {
+        matches!(self, Correctness::Pass)
+    }
+
+    /// The failed stage, when the verdict names one.
+    pub fn failed_stage(&self) -> Option<Stage> {
+        match self {
+            Correctness::Fail { stage, .. } => Some(*stage),
+            _ => None,
+        }
+    }
+
+    /// The reason, for any verdict but `PASS` and `NOT_RUN`.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Correctness::Fail { reason, .. }
+            | Correctness::Timeout { reason }
+            | Correctness::Crash { reason }
+            | Correctness::Tamper { reason } => Some(reason),
+            Correctness::Pass | Correctness::NotRun => None,
+        }
+    }
+}
+
+/// The report of one stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageReport {
+    /// Which stage.
+    pub stage: Stage,
+    /// Whether it passed.
+    pub passed: bool,
+    /// Number of (shape, dtype, input) cases it checked.
+    pub cases: u32,
+    /// What failed, or a one-line summary.
+    pub detail: String,
+    /// Wall time of the stage, in seconds.
+    pub duration_s: f64,
+}
+
+/// Timing figures of one kernel at one shape and dtype.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// The shape timed.
+    pub shape: Shape,
+    /// The dtype timed.
+    pub dtype: DType,
+    /// Median latency of the candidate, in microseconds.
+    pub latency_us: f64,
+    /// Median latency of the PyTorch reference at the same shape, in microseconds.
+    pub reference_latency_us: f64,
+    /// Median latency of `torch.compile` of the reference, when requested, in microseconds.
+    pub compiled_latency_us: Option<f64>,
+    /// `reference_latency_us / latency_us`.
+    pub speedup_vs_reference: f64,
+    /// Throughput by the kind's formula, in `throughput_unit`.
+    pub throughput: f64,
+    /// `GB/s` or `TFLOP/s`.
+    pub throughput_unit: String,
+    /// Percentage of the GPU's ceiling; `None` when the GPU is unknown or on the CPU.
+    pub pct_peak: Option<f64>,
+    /// Peak device memory allocated during the candidate's calls, in MB (1e6 B).
+    pub peak_vram_mb: f64,
+}
+
+/// The full result of judging one `kernel.py`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchResult {
+    /// The kind the file declared.
+    pub kind: KernelKind,
+    /// The verdict.
+    pub correctness: Correctness,
+    /// One report per stage that ran.
+    pub stages: Vec<StageReport>,
+    /// Timing, present when the candidate passed and was timed.
+    pub metrics: Option<Metrics>,
+    /// `cuda` with the GPU's name, or `cpu`.
+    pub device: String,
+    /// False on the CPU (Triton's interpreter): latencies are not a kernel's speed.
+    pub timing_representative: bool,
+    /// sha256 of the exact source the worker ran, lower-case hex.
+    pub source_sha256: String,
+}
+
+/// What to judge and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchRequest {
+    /// The `kernel.py` to load (from disk: Triton reads kernel source from the file).
+    pub kernel_path: PathBuf,
+    /// The kind to judge it as; `None` takes the file's `KERNEL_KIND`.
+    pub kind: Option<KernelKind>,
+    /// Where to run.
+    pub device: Device,
+    /// Shapes added to the kind's sets, e.g. the model's own shapes for a profiled target.
+    pub extra_shapes: Vec<Shape>,
+    /// The shape and dtype to time; `None` times the first extra shape, else the first
+    /// shape of the device's set, in float16 on a GPU and float32 on the CPU.
+    pub timing: Option<(Shape, DType)>,
+    /// Fewer shapes and repetitions, for a quick look.
+    pub quick: bool,
+    /// Also time `torch.compile` of the reference.
+    pub time_compiled: bool,
+    /// Wall-clock limit of the whole request.
+    pub timeout: Duration,
+}
+
+impl BenchRequest {
+    /// A request with defaults: kind from the file, automatic device, 300 s limit.
+    pub fn new(kernel_path: impl Into<PathBuf>) -> Self {
+        BenchRequest {
+            kernel_path: kernel_path.into(),
+            kind: None,
+            device: Device::Auto,
+            extra_shapes: Vec::new(),
+            timing: None,
+            quick: false,
+            time_compiled: false,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Incumbent and candidate timed in the same worker, interleaved, several repetitions: the
+/// measurement the keep rule trusts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Median latency of the incumbent over the repetitions, in microseconds.
+    pub incumbent_latency_us: f64,
+    /// Median latency of the candidate over the repetitions, in microseconds.
+    pub candidate_latency_us: f64,
+    /// Median over repetitions of `incumbent / candidate` latency; > 1 means faster.
+    pub median_speedup: f64,
+    /// Number of interleaved repetitions.
+    pub repetitions: u32,
+    /// Spread of the per-repetition speedups: (max − min) / median.
+    pub spread: f64,
+}
+
+/// Two kernels to time head to head.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareRequest {
+    /// The current best `kernel.py`.
+    pub incumbent: PathBuf,
+    /// The candidate `kernel.py`.
+    pub candidate: PathBuf,
+    /// The kind both implement.
+    pub kind: KernelKind,
+    /// Where to run.
+    pub device: Device,
+    /// The shape and dtype to time.
+    pub timing: (Shape, DType),
+    /// Interleaved repetitions (each one times both).
+    pub repetitions: u32,
+    /// Wall-clock limit of the whole request.
+    pub timeout: Duration,
+}
+
+/// Errors of the harness itself (not verdicts on a candidate).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BenchError {
+    /// The kernel file does not exist or cannot be read.
+    #[error("cannot read kernel file `{path}`")]
+    KernelFile {
+        /// The path given.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The Python environment cannot run the worker (wrong version, missing packages).
+    #[error("python environment unusable: {message}")]
+    Environment {
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// The worker could not be started or stopped answering in a way that is not the
+    /// candidate's fault.
+    #[error("bench worker failed: {message}")]
+    Worker {
+        /// What happened, with the tail of the worker's stderr.
+        message: String,
+    },
+    /// The request itself is invalid (e.g. a shape of the wrong rank, CUDA asked but absent).
+    #[error("invalid bench request: {0}")]
+    Request(String),
+}
+
+/// Judges kernels. Implementations must survive anything a candidate does: crashes,
+/// hangs and tampering become verdicts ([`Correctness`]), never an `Err`.
+#[async_trait]
+pub trait Benchmarker: Send + Sync {
+    /// Runs every correctness stage on `request.kernel_path`, then times it against the
+    /// PyTorch reference.
+    ///
+    /// # Errors
+    /// [`BenchError`] when the harness cannot run at all (no Python, unreadable file).
+    async fn bench(&self, request: &BenchRequest) -> Result<BenchResult, BenchError>;
+
+    /// Times incumbent and candidate interleaved in the same process (no correctness
+    /// stages), for the keep rule.
+    ///
+    /// # Errors
+    /// As [`Benchmarker::bench`]; a candidate that crashes here is an `Err`, and the loop
+    /// reverts it.
+    async fn compare(&self, request: &CompareRequest) -> Result<Comparison, BenchError>;
+}
+
+#[async_trait]
+impl<T: Benchmarker + ?Sized> Benchmarker for Box<T> {
+    async fn bench(&self, request: &BenchRequest) -> Result<BenchResult, BenchError> {
+        (**self).bench(request).await
+    }
+    async fn compare(&self, request: &CompareRequest) -> Result<Comparison, BenchError> {
+        (**self).compare(request).await
+    }
+}
+
+#[async_trait]
+impl<T: Benchmarker + ?Sized> Benchmarker for std::sync::Arc<T> {
+    async fn bench(&self, request: &BenchRequest) -> Result<BenchResult, BenchError> {
+        (**self).bench(request).await
+    }
+    async fn compare(&self, request: &CompareRequest) -> Result<Comparison, BenchError> {
+        (**self).compare(request).await
+    }
+}

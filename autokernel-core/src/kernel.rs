@@ -1,0 +1,589 @@
+//! Kernel kinds, dtypes, shapes and the catalogue of each kind: inputs, shape sets,
+//! tolerances, forbidden reference ops, and the FLOP and byte formulas of the roofline.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The kinds of kernel autokernel knows how to judge and optimise, by the field's names.
+///
+/// Parsed from and printed as the snake-case name (`flash_attention`, `rotary_embedding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelKind {
+    /// `C = A @ B`; shape `[M, N, K]`, `A` is `[M, K]`, `B` is `[K, N]`.
+    Matmul,
+    /// Row-wise softmax over the last dim; shape `[rows, cols]`.
+    Softmax,
+    /// Layer normalisation over the last dim (eps 1e-5, affine); shape `[rows, cols]`.
+    Layernorm,
+    /// RMS normalisation `x / sqrt(mean(x²) + 1e-6) · w`; shape `[rows, cols]`.
+    Rmsnorm,
+    /// Causal scaled-dot-product attention, scale `1/√d`; shape `[batch, heads, seq, head_dim]`.
+    FlashAttention,
+    /// SwiGLU MLP `down(silu(x·gateᵀ) · (x·upᵀ))`; shape `[tokens, hidden, intermediate]`.
+    FusedMlp,
+    /// Mean cross-entropy of logits against class ids; shape `[rows, vocab]`.
+    CrossEntropy,
+    /// Interleaved rotary position embedding; shape `[batch, heads, seq, head_dim]`.
+    RotaryEmbedding,
+    /// Sum over the last dim; shape `[rows, cols]`.
+    Reduce,
+}
+
+/// Whether a kind's speed is limited by DRAM bandwidth or by arithmetic throughput at the
+/// shapes that matter, which decides the unit of its throughput (GB/s or TFLOP/s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// Limited by memory bandwidth; throughput in GB/s.
+    Memory,
+    /// Limited by tensor-core throughput; throughput in TFLOP/s.
+    Compute,
+}
+
+impl Bound {
+    /// The unit its throughput is reported in: `GB/s` or `TFLOP/s`.
+    pub fn throughput_unit(self) -> &'static str {
+        match self {
+            Bound::Memory => "GB/s",
+            Bound::Compute => "TFLOP/s",
+        }
+    }
+}
+
+/// Element types of kernel inputs and outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// IEEE half precision, 2 bytes.
+    Float16,
+    /// bfloat16, 2 bytes.
+    Bfloat16,
+    /// IEEE single precision, 4 bytes.
+    Float32,
+}
+
+impl DType {
+    /// All dtypes, in the order they are swept.
+    pub const ALL: [DType; 3] = [DType::Float16, DType::Bfloat16, DType::Float32];
+
+    /// Bytes per element.
+    pub fn size_bytes(self) -> u64 {
+        match self {
+            DType::Float16 | DType::Bfloat16 => 2,
+            DType::Float32 => 4,
+        }
+    }
+
+    /// The name PyTorch uses (`float16`, `bfloat16`, `float32`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Float16 => "float16",
+            DType::Bfloat16 => "bfloat16",
+            DType::Float32 => "float32",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for DType {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "float16" | "fp16" | "half" => Ok(DType::Float16),
+            "bfloat16" | "bf16" => Ok(DType::Bfloat16),
+            "float32" | "fp32" | "float" => Ok(DType::Float32),
+            _ => Err(ParseError::DType(s.to_string())),
+        }
+    }
+}
+
+/// A value that could not be parsed; the message lists what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseError {
+    /// Not one of the nine kernel kinds.
+    #[error("unknown kernel kind `{0}`; expected one of: matmul, softmax, layernorm, rmsnorm, flash_attention, fused_mlp, cross_entropy, rotary_embedding, reduce")]
+    Kind(String),
+    /// Not one of the three dtypes.
+    #[error("unknown dtype `{0}`; expected float16, bfloat16 or float32")]
+    DType(String),
+    /// Not a comma-separated list of positive integers.
+    #[error("invalid shape `{0}`; expected positive integers separated by commas or `x`, e.g. `4096,4096`")]
+    Shape(String),
+    /// A shape with the wrong number of dims for its kind.
+    #[error("a {kind} shape has {expected} dims ({names}), got {got}")]
+    Rank {
+        /// The kind the shape was for.
+        kind: KernelKind,
+        /// Dims the kind needs.
+        expected: usize,
+        /// Names of those dims.
+        names: String,
+        /// Dims given.
+        got: usize,
+    },
+}
+
+impl KernelKind {
+    /// Every kind, in catalogue order.
+    pub const ALL: [KernelKind; 9] = [
+        KernelKind::Matmul,
+        KernelKind::Softmax,
+        KernelKind::Layernorm,
+        KernelKind::Rmsnorm,
+        KernelKind::FlashAttention,
+        KernelKind::FusedMlp,
+        KernelKind::CrossEntropy,
+        KernelKind::RotaryEmbedding,
+        KernelKind::Reduce,
+    ];
+
+    /// The snake-case name used on the command line, in `kernel.py` and in `results.tsv`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelKind::Matmul => "matmul",
+            KernelKind::Softmax => "softmax",
+            KernelKind::Layernorm => "layernorm",
+            KernelKind::Rmsnorm => "rmsnorm",
+            KernelKind::FlashAttention => "flash_attention",
+            KernelKind::FusedMlp => "fused_mlp",
+            KernelKind::CrossEntropy => "cross_entropy",
+            KernelKind::RotaryEmbedding => "rotary_embedding",
+            KernelKind::Reduce => "reduce",
+        }
+    }
+
+    /// Keyword names of `kernel_fn`'s inputs, in order.
+    pub fn input_names(self) -> &'static [&'static str] {
+        match self {
+            KernelKind::Matmul => &["A", "B"],
+            KernelKind::Softmax | KernelKind::Reduce => &["x"],
+            KernelKind::Layernorm => &["x", "weight", "bias"],
+            KernelKind::Rmsnorm => &["x", "weight"],
+            KernelKind::FlashAttention => &["Q", "K", "V"],
+            KernelKind::FusedMlp => &["x", "w_gate", "w_up", "w_down"],
+            KernelKind::CrossEntropy => &["logits", "targets"],
+            KernelKind::RotaryEmbedding => &["x", "cos", "sin"],
+        }
+    }
+
+    /// Names of the dims of this kind's problem shape (see [`Shape`]).
+    pub fn dim_names(self) -> &'static [&'static str] {
+        match self {
+            KernelKind::Matmul => &["M", "N", "K"],
+            KernelKind::Softmax
+            | KernelKind::Layernorm
+            | KernelKind::Rmsnorm
+            | KernelKind::Reduce => &["rows", "cols"],
+            KernelKind::CrossEntropy => &["rows", "vocab"],
+            KernelKind::FlashAttention | KernelKind::RotaryEmbedding => {
+                &["batch", "heads", "seq", "head_dim"]
+            }
+            KernelKind::FusedMlp => &["tokens", "hidden", "intermediate"],
+        }
+    }
+
+    /// Whether the kind is memory- or compute-bound at its `gpu` shapes (its arithmetic
+    /// intensity against an H100/H200-class ridge point of ~200 FLOP/byte).
+    pub fn bound(self) -> Bound {
+        match self {
+            KernelKind::Matmul | KernelKind::FlashAttention | KernelKind::FusedMlp => {
+                Bound::Compute
+            }
+            _ => Bound::Memory,
+        }
+    }
+
+    /// The shapes of the given set (see [`ShapeSet`]).
+    ///
+    /// `cpu` shapes are small enough for Triton's interpreter on two cores; `gpu` shapes are
+    /// the sizes of real models (and of the roofline targets); `edge` shapes are not powers
+    /// of two, to catch masking bugs.
+    pub fn shapes(self, set: ShapeSet) -> Vec<Shape> {
+        let raw: &[&[u64]] = match (self, set) {
+            (KernelKind::Matmul, ShapeSet::Cpu) => &[&[64, 64, 64], &[128, 64, 32]],
+            (KernelKind::Matmul, ShapeSet::Gpu) => &[&[4096, 4096, 4096], &[4096, 11008, 4096]],
+            (KernelKind::Matmul, ShapeSet::Edge) => &[&[67, 45, 93], &[1, 33, 17]],
+            (KernelKind::Softmax, ShapeSet::Cpu) => &[&[8, 128], &[16, 256]],
+            (KernelKind::Softmax, ShapeSet::Gpu) => &[&[4096, 4096], &[8192, 8192], &[4096, 50257]],
+            (KernelKind::Softmax, ShapeSet::Edge) => &[&[7, 1000], &[33, 77]],
+            (KernelKind::Layernorm | KernelKind::Rmsnorm, ShapeSet::Cpu) => {
+                &[&[8, 128], &[16, 256]]
+            }
+            (KernelKind::Layernorm, ShapeSet::Gpu) => &[&[4096, 4096], &[8192, 8192]],
+            (KernelKind::Rmsnorm, ShapeSet::Gpu) => &[&[4096, 4096], &[8192, 8192]],
+            (KernelKind::Layernorm | KernelKind::Rmsnorm, ShapeSet::Edge) => {
+                &[&[7, 1000], &[33, 77]]
+            }
+            (KernelKind::FlashAttention, ShapeSet::Cpu) => &[&[1, 2, 32, 16], &[2, 2, 64, 32]],
+            (KernelKind::FlashAttention, ShapeSet::Gpu) => &[&[1, 32, 2048, 128]],
+            (KernelKind::FlashAttention, ShapeSet::Edge) => &[&[1, 3, 37, 64]],
+            (KernelKind::FusedMlp, ShapeSet::Cpu) => &[&[16, 32, 64], &[32, 64, 96]],
+            (KernelKind::FusedMlp, ShapeSet::Gpu) => &[&[2048, 4096, 11008]],
+            (KernelKind::FusedMlp, ShapeSet::Edge) => &[&[13, 40, 72]],
+            (KernelKind::CrossEntropy, ShapeSet::Cpu) => &[&[8, 128], &[16, 500]],
+            (KernelKind::CrossEntropy, ShapeSet::Gpu) => &[&[4096, 50257], &[4096, 32000]],
+            (KernelKind::CrossEntropy, ShapeSet::Edge) => &[&[7, 1000], &[33, 77]],
+            (KernelKind::RotaryEmbedding, ShapeSet::Cpu) => &[&[1, 2, 16, 32], &[2, 2, 32, 64]],
+            (KernelKind::RotaryEmbedding, ShapeSet::Gpu) => &[&[1, 32, 2048, 128]],
+            (KernelKind::RotaryEmbedding, ShapeSet::Edge) => &[&[1, 3, 37, 48]],
+            (KernelKind::Reduce, ShapeSet::Cpu) => &[&[8, 128], &[16, 256]],
+            (KernelKind::Reduce, ShapeSet::Gpu) => &[&[8192, 8192], &[4096, 4096]],
+            (KernelKind::Reduce, ShapeSet::Edge) => &[&[7, 1000], &[33, 77]],
+        };
+        raw.iter().map(|d| Shape(d.to_vec())).collect()
+    }
+
+    /// Dtypes swept by the shape-sweep stage on the given device class.
+    ///
+    /// Triton's interpreter computes with numpy, which has no bfloat16, so CPU mode sweeps
+    /// float32 and float16 only.
+    pub fn dtypes(self, on_gpu: bool) -> Vec<DType> {
+        if on_gpu {
+            DType::ALL.to_vec()
+        } else {
+            vec![DType::Float32, DType::Float16]
+        }
+    }
+
+    /// Aten ops a candidate of this kind may not dispatch: computing the result with the
+    /// reference's own operation is not a kernel.
+    pub fn forbidden_ops(self) -> &'static [&'static str] {
+        match self {
+            KernelKind::Matmul => &[
+                "aten::mm",
+                "aten::bmm",
+                "aten::addmm",
+                "aten::matmul",
+                "aten::linear",
+            ],
+            KernelKind::Softmax => &["aten::_softmax", "aten::softmax", "aten::_log_softmax"],
+            KernelKind::Layernorm => &["aten::layer_norm", "aten::native_layer_norm"],
+            KernelKind::Rmsnorm => &["aten::rms_norm", "aten::_fused_rms_norm"],
+            KernelKind::FlashAttention => &[
+                "aten::scaled_dot_product_attention",
+                "aten::_scaled_dot_product_flash_attention",
+                "aten::_scaled_dot_product_efficient_attention",
+                "aten::_scaled_dot_product_cudnn_attention",
+                "aten::_scaled_dot_product_attention_math",
+                "aten::_softmax",
+            ],
+            KernelKind::FusedMlp => &[
+                "aten::mm",
+                "aten::addmm",
+                "aten::matmul",
+                "aten::linear",
+                "aten::silu",
+            ],
+            KernelKind::CrossEntropy => &[
+                "aten::cross_entropy_loss",
+                "aten::nll_loss",
+                "aten::nll_loss_forward",
+                "aten::nll_loss_nd",
+                "aten::_log_softmax",
+                "aten::log_softmax",
+            ],
+            KernelKind::RotaryEmbedding => &[],
+            KernelKind::Reduce => &["aten::sum"],
+        }
+    }
+
+    /// The comparison tolerance for outputs of this kind in `dtype`.
+    ///
+    /// Elementwise: `|out − ref| ≤ atol + rtol·|ref|`; and as a whole:
+    /// `‖out − ref‖₂ / ‖ref‖₂ ≤ max_rel_l2`, which catches an answer that is elementwise
+    /// close only because every true value is tiny (an all-zeros softmax over a long row).
+    /// References are computed in float32; these bounds cover one rounding of the output to
+    /// `dtype` (unit roundoff 2⁻¹¹ for float16, 2⁻⁸ for bfloat16) plus reordered
+    /// float32 accumulation, with margin for long reductions.
+    pub fn tolerance(self, dtype: DType) -> Tolerance {
+        let base = match dtype {
+            DType::Float32 => Tolerance {
+                atol: 1e-4,
+                rtol: 1e-4,
+                max_rel_l2: 1e-4,
+            },
+            DType::Float16 => Tolerance {
+                atol: 1e-2,
+                rtol: 1e-2,
+                max_rel_l2: 5e-3,
+            },
+            DType::Bfloat16 => Tolerance {
+                atol: 2e-2,
+                rtol: 2e-2,
+                max_rel_l2: 2e-2,
+            },
+        };
+        match (self, dtype) {
+            // Long dot products: float32 accumulation in a different order than cuBLAS
+            // (and no TF32: the precision policy turns it off for both sides).
+            (
+                KernelKind::Matmul | KernelKind::FusedMlp | KernelKind::FlashAttention,
+                DType::Float32,
+            ) => Tolerance {
+                atol: 1e-3,
+                rtol: 1e-3,
+                max_rel_l2: 1e-4,
+            },
+            (KernelKind::FusedMlp, _) => Tolerance {
+                atol: base.atol * 2.0,
+                rtol: base.rtol * 2.0,
+                max_rel_l2: base.max_rel_l2 * 2.0,
+            },
+            _ => base,
+        }
+    }
+
+    /// Floating-point operations of one call at `shape`.
+    ///
+    /// # Source
+    /// Matmul `2·M·N·K` (a multiply and an add per term). Causal attention
+    /// `2·(2·b·h·s²·d)/2`: `QKᵀ` and `PV` are each `2·b·h·s²·d`, halved by the causal mask
+    /// (FlashAttention-2, Dao 2023, §4 counts the same). SwiGLU: three matmuls of
+    /// `2·T·H·I`. Memory-bound kinds count a handful of operations per element
+    /// (softmax: max, subtract, exp, sum, divide = 5; layernorm 8; rmsnorm 4;
+    /// cross-entropy 5; rotary 3; reduce 1); these only inform arithmetic intensity.
+    pub fn flops(self, shape: &Shape) -> f64 {
+        let d: Vec<f64> = shape.0.iter().map(|&v| v as f64).collect();
+        let get = |i: usize| d.get(i).copied().unwrap_or(0.0);
+        match self {
+            KernelKind::Matmul => 2.0 * get(0) * get(1) * get(2),
+            KernelKind::FlashAttention => 2.0 * get(0) * get(1) * get(2) * get(2) * get(3),
+            KernelKind::FusedMlp => 3.0 * 2.0 * get(0) * get(1) * get(2),
+            KernelKind::Softmax => 5.0 * get(0) * get(1),
+            KernelKind::Layernorm => 8.0 * get(0) * get(1),
+            KernelKind::Rmsnorm => 4.0 * get(0) * get(1),
+            KernelKind::CrossEntropy => 5.0 * get(0) * get(1),
+            KernelKind::RotaryEmbedding => 3.0 * get(0) * get(1) * get(2) * get(3),
+            KernelKind::Reduce => get(0) * get(1),
+        }
+    }
+
+    /// Minimum DRAM bytes one call must move at `shape`: every input read once and the
+    /// output written once (the compulsory traffic of the roofline model).
+    ///
+    /// # Units
+    /// Bytes. Divided by latency it is achieved bandwidth, comparable to
+    /// [`crate::GpuSpec::mem_bandwidth_gb_s`] (1 GB = 1e9 B).
+    /// # Source
+    /// Roofline model, Williams, Waterman & Patterson, CACM 52(4), 2009. Cross-entropy
+    /// targets are int64 (8 bytes); its output is one scalar. Rotary `cos`/`sin` are
+    /// `[seq, head_dim/2]` each.
+    pub fn min_bytes(self, shape: &Shape, dtype: DType) -> f64 {
+        let e = dtype.size_bytes() as f64;
+        let d: Vec<f64> = shape.0.iter().map(|&v| v as f64).collect();
+        let get = |i: usize| d.get(i).copied().unwrap_or(0.0);
+        match self {
+            KernelKind::Matmul => (get(0) * get(2) + get(2) * get(1) + get(0) * get(1)) * e,
+            KernelKind::Softmax => 2.0 * get(0) * get(1) * e,
+            KernelKind::Layernorm => (2.0 * get(0) * get(1) + 2.0 * get(1)) * e,
+            KernelKind::Rmsnorm => (2.0 * get(0) * get(1) + get(1)) * e,
+            KernelKind::FlashAttention => 4.0 * get(0) * get(1) * get(2) * get(3) * e,
+            KernelKind::FusedMlp => (2.0 * get(0) * get(1) + 3.0 * get(1) * get(2)) * e,
+            KernelKind::CrossEntropy => get(0) * get(1) * e + get(0) * 8.0 + 4.0,
+            KernelKind::RotaryEmbedding => {
+                2.0 * get(0) * get(1) * get(2) * get(3) * e + get(2) * get(3) * e
+            }
+            KernelKind::Reduce => (get(0) * get(1) + get(0)) * e,
+        }
+    }
+
+    /// Arithmetic intensity in FLOP per byte at `shape` and `dtype`: [`Self::flops`] over
+    /// [`Self::min_bytes`]. Compare with [`crate::GpuSpec::ridge_point`].
+    pub fn arithmetic_intensity(self, shape: &Shape, dtype: DType) -> f64 {
+        let bytes = self.min_bytes(shape, dtype);
+        if bytes > 0.0 {
+            self.flops(shape) / bytes
+        } else {
+            0.0
+        }
+    }
+
+    /// Throughput of one call that took `latency_us`, in this kind's unit
+    /// ([`Bound::throughput_unit`]): GB/s of [`Self::min_bytes`] or TFLOP/s of [`Self::flops`].
+    pub fn throughput(self, shape: &Shape, dtype: DType, latency_us: f64) -> f64 {
+        if latency_us <= 0.0 {
+            return 0.0;
+        }
+        let seconds = latency_us * 1e-6;
+        match self.bound() {
+            Bound::Memory => self.min_bytes(shape, dtype) / seconds / 1e9,
+            Bound::Compute => self.flops(shape) / seconds / 1e12,
+        }
+    }
+}
+
+impl fmt::Display for KernelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for KernelKind {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().to_ascii_lowercase().replace('-', "_");
+        KernelKind::ALL
+            .into_iter()
+            .find(|k| k.name() == wanted)
+            .ok_or_else(|| ParseError::Kind(s.to_string()))
+    }
+}
+
+/// Which of a kind's shape sets to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShapeSet {
+    /// Small shapes for Triton's interpreter on the CPU.
+    Cpu,
+    /// Real-model sizes for the GPU.
+    Gpu,
+    /// Sizes that are not powers of two.
+    Edge,
+}
+
+/// Elementwise and whole-tensor tolerance of an output comparison (see
+/// [`KernelKind::tolerance`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Tolerance {
+    /// Absolute tolerance per element.
+    pub atol: f64,
+    /// Relative tolerance per element, times `|reference|`.
+    pub rtol: f64,
+    /// Largest allowed `‖out − ref‖₂ / ‖ref‖₂`.
+    pub max_rel_l2: f64,
+}
+
+/// A kernel's problem shape: the dims named by [`KernelKind::dim_names`], e.g. `[M, N, K]`
+/// for matmul or `[rows, cols]` for softmax. Not the shape of any single tensor.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Shape(pub Vec<u64>);
+
+impl Shape {
+    /// Parses `4096,4096` or `4096x4096` and checks the rank against `kind`.
+    ///
+    /// # Errors
+    /// [`ParseError::Shape`] for anything but positive integers, [`ParseError::Rank`] for
+    /// the wrong number of dims.
+    pub fn parse_for(kind: KernelKind, text: &str) -> Result<Shape, ParseError> {
+        let shape: Shape = text.parse()?;
+        let names = kind.dim_names();
+        if shape.0.len() != names.len() {
+            return Err(ParseError::Rank {
+                kind,
+                expected: names.len(),
+                names: names.join(", "),
+                got: shape.0.len(),
+            });
+        }
+        Ok(shape)
+    }
+}
+
+impl FromStr for Shape {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let dims: Result<Vec<u64>, _> = s
+            .split([',', 'x', '×'])
+            .map(|p| p.trim().parse::<u64>())
+            .collect();
+        match dims {
+            Ok(d) if !d.is_empty() && d.iter().all(|&v| v > 0) => Ok(Shape(d)),
+            _ => Err(ParseError::Shape(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(u64::to_string).collect();
+        f.write_str(&parts.join("x"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_through_their_names() {
+        for k in KernelKind::ALL {
+            assert_eq!(k.name().parse::<KernelKind>().unwrap(), k);
+            assert_eq!(k.to_string(), k.name());
+        }
+        assert!("conv2d".parse::<KernelKind>().is_err());
+    }
+
+    #[test]
+    fn every_shape_has_the_rank_of_its_kind() {
+        for k in KernelKind::ALL {
+            for set in [ShapeSet::Cpu, ShapeSet::Gpu, ShapeSet::Edge] {
+                let shapes = k.shapes(set);
+                assert!(!shapes.is_empty(), "{k} {set:?}");
+                for s in shapes {
+                    assert_eq!(s.0.len(), k.dim_names().len(), "{k} {s}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn edge_shapes_are_not_powers_of_two() {
+        for k in KernelKind::ALL {
+            for s in k.shapes(ShapeSet::Edge) {
+                assert!(s.0.iter().any(|d| !d.is_power_of_two()), "{k} {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn matmul_flops_and_bytes_match_hand_values() {
+        let s = Shape(vec![4096, 4096, 4096]);
+        assert_eq!(KernelKind::Matmul.flops(&s), 2.0 * 4096f64.powi(3));
+        // three 4096² fp16 matrices = 3 · 16 Mi elements · 2 B = 100663296 B
+        assert_eq!(
+            KernelKind::Matmul.min_bytes(&s, DType::Float16),
+            100_663_296.0
+        );
+        // 137.4 GFLOP in 200 us is 687.2 TFLOP/s
+        let t = KernelKind::Matmul.throughput(&s, DType::Float16, 200.0);
+        assert!((t - 687.194_767_36).abs() < 1e-6, "{t}");
+    }
+
+    #[test]
+    fn softmax_bandwidth_matches_hand_value() {
+        // 4096x4096 fp16 read + write = 67108864 B; in 20 us → 3355.44 GB/s
+        let s = Shape(vec![4096, 4096]);
+        let t = KernelKind::Softmax.throughput(&s, DType::Float16, 20.0);
+        assert!((t - 3_355.443_2).abs() < 1e-3, "{t}");
+    }
+
+    #[test]
+    fn shapes_parse_with_commas_or_x_and_check_rank() {
+        assert_eq!(
+            "4096,4096".parse::<Shape>().unwrap(),
+            Shape(vec![4096, 4096])
+        );
+        assert_eq!("2x3x4".parse::<Shape>().unwrap(), Shape(vec![2, 3, 4]));
+        assert!("4096,".parse::<Shape>().is_err());
+        assert!("0,4".parse::<Shape>().is_err());
+        let err = Shape::parse_for(KernelKind::Matmul, "4,4").unwrap_err();
+        assert!(err.to_string().contains("M, N, K"), "{err}");
+    }
+
+    #[test]
+    fn dtype_names_parse() {
+        assert_eq!("fp16".parse::<DType>().unwrap(), DType::Float16);
+        assert_eq!("bfloat16".parse::<DType>().unwrap(), DType::Bfloat16);
+        assert!("int8".parse::<DType>().is_err());
+    }
+}

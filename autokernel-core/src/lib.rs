@@ -1,0 +1,63 @@
+//! The core of autokernel: the domain types, the four traits, and the loop built on them.
+//!
+//! autokernel takes a PyTorch model, finds the GPU kernels that cost the most time, and
+//! improves them with an edit → benchmark → keep-or-revert loop over one file, `kernel.py`.
+//! This crate holds everything that loop needs except the mechanisms:
+//!
+//! - what a kernel is: [`KernelKind`] (the nine kinds, their inputs, shape sets,
+//!   tolerances, forbidden reference ops, FLOP and byte formulas), [`DType`], [`Shape`],
+//!   and [`GpuSpec`] with [`lookup_gpu`] for the roofline;
+//! - the four roles, as object-safe async traits: a [`Profiler`] finds where time goes
+//!   ([`ProfileReport`]), an [`Agent`] proposes a candidate ([`Proposal`]), a [`VersionStore`]
+//!   commits it, a [`Benchmarker`] judges it ([`BenchResult`], [`Correctness`]) and times it
+//!   head to head against the incumbent ([`Comparison`]);
+//! - the loop itself, [`OptimizationLoop`]: for the target the [`Orchestrator`] picks
+//!   (ranked by Amdahl gain), propose → commit → bench → [`keep::decide`] → keep or revert →
+//!   append a row to `results.tsv` ([`ResultsLog`]).
+//!
+//! The default implementations live in sibling crates (`autokernel-bench`,
+//! `autokernel-profiler`, `autokernel-agent`, `autokernel-vcs`); this crate depends on none
+//! of them, nor on pyo3, gix or an HTTP client. With the `testing` feature,
+//! [`testing`] offers in-memory doubles of the traits for tests of code built on the loop.
+//!
+//! ```
+//! use autokernel_core::{KernelKind, Shape, DType, run::keep::end_to_end_speedup};
+//! let kind: KernelKind = "softmax".parse().unwrap();
+//! let bytes = kind.min_bytes(&Shape(vec![4096, 4096]), DType::Float16);
+//! assert_eq!(bytes, 2.0 * 4096.0 * 4096.0 * 2.0);
+//! // a kernel that is 60% of the model's time, made 1.5x faster: 1.25x end to end
+//! assert!((end_to_end_speedup(&[(0.6, 1.5)]) - 1.25).abs() < 1e-12);
+//! ```
+#![warn(missing_docs)]
+
+mod agent;
+mod benchmarker;
+mod gpu;
+mod kernel;
+mod profiler;
+mod results;
+pub mod run;
+mod target;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+mod version_store;
+
+pub use agent::{Agent, AgentError, Proposal, ProposalContext, TokenUsage};
+pub use benchmarker::{
+    BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest, Comparison, Correctness,
+    Device, Metrics, Stage, StageReport,
+};
+pub use gpu::{lookup_gpu, GpuLookup, GpuSpec};
+pub use kernel::{Bound, DType, KernelKind, ParseError, Shape, ShapeSet, Tolerance};
+pub use profiler::{ModelSource, ModelSpec, OpProfile, ProfileError, ProfileReport, Profiler};
+pub use results::{Decision, ExperimentRecord, ResultsError, ResultsLog, RESULTS_HEADER};
+pub use run::keep;
+pub use run::orchestrator::{MoveOn, Orchestrator, OrchestratorOptions, TargetState};
+pub use run::{
+    Interrupt, LoopError, LoopOptions, LoopOutcome, NoReporter, OptimizationLoop, Reporter,
+    StopReason,
+};
+pub use target::Target;
+pub use version_store::{
+    CommitId, ExperimentDraft, Reconciliation, StoreError, UnloggedExperiment, VersionStore,
+};

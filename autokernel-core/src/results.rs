@@ -1,0 +1,456 @@
+//! `results.tsv`: one row per experiment, appended and fsynced as each experiment ends,
+//! never rewritten. Reopening continues the numbering; a torn last line left by a killed
+//! process is cut off (and saved beside the log) without touching earlier rows.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::KernelKind;
+
+/// The header, in order. Readers may rely on it; it never changes within a major version.
+pub const RESULTS_HEADER: [&str; 16] = [
+    "experiment",
+    "timestamp",
+    "target",
+    "kind",
+    "agent",
+    "description",
+    "commit",
+    "decision",
+    "correctness",
+    "latency_us",
+    "throughput",
+    "throughput_unit",
+    "pct_peak",
+    "speedup_vs_reference",
+    "peak_vram_mb",
+    "duration_s",
+];
+
+/// What happened to an experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// The first, reference point of a target (its starter kernel).
+    Baseline,
+    /// Correct and faster beyond the threshold: the branch advanced.
+    Keep,
+    /// Incorrect, not faster, crashed or abandoned: the branch went back.
+    Revert,
+    /// The agent produced nothing runnable: no commit, no bench.
+    Invalid,
+}
+
+impl Decision {
+    /// The word in `results.tsv`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Decision::Baseline => "baseline",
+            Decision::Keep => "keep",
+            Decision::Revert => "revert",
+            Decision::Invalid => "invalid",
+        }
+    }
+}
+
+impl std::str::FromStr for Decision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "baseline" => Ok(Decision::Baseline),
+            "keep" => Ok(Decision::Keep),
+            "revert" => Ok(Decision::Revert),
+            "invalid" => Ok(Decision::Invalid),
+            other => Err(format!("unknown decision `{other}`")),
+        }
+    }
+}
+
+/// One row of `results.tsv`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentRecord {
+    /// Experiment number, 1-based, increasing across targets and resumed runs.
+    pub experiment: u64,
+    /// When it ended, RFC 3339 UTC.
+    pub timestamp: String,
+    /// Target id.
+    pub target: String,
+    /// Kernel kind.
+    pub kind: KernelKind,
+    /// Agent name.
+    pub agent: String,
+    /// The agent's one-line description (for `invalid`, starts with the reason).
+    pub description: String,
+    /// Commit id of the benchmarked `kernel.py`; empty for `invalid`.
+    pub commit: Option<String>,
+    /// The decision.
+    pub decision: Decision,
+    /// `PASS`, `FAIL`, `TIMEOUT`, `CRASH`, `TAMPER` or `NOT_RUN`.
+    pub correctness: String,
+    /// Median latency, in microseconds.
+    pub latency_us: Option<f64>,
+    /// Throughput in `throughput_unit`.
+    pub throughput: Option<f64>,
+    /// `GB/s` or `TFLOP/s`.
+    pub throughput_unit: String,
+    /// Percentage of the GPU's ceiling.
+    pub pct_peak: Option<f64>,
+    /// Speedup over the PyTorch reference.
+    pub speedup_vs_reference: Option<f64>,
+    /// Peak device memory, in MB.
+    pub peak_vram_mb: Option<f64>,
+    /// Wall time of the whole experiment (propose + commit + bench + decide), in seconds.
+    pub duration_s: f64,
+}
+
+/// Errors reading or writing `results.tsv`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResultsError {
+    /// An I/O failure on the log.
+    #[error("cannot access results log `{path}`")]
+    Io {
+        /// The log's path.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file exists but is not an autokernel results log.
+    #[error("`{path}` is not an autokernel results.tsv: {reason}")]
+    Format {
+        /// The log's path.
+        path: PathBuf,
+        /// What differs.
+        reason: String,
+    },
+}
+
+/// The append-only `results.tsv` of a workspace.
+#[derive(Debug)]
+pub struct ResultsLog {
+    path: PathBuf,
+    file: File,
+    rows: Vec<ExperimentRecord>,
+    repaired_torn_line: bool,
+}
+
+fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.decimals$}"),
+        _ => String::new(),
+    }
+}
+
+fn parse_opt(s: &str) -> Option<f64> {
+    if s.is_empty() {
+        None
+    } else {
+        s.parse().ok()
+    }
+}
+
+impl ExperimentRecord {
+    fn to_fields(&self) -> Vec<String> {
+        vec![
+            self.experiment.to_string(),
+            self.timestamp.clone(),
+            self.target.clone(),
+            self.kind.to_string(),
+            self.agent.clone(),
+            // a tab or newline would break the row for people and spreadsheets
+            self.description.replace(['\t', '\n', '\r'], " "),
+            self.commit.clone().unwrap_or_default(),
+            self.decision.label().to_string(),
+            self.correctness.clone(),
+            fmt_opt(self.latency_us, 3),
+            fmt_opt(self.throughput, 3),
+            self.throughput_unit.clone(),
+            fmt_opt(self.pct_peak, 2),
+            fmt_opt(self.speedup_vs_reference, 4),
+            fmt_opt(self.peak_vram_mb, 1),
+            format!("{:.2}", self.duration_s),
+        ]
+    }
+
+    fn from_fields(r: &csv::StringRecord) -> Result<Self, String> {
+        if r.len() != RESULTS_HEADER.len() {
+            return Err(format!(
+                "{} fields, expected {}",
+                r.len(),
+                RESULTS_HEADER.len()
+            ));
+        }
+        let f = |i: usize| r.get(i).unwrap_or("").to_string();
+        Ok(ExperimentRecord {
+            experiment: f(0)
+                .parse()
+                .map_err(|_| format!("bad experiment `{}`", f(0)))?,
+            timestamp: f(1),
+            target: f(2),
+            kind: f(3).parse().map_err(|e| format!("{e}"))?,
+            agent: f(4),
+            description: f(5),
+            commit: Some(f(6)).filter(|c| !c.is_empty()),
+            decision: f(7).parse()?,
+            correctness: f(8),
+            latency_us: parse_opt(&f(9)),
+            throughput: parse_opt(&f(10)),
+            throughput_unit: f(11),
+            pct_peak: parse_opt(&f(12)),
+            speedup_vs_reference: parse_opt(&f(13)),
+            peak_vram_mb: parse_opt(&f(14)),
+            duration_s: parse_opt(&f(15)).unwrap_or(0.0),
+        })
+    }
+}
+
+impl ResultsLog {
+    /// Opens `path`, creating it with the header when absent. An existing log is read back:
+    /// its rows are available through [`ResultsLog::rows`] and numbering continues after
+    /// the largest. A torn last line (no final newline: the writer was killed mid-row) is
+    /// cut off and saved to `<path>.torn` so nothing is silently lost.
+    ///
+    /// # Errors
+    /// [`ResultsError::Format`] when the header differs or a complete row is malformed;
+    /// [`ResultsError::Io`] on I/O failure.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, ResultsError> {
+        let path = path.as_ref().to_path_buf();
+        let io = |source| ResultsError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(io)?;
+        let mut text = Vec::new();
+        file.read_to_end(&mut text).map_err(io)?;
+        let mut repaired = false;
+        if text.is_empty() {
+            let mut header = RESULTS_HEADER.join("\t");
+            header.push('\n');
+            file.write_all(header.as_bytes()).map_err(io)?;
+            file.sync_all().map_err(io)?;
+            return Ok(ResultsLog {
+                path,
+                file,
+                rows: Vec::new(),
+                repaired_torn_line: false,
+            });
+        }
+        if !text.ends_with(b"\n") {
+            let keep = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            let torn = text.split_off(keep);
+            std::fs::write(path.with_extension("tsv.torn"), &torn).map_err(io)?;
+            // `set_len` works on an append-mode handle; later appends land at the new end.
+            file.set_len(keep as u64).map_err(io)?;
+            file.seek(SeekFrom::End(0)).map_err(io)?;
+            file.sync_all().map_err(io)?;
+            tracing::warn!(
+                path = %path.display(),
+                bytes = torn.len(),
+                "results.tsv ended in a torn row (killed mid-write); cut it off and saved it to results.tsv.torn"
+            );
+            repaired = true;
+            if text.is_empty() {
+                // the header itself was torn: write it again
+                let mut header = RESULTS_HEADER.join("\t");
+                header.push('\n');
+                file.write_all(header.as_bytes()).map_err(io)?;
+                file.sync_all().map_err(io)?;
+                return Ok(ResultsLog {
+                    path,
+                    file,
+                    rows: Vec::new(),
+                    repaired_torn_line: true,
+                });
+            }
+        }
+        let rows = Self::parse(&path, &text)?;
+        Ok(ResultsLog {
+            path,
+            file,
+            rows,
+            repaired_torn_line: repaired,
+        })
+    }
+
+    fn parse(path: &Path, text: &[u8]) -> Result<Vec<ExperimentRecord>, ResultsError> {
+        let fmt = |reason: String| ResultsError::Format {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let mut reader = csv::ReaderBuilder::new()
+            .delimiter(b'\t')
+            .quoting(false)
+            .has_headers(true)
+            .flexible(true)
+            .from_reader(text);
+        let header = reader
+            .headers()
+            .map_err(|e| fmt(format!("unreadable header: {e}")))?
+            .clone();
+        if header.iter().collect::<Vec<_>>() != RESULTS_HEADER {
+            return Err(fmt(format!(
+                "header is `{}`",
+                header.iter().collect::<Vec<_>>().join(" ")
+            )));
+        }
+        let mut rows = Vec::new();
+        for (i, rec) in reader.records().enumerate() {
+            let rec = rec.map_err(|e| fmt(format!("row {}: {e}", i + 1)))?;
+            rows.push(
+                ExperimentRecord::from_fields(&rec)
+                    .map_err(|e| fmt(format!("row {}: {e}", i + 1)))?,
+            );
+        }
+        Ok(rows)
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every row, in file order.
+    pub fn rows(&self) -> &[ExperimentRecord] {
+        &self.rows
+    }
+
+    /// Whether [`ResultsLog::open`] cut off a torn last line.
+    pub fn repaired_torn_line(&self) -> bool {
+        self.repaired_torn_line
+    }
+
+    /// The number the next experiment gets: one more than the largest so far.
+    pub fn next_experiment(&self) -> u64 {
+        self.rows.iter().map(|r| r.experiment).max().unwrap_or(0) + 1
+    }
+
+    /// Appends `record` as one line and fsyncs it before returning.
+    ///
+    /// # Errors
+    /// [`ResultsError::Io`] when the write or sync fails; the row is then not in
+    /// [`ResultsLog::rows`].
+    pub fn append(&mut self, record: ExperimentRecord) -> Result<(), ResultsError> {
+        let mut writer = csv::WriterBuilder::new()
+            .delimiter(b'\t')
+            .quote_style(csv::QuoteStyle::Never)
+            .from_writer(Vec::new());
+        let io = |source| ResultsError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        writer
+            .write_record(record.to_fields())
+            .map_err(|e| io(std::io::Error::other(e)))?;
+        let line = writer
+            .into_inner()
+            .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+        // one write_all of a whole line: a kill leaves at most one torn line, which open() repairs
+        self.file.write_all(&line).map_err(io)?;
+        self.file.sync_data().map_err(io)?;
+        self.rows.push(record);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn row(n: u64, decision: Decision) -> ExperimentRecord {
+        ExperimentRecord {
+            experiment: n,
+            timestamp: "2026-11-29T22:00:00Z".into(),
+            target: "01-softmax".into(),
+            kind: KernelKind::Softmax,
+            agent: "tune".into(),
+            description: format!("try {n}\twith a tab"),
+            commit: Some(format!("{n:040}")),
+            decision,
+            correctness: "PASS".into(),
+            latency_us: Some(12.3456),
+            throughput: Some(3000.0),
+            throughput_unit: "GB/s".into(),
+            pct_peak: Some(70.5),
+            speedup_vs_reference: Some(1.5),
+            peak_vram_mb: Some(64.0),
+            duration_s: 3.2,
+        }
+    }
+
+    #[test]
+    fn a_new_log_has_exactly_the_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.tsv");
+        ResultsLog::open(&p).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "experiment\ttimestamp\ttarget\tkind\tagent\tdescription\tcommit\tdecision\tcorrectness\tlatency_us\tthroughput\tthroughput_unit\tpct_peak\tspeedup_vs_reference\tpeak_vram_mb\tduration_s\n"
+        );
+    }
+
+    #[test]
+    fn reopening_continues_the_numbering_and_reads_rows_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.tsv");
+        let mut log = ResultsLog::open(&p).unwrap();
+        log.append(row(1, Decision::Baseline)).unwrap();
+        log.append(row(2, Decision::Keep)).unwrap();
+        drop(log);
+        let log = ResultsLog::open(&p).unwrap();
+        assert_eq!(log.next_experiment(), 3);
+        assert_eq!(log.rows().len(), 2);
+        assert_eq!(log.rows()[1].decision, Decision::Keep);
+        assert_eq!(log.rows()[1].latency_us, Some(12.346));
+        // the tab in the description was replaced, so the row still has 16 fields
+        assert_eq!(log.rows()[0].description, "try 1 with a tab");
+    }
+
+    #[test]
+    fn a_torn_last_row_is_cut_off_and_saved_and_earlier_rows_survive() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.tsv");
+        let mut log = ResultsLog::open(&p).unwrap();
+        log.append(row(1, Decision::Baseline)).unwrap();
+        log.append(row(2, Decision::Revert)).unwrap();
+        drop(log);
+        // simulate a kill in the middle of writing row 3
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"3\t2026-11-29T22:01:00Z\t01-soft").unwrap();
+        drop(f);
+        let mut log = ResultsLog::open(&p).unwrap();
+        assert!(log.repaired_torn_line());
+        assert_eq!(log.rows().len(), 2);
+        assert_eq!(log.next_experiment(), 3);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("results.tsv.torn")).unwrap(),
+            "3\t2026-11-29T22:01:00Z\t01-soft"
+        );
+        log.append(row(3, Decision::Keep)).unwrap();
+        drop(log);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(text.lines().all(|l| l.split('\t').count() == 16));
+    }
+
+    #[test]
+    fn a_foreign_file_is_refused_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.tsv");
+        std::fs::write(&p, "name\tvalue\nx\t1\n").unwrap();
+        let err = ResultsLog::open(&p).unwrap_err();
+        assert!(
+            err.to_string().contains("not an autokernel results.tsv"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "name\tvalue\nx\t1\n");
+    }
+}

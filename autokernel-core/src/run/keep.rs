@@ -1,0 +1,160 @@
+//! The keep rule and Amdahl's law.
+
+use crate::{BenchResult, Comparison};
+
+/// Default threshold of the keep rule: a candidate must be more than 1% faster.
+pub const DEFAULT_KEEP_THRESHOLD: f64 = 0.01;
+
+/// Why a candidate was or was not kept.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeepVerdict {
+    /// Correct and faster beyond the threshold.
+    Keep {
+        /// The measured median speedup over the incumbent.
+        speedup: f64,
+    },
+    /// Not kept, with the reason for the log.
+    Revert {
+        /// e.g. `0.6% faster, below the 1.0% threshold`.
+        reason: String,
+    },
+}
+
+/// The keep rule: keep only a `PASS` candidate whose median speedup over the incumbent,
+/// measured head to head in one process ([`Comparison`]), exceeds `1 + threshold`.
+pub fn decide(
+    candidate: &BenchResult,
+    comparison: Option<&Comparison>,
+    threshold: f64,
+) -> KeepVerdict {
+    if !candidate.correctness.is_pass() {
+        return KeepVerdict::Revert {
+            reason: format!("verdict {}", candidate.correctness.label()),
+        };
+    }
+    let Some(c) = comparison else {
+        return KeepVerdict::Revert {
+            reason: "no head-to-head timing".to_string(),
+        };
+    };
+    if !c.median_speedup.is_finite() {
+        return KeepVerdict::Revert {
+            reason: "timing not finite".to_string(),
+        };
+    }
+    let gain_pct = (c.median_speedup - 1.0) * 100.0;
+    if c.median_speedup > 1.0 + threshold {
+        KeepVerdict::Keep {
+            speedup: c.median_speedup,
+        }
+    } else {
+        KeepVerdict::Revert {
+            reason: format!(
+                "{gain_pct:.1}% faster over {} repetitions (spread {:.1}%), below the {:.1}% threshold",
+                c.repetitions,
+                c.spread * 100.0,
+                threshold * 100.0
+            ),
+        }
+    }
+}
+
+/// Fraction of end-to-end time saved by speeding up a part that takes fraction `f` of it
+/// by `s`: `f · (1 − 1/s)`.
+///
+/// # Source
+/// Amdahl, "Validity of the single processor approach…", AFIPS 1967.
+pub fn amdahl_saving(f: f64, s: f64) -> f64 {
+    if s <= 0.0 {
+        return 0.0;
+    }
+    f * (1.0 - 1.0 / s)
+}
+
+/// End-to-end speedup when each part `(fᵢ, sᵢ)` is sped up: `1 / (1 − Σ fᵢ·(1 − 1/sᵢ))`.
+///
+/// # Source
+/// Amdahl's law, as [`amdahl_saving`].
+pub fn end_to_end_speedup(parts: &[(f64, f64)]) -> f64 {
+    let saved: f64 = parts.iter().map(|&(f, s)| amdahl_saving(f, s)).sum();
+    1.0 / (1.0 - saved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Correctness, KernelKind, Stage};
+
+    fn result(c: Correctness) -> BenchResult {
+        BenchResult {
+            kind: KernelKind::Softmax,
+            correctness: c,
+            stages: vec![],
+            metrics: None,
+            device: "cpu".into(),
+            timing_representative: false,
+            source_sha256: String::new(),
+        }
+    }
+
+    fn cmp(s: f64) -> Comparison {
+        Comparison {
+            incumbent_latency_us: 10.0 * s,
+            candidate_latency_us: 10.0,
+            median_speedup: s,
+            repetitions: 5,
+            spread: 0.02,
+        }
+    }
+
+    #[test]
+    fn amdahl_matches_hand_worked_values() {
+        // f = 0.6 at s = 1.5: saves 0.2 → 1/0.8 = 1.25
+        assert!((end_to_end_speedup(&[(0.6, 1.5)]) - 1.25).abs() < 1e-12);
+        // f = 0.05 at s = 1.5: saves 1/60 → 60/59 = 1.01695
+        assert!((end_to_end_speedup(&[(0.05, 1.5)]) - 60.0 / 59.0).abs() < 1e-12);
+        // two parts: 0.5 at 2x saves 0.25, 0.2 at 4x saves 0.15 → 1/0.6
+        assert!((end_to_end_speedup(&[(0.5, 2.0), (0.2, 4.0)]) - 1.0 / 0.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_faster_passing_candidate_is_kept() {
+        assert_eq!(
+            decide(&result(Correctness::Pass), Some(&cmp(1.2)), 0.01),
+            KeepVerdict::Keep { speedup: 1.2 }
+        );
+    }
+
+    #[test]
+    fn a_noisy_candidate_within_the_threshold_is_not_kept() {
+        let v = decide(&result(Correctness::Pass), Some(&cmp(1.006)), 0.01);
+        match v {
+            KeepVerdict::Revert { reason } => {
+                assert!(reason.contains("below the 1.0% threshold"), "{reason}")
+            }
+            other => panic!("kept a 0.6% gain: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_failing_candidate_is_never_kept_however_fast() {
+        let fail = Correctness::Fail {
+            stage: Stage::Stability,
+            reason: "nan".into(),
+        };
+        assert!(matches!(
+            decide(&result(fail), Some(&cmp(10.0)), 0.01),
+            KeepVerdict::Revert { .. }
+        ));
+        assert!(matches!(
+            decide(
+                &result(Correctness::Crash {
+                    reason: "segv".into()
+                }),
+                Some(&cmp(10.0)),
+                0.01
+            ),
+            KeepVerdict::Revert { .. }
+        ));
+    }
+}

@@ -1,0 +1,755 @@
+//! The edit → benchmark → keep-or-revert loop ([`OptimizationLoop`]), generic over the four
+//! traits, with its orchestrator, keep rule, progress reporter and interrupt flag.
+
+pub mod keep;
+pub mod orchestrator;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+
+use crate::{
+    Agent, AgentError, BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest,
+    Correctness, Decision, Device, ExperimentDraft, ExperimentRecord, GpuSpec, Proposal,
+    ProposalContext, ResultsError, ResultsLog, StoreError, Target, VersionStore,
+};
+use keep::{decide, KeepVerdict, DEFAULT_KEEP_THRESHOLD};
+use orchestrator::{MoveOn, Orchestrator, OrchestratorOptions, TargetState};
+
+/// A Ctrl-C flag shared between a signal handler and the loop: the first request finishes
+/// the experiment in flight and stops; the second abandons it (reverted and logged).
+#[derive(Debug, Default)]
+pub struct Interrupt {
+    level: AtomicU8,
+    notify: Notify,
+}
+
+impl Interrupt {
+    /// A flag with nothing requested.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records one more interrupt (call from the signal handler).
+    pub fn request(&self) {
+        self.level.fetch_add(1, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// Whether at least one interrupt arrived: stop after the current experiment.
+    pub fn stop_requested(&self) -> bool {
+        self.level.load(Ordering::SeqCst) >= 1
+    }
+
+    /// Whether a second interrupt arrived: abandon the experiment in flight.
+    pub fn abandon_requested(&self) -> bool {
+        self.level.load(Ordering::SeqCst) >= 2
+    }
+
+    async fn abandoned(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.abandon_requested() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Progress events of the loop. The binary draws them; libraries and tests can ignore them.
+/// Every method has a no-op default.
+pub trait Reporter: Send + Sync {
+    /// Work starts (or resumes) on a target.
+    fn on_target_start(&self, _state: &TargetState) {}
+    /// An experiment starts.
+    fn on_experiment_start(&self, _target: &Target, _experiment: u64) {}
+    /// The agent proposed a candidate, now being benchmarked.
+    fn on_candidate(&self, _target: &Target, _experiment: u64, _description: &str) {}
+    /// An experiment ended and its row was written.
+    fn on_decision(&self, _record: &ExperimentRecord, _result: Option<&BenchResult>) {}
+    /// The orchestrator moved on from a target.
+    fn on_target_end(&self, _target: &Target, _why: &MoveOn) {}
+    /// Something the user should know that is not an error.
+    fn on_warning(&self, _message: &str) {}
+}
+
+/// A reporter that ignores every event.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoReporter;
+impl Reporter for NoReporter {}
+
+/// Choices of the loop that have defaults.
+#[derive(Debug, Clone)]
+pub struct LoopOptions {
+    /// Keep threshold: a candidate must be more than this fraction faster (default 0.01).
+    pub keep_threshold: f64,
+    /// Stop after this many experiments in this invocation, baselines not counted.
+    pub max_experiments: Option<u64>,
+    /// Stop after this much wall time in this invocation.
+    pub budget: Option<Duration>,
+    /// When to move on from a target.
+    pub orchestrator: OrchestratorOptions,
+    /// Where kernels run.
+    pub device: Device,
+    /// Time limit of one bench request.
+    pub bench_timeout: Duration,
+    /// Interleaved repetitions of the head-to-head comparison (default 5).
+    pub compare_repetitions: u32,
+    /// A folder outside version control for the incumbent's copy during a comparison.
+    pub scratch_dir: PathBuf,
+    /// The GPU's figures, when known, for the agent's context.
+    pub gpu: Option<GpuSpec>,
+}
+
+impl LoopOptions {
+    /// Defaults with `scratch_dir` as the scratch folder.
+    pub fn new(scratch_dir: impl Into<PathBuf>) -> Self {
+        LoopOptions {
+            keep_threshold: DEFAULT_KEEP_THRESHOLD,
+            max_experiments: None,
+            budget: None,
+            orchestrator: OrchestratorOptions::default(),
+            device: Device::Auto,
+            bench_timeout: Duration::from_secs(300),
+            compare_repetitions: 5,
+            scratch_dir: scratch_dir.into(),
+            gpu: None,
+        }
+    }
+}
+
+/// Errors that stop the loop. A bad candidate never does: it becomes a row.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoopError {
+    /// The agent cannot go on.
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+    /// The harness cannot run.
+    #[error(transparent)]
+    Bench(#[from] BenchError),
+    /// The version store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// `results.tsv` could not be written.
+    #[error(transparent)]
+    Results(#[from] ResultsError),
+    /// The scratch folder could not be written.
+    #[error("cannot write scratch file `{path}`")]
+    Scratch {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why the loop returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StopReason {
+    /// Every target was moved on from.
+    AllTargetsDone,
+    /// `max_experiments` reached.
+    ExperimentCap,
+    /// The wall-time budget ran out.
+    Budget,
+    /// Ctrl-C.
+    Interrupted,
+}
+
+/// What a run did.
+#[derive(Debug, Clone)]
+pub struct LoopOutcome {
+    /// Why it stopped.
+    pub stop: StopReason,
+    /// Experiments run in this invocation, baselines not counted.
+    pub experiments: u64,
+    /// Every target's bookkeeping.
+    pub states: Vec<TargetState>,
+    /// `1 / (1 − Σ fᵢ·(1 − 1/sᵢ))` over the targets' best speedups.
+    pub projected_speedup: f64,
+}
+
+struct Incumbent {
+    source: String,
+    result: Option<BenchResult>,
+    baseline_latency_us: Option<f64>,
+}
+
+/// The loop: for the target the [`Orchestrator`] picks, propose → commit → bench →
+/// keep/revert → log, until every target is done, the budget or cap is reached, or Ctrl-C.
+pub struct OptimizationLoop<A, B, V> {
+    agent: A,
+    bench: B,
+    store: V,
+    log: ResultsLog,
+    options: LoopOptions,
+    reporter: Box<dyn Reporter>,
+    failures: Vec<(u64, String)>,
+}
+
+fn sha256_hex(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
+    /// Assembles a loop from its parts; `log` is the workspace's open `results.tsv`.
+    pub fn new(agent: A, bench: B, store: V, log: ResultsLog, options: LoopOptions) -> Self {
+        OptimizationLoop {
+            agent,
+            bench,
+            store,
+            log,
+            options,
+            reporter: Box::new(NoReporter),
+            failures: Vec::new(),
+        }
+    }
+
+    /// Sends progress events to `reporter`.
+    pub fn with_reporter(mut self, reporter: Box<dyn Reporter>) -> Self {
+        self.reporter = reporter;
+        self
+    }
+
+    /// The results log.
+    pub fn log(&self) -> &ResultsLog {
+        &self.log
+    }
+
+    /// The version store.
+    pub fn store(&self) -> &V {
+        &self.store
+    }
+
+    /// Runs every target to completion (or until a budget, the cap or Ctrl-C). Each pair is
+    /// a target and its starting `kernel.py`. Resumes from what `results.tsv` and the store
+    /// already hold: experiments committed but never logged are logged as `CRASH`/`revert`
+    /// and reverted first.
+    ///
+    /// # Errors
+    /// [`LoopError`] when a part cannot go on; everything written before stays consistent.
+    pub async fn run(
+        &mut self,
+        targets: Vec<(Target, String)>,
+        interrupt: &Interrupt,
+    ) -> Result<LoopOutcome, LoopError> {
+        self.reconcile(&targets).await?;
+        let started = Instant::now();
+        let mut orchestrator = Orchestrator::new(
+            targets.iter().map(|(t, _)| t.clone()).collect(),
+            self.options.orchestrator.clone(),
+        );
+        let mut incumbents: Vec<Option<Incumbent>> = Vec::new();
+        for (target, _) in &targets {
+            incumbents.push(self.restore(target, &mut orchestrator).await?);
+        }
+        let mut experiments = 0u64;
+        let stop = loop {
+            if interrupt.stop_requested() {
+                break StopReason::Interrupted;
+            }
+            if self.options.budget.is_some_and(|b| started.elapsed() >= b) {
+                break StopReason::Budget;
+            }
+            if self
+                .options
+                .max_experiments
+                .is_some_and(|m| experiments >= m)
+            {
+                break StopReason::ExperimentCap;
+            }
+            let Some(target) = orchestrator.next_target().cloned() else {
+                break StopReason::AllTargetsDone;
+            };
+            let index = targets
+                .iter()
+                .position(|(t, _)| t.id == target.id)
+                .expect("orchestrator only holds given targets");
+            if incumbents[index].is_none() {
+                if let Some(state) = orchestrator
+                    .states()
+                    .iter()
+                    .find(|s| s.target.id == target.id)
+                {
+                    self.reporter.on_target_start(state);
+                }
+                let starter = &targets[index].1;
+                match self.baseline(&target, starter, interrupt).await? {
+                    Ok(inc) => incumbents[index] = Some(inc),
+                    Err(why) => {
+                        orchestrator.finish(&target.id, why.clone());
+                        self.reporter.on_target_end(&target, &why);
+                    }
+                }
+                continue;
+            }
+            let incumbent = incumbents[index].as_mut().expect("set above");
+            let t0 = Instant::now();
+            let outcome = self.experiment(&target, incumbent, interrupt).await?;
+            experiments += u64::from(outcome.is_some());
+            let Some((kept, speedup, pct)) = outcome else {
+                orchestrator.finish(&target.id, MoveOn::Exhausted);
+                self.reporter.on_target_end(&target, &MoveOn::Exhausted);
+                continue;
+            };
+            if let Some(why) = orchestrator.record(&target.id, kept, speedup, pct, t0.elapsed()) {
+                self.reporter.on_target_end(&target, &why);
+            }
+        };
+        Ok(LoopOutcome {
+            stop,
+            experiments,
+            states: orchestrator.states().to_vec(),
+            projected_speedup: orchestrator.projected_speedup(),
+        })
+    }
+
+    /// Logs and reverts experiments that were committed but never logged.
+    async fn reconcile(&mut self, targets: &[(Target, String)]) -> Result<(), LoopError> {
+        let report = self.store.reconcile(self.log.rows()).await?;
+        for (n, commit) in &report.missing_commits {
+            self.reporter.on_warning(&format!(
+                "results.tsv row {n} names commit {commit}, which the repository does not have"
+            ));
+        }
+        for lost in report.unlogged {
+            let kind = targets
+                .iter()
+                .find(|(t, _)| t.id == lost.target)
+                .map(|(t, _)| t.kind);
+            let Some(kind) = kind else {
+                self.reporter.on_warning(&format!(
+                    "experiment {} on unknown target `{}` was committed but never logged",
+                    lost.experiment, lost.target
+                ));
+                continue;
+            };
+            let record = ExperimentRecord {
+                experiment: lost.experiment,
+                timestamp: now_rfc3339(),
+                target: lost.target.clone(),
+                kind,
+                agent: lost.agent.clone(),
+                description: format!(
+                    "interrupted before its result was logged: {}",
+                    lost.description
+                ),
+                commit: Some(lost.commit.0.clone()),
+                decision: Decision::Revert,
+                correctness: Correctness::Crash {
+                    reason: String::new(),
+                }
+                .label()
+                .to_string(),
+                latency_us: None,
+                throughput: None,
+                throughput_unit: String::new(),
+                pct_peak: None,
+                speedup_vs_reference: None,
+                peak_vram_mb: None,
+                duration_s: 0.0,
+            };
+            self.store.revert(&record).await?;
+            self.log.append(record.clone())?;
+            self.reporter.on_decision(&record, None);
+        }
+        Ok(())
+    }
+
+    /// Rebuilds a target's incumbent and orchestrator state from earlier rows, if any.
+    async fn restore(
+        &mut self,
+        target: &Target,
+        orchestrator: &mut Orchestrator,
+    ) -> Result<Option<Incumbent>, LoopError> {
+        let rows: Vec<ExperimentRecord> = self
+            .log
+            .rows()
+            .iter()
+            .filter(|r| r.target == target.id)
+            .cloned()
+            .collect();
+        let Some(baseline) = rows.iter().find(|r| r.decision == Decision::Baseline) else {
+            return Ok(None);
+        };
+        if baseline.correctness != "PASS" {
+            orchestrator.finish(
+                &target.id,
+                MoveOn::BaselineFailed(format!("baseline verdict {}", baseline.correctness)),
+            );
+            return Ok(None);
+        }
+        let Some((_, source)) = self.store.best(target).await? else {
+            return Ok(None);
+        };
+        let base = baseline.latency_us;
+        for r in rows.iter().filter(|r| r.decision != Decision::Baseline) {
+            let kept = r.decision == Decision::Keep;
+            let speedup = match (base, r.latency_us) {
+                (Some(b), Some(l)) if l > 0.0 => Some(b / l),
+                _ => None,
+            };
+            orchestrator.record(
+                &target.id,
+                kept,
+                speedup,
+                r.pct_peak,
+                Duration::from_secs_f64(r.duration_s.max(0.0)),
+            );
+        }
+        Ok(Some(Incumbent {
+            source,
+            result: None,
+            baseline_latency_us: base,
+        }))
+    }
+
+    fn bench_request(&self, target: &Target, path: PathBuf) -> BenchRequest {
+        BenchRequest {
+            kernel_path: path,
+            kind: Some(target.kind),
+            device: self.options.device,
+            extra_shapes: target.shapes.clone(),
+            timing: target.shapes.first().map(|s| (s.clone(), target.dtype)),
+            quick: false,
+            time_compiled: false,
+            timeout: self.options.bench_timeout,
+        }
+    }
+
+    /// Commits and benches the starter: the baseline row.
+    async fn baseline(
+        &mut self,
+        target: &Target,
+        starter: &str,
+        interrupt: &Interrupt,
+    ) -> Result<Result<Incumbent, MoveOn>, LoopError> {
+        let n = self.log.next_experiment();
+        let t0 = Instant::now();
+        self.reporter.on_experiment_start(target, n);
+        let agent = "starter".to_string();
+        let description = format!("baseline: {} starter kernel", target.kind);
+        let commit = self
+            .store
+            .commit(&ExperimentDraft {
+                experiment: n,
+                target,
+                description: &description,
+                agent: &agent,
+                source: starter,
+            })
+            .await?;
+        let request = self.bench_request(target, self.store.kernel_path(target));
+        let result = self.bench_or_abandon(&request, starter, interrupt).await?;
+        let record = self.record(
+            n,
+            target,
+            &agent,
+            &description,
+            Some(commit.0),
+            Decision::Baseline,
+            &result,
+            t0,
+        );
+        // the baseline stays on the branch even when it fails: it is the target's start
+        self.store.keep(&record).await?;
+        self.log.append(record.clone())?;
+        self.reporter.on_decision(&record, Some(&result));
+        if !result.correctness.is_pass() {
+            let why = format!(
+                "baseline {}{}",
+                result.correctness.label(),
+                result
+                    .correctness
+                    .reason()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            );
+            return Ok(Err(MoveOn::BaselineFailed(why)));
+        }
+        Ok(Ok(Incumbent {
+            source: starter.to_string(),
+            baseline_latency_us: result.metrics.as_ref().map(|m| m.latency_us),
+            result: Some(result),
+        }))
+    }
+
+    /// Benches, or returns `NOT_RUN` when a second Ctrl-C abandons the request.
+    async fn bench_or_abandon(
+        &mut self,
+        request: &BenchRequest,
+        source: &str,
+        interrupt: &Interrupt,
+    ) -> Result<BenchResult, LoopError> {
+        let result = tokio::select! {
+            r = self.bench.bench(request) => r?,
+            _ = interrupt.abandoned() => {
+                return Ok(BenchResult {
+                    kind: request.kind.unwrap_or(crate::KernelKind::Matmul),
+                    correctness: Correctness::NotRun,
+                    stages: vec![],
+                    metrics: None,
+                    device: String::new(),
+                    timing_representative: false,
+                    source_sha256: String::new(),
+                });
+            }
+        };
+        let expected = sha256_hex(source);
+        if result.correctness.is_pass() && result.source_sha256 != expected {
+            return Ok(BenchResult {
+                correctness: Correctness::Tamper {
+                    reason: format!(
+                        "the worker ran source {} but the committed kernel.py is {}",
+                        result.source_sha256, expected
+                    ),
+                },
+                ..result
+            });
+        }
+        Ok(result)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        n: u64,
+        target: &Target,
+        agent: &str,
+        description: &str,
+        commit: Option<String>,
+        decision: Decision,
+        result: &BenchResult,
+        t0: Instant,
+    ) -> ExperimentRecord {
+        let m = result.metrics.as_ref();
+        ExperimentRecord {
+            experiment: n,
+            timestamp: now_rfc3339(),
+            target: target.id.clone(),
+            kind: target.kind,
+            agent: agent.to_string(),
+            description: description.to_string(),
+            commit,
+            decision,
+            correctness: result.correctness.label().to_string(),
+            latency_us: m.map(|m| m.latency_us),
+            throughput: m.map(|m| m.throughput),
+            throughput_unit: m.map(|m| m.throughput_unit.clone()).unwrap_or_default(),
+            pct_peak: m.and_then(|m| m.pct_peak),
+            speedup_vs_reference: m.map(|m| m.speedup_vs_reference),
+            peak_vram_mb: m.map(|m| m.peak_vram_mb),
+            duration_s: t0.elapsed().as_secs_f64(),
+        }
+    }
+
+    /// One experiment. Returns `None` when the agent is exhausted, else whether it was kept,
+    /// the new speedup over the baseline and % of peak.
+    async fn experiment(
+        &mut self,
+        target: &Target,
+        incumbent: &mut Incumbent,
+        interrupt: &Interrupt,
+    ) -> Result<Option<(bool, Option<f64>, Option<f64>)>, LoopError> {
+        let n = self.log.next_experiment();
+        let t0 = Instant::now();
+        self.reporter.on_experiment_start(target, n);
+        let history: Vec<ExperimentRecord> = self
+            .log
+            .rows()
+            .iter()
+            .filter(|r| r.target == target.id)
+            .cloned()
+            .collect();
+        let context = ProposalContext {
+            target,
+            gpu: self.options.gpu.as_ref(),
+            best_source: &incumbent.source,
+            best_result: incumbent.result.as_ref(),
+            history: &history,
+            failures: &self.failures,
+            experiment: n,
+        };
+        let proposal = self.agent.propose(&context).await?;
+        let agent = self.agent.name();
+        let (description, source) = match proposal {
+            Proposal::Exhausted => return Ok(None),
+            Proposal::Invalid { reason, .. } => {
+                let record = ExperimentRecord {
+                    experiment: n,
+                    timestamp: now_rfc3339(),
+                    target: target.id.clone(),
+                    kind: target.kind,
+                    agent,
+                    description: reason.clone(),
+                    commit: None,
+                    decision: Decision::Invalid,
+                    correctness: Correctness::NotRun.label().to_string(),
+                    latency_us: None,
+                    throughput: None,
+                    throughput_unit: String::new(),
+                    pct_peak: None,
+                    speedup_vs_reference: None,
+                    peak_vram_mb: None,
+                    duration_s: t0.elapsed().as_secs_f64(),
+                };
+                self.failures.push((n, reason));
+                self.log.append(record.clone())?;
+                self.agent.observe(&record);
+                self.reporter.on_decision(&record, None);
+                return Ok(Some((false, None, None)));
+            }
+            Proposal::Candidate {
+                description,
+                source,
+                ..
+            } => (description, source),
+        };
+        self.reporter.on_candidate(target, n, &description);
+        // The store overwrites kernel.py; keep the incumbent's bytes for the comparison.
+        let incumbent_path = self
+            .options
+            .scratch_dir
+            .join(format!("{}-incumbent.py", target.id));
+        std::fs::create_dir_all(&self.options.scratch_dir)
+            .and_then(|_| std::fs::write(&incumbent_path, &incumbent.source))
+            .map_err(|source| LoopError::Scratch {
+                path: incumbent_path.clone(),
+                source,
+            })?;
+        let commit = self
+            .store
+            .commit(&ExperimentDraft {
+                experiment: n,
+                target,
+                description: &description,
+                agent: &agent,
+                source: &source,
+            })
+            .await?;
+        let candidate_path = self.store.kernel_path(target);
+        let request = self.bench_request(target, candidate_path.clone());
+        let result = match self.bench_or_abandon(&request, &source, interrupt).await {
+            Ok(r) => r,
+            Err(e) => {
+                // the harness broke: leave the repository and the log consistent, then stop
+                let record = self.record(
+                    n,
+                    target,
+                    &agent,
+                    &format!("harness error: {e}"),
+                    Some(commit.0.clone()),
+                    Decision::Revert,
+                    &crash_result(target, &e.to_string()),
+                    t0,
+                );
+                self.store.revert(&record).await?;
+                self.log.append(record)?;
+                return Err(e);
+            }
+        };
+        let comparison = match (&result.correctness, &result.metrics) {
+            (Correctness::Pass, Some(m)) if !interrupt.abandon_requested() => {
+                let req = CompareRequest {
+                    incumbent: incumbent_path.clone(),
+                    candidate: candidate_path,
+                    kind: target.kind,
+                    device: self.options.device,
+                    timing: (m.shape.clone(), m.dtype),
+                    repetitions: self.options.compare_repetitions,
+                    timeout: self.options.bench_timeout,
+                };
+                match self.bench.compare(&req).await {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        self.reporter.on_warning(&format!(
+                            "experiment {n}: head-to-head timing failed: {e}"
+                        ));
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let verdict = decide(&result, comparison.as_ref(), self.options.keep_threshold);
+        let mut description = description;
+        if matches!(result.correctness, Correctness::NotRun) {
+            description = format!("abandoned (Ctrl-C): {description}");
+        }
+        let (decision, kept) = match &verdict {
+            KeepVerdict::Keep { .. } => (Decision::Keep, true),
+            KeepVerdict::Revert { reason } => {
+                tracing::debug!(experiment = n, %reason, "revert");
+                (Decision::Revert, false)
+            }
+        };
+        let record = self.record(
+            n,
+            target,
+            &agent,
+            &description,
+            Some(commit.0),
+            decision,
+            &result,
+            t0,
+        );
+        if kept {
+            self.store.keep(&record).await?;
+        } else {
+            self.store.revert(&record).await?;
+        }
+        self.log.append(record.clone())?;
+        if let Some(reason) = result.correctness.reason() {
+            let stage = result
+                .correctness
+                .failed_stage()
+                .map(|s| format!("{s}: "))
+                .unwrap_or_default();
+            self.failures
+                .push((n, format!("{} {stage}{reason}", result.correctness.label())));
+        }
+        self.agent.observe(&record);
+        self.reporter.on_decision(&record, Some(&result));
+        let _ = std::fs::remove_file(&incumbent_path);
+        if !kept {
+            return Ok(Some((false, None, None)));
+        }
+        let latency = result.metrics.as_ref().map(|m| m.latency_us);
+        let pct = result.metrics.as_ref().and_then(|m| m.pct_peak);
+        let speedup = match (incumbent.baseline_latency_us, latency) {
+            (Some(b), Some(l)) if l > 0.0 => Some(b / l),
+            _ => None,
+        };
+        incumbent.source = source;
+        incumbent.result = Some(result);
+        Ok(Some((true, speedup, pct)))
+    }
+}
+
+fn crash_result(target: &Target, reason: &str) -> BenchResult {
+    BenchResult {
+        kind: target.kind,
+        correctness: Correctness::Crash {
+            reason: reason.to_string(),
+        },
+        stages: vec![],
+        metrics: None,
+        device: String::new(),
+        timing_representative: false,
+        source_sha256: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,310 @@
+//! Loop tests with the in-memory doubles of `crate::testing`.
+
+use super::*;
+use crate::testing::{FakeBenchmarker, MemoryStore, ScriptedAgent};
+use crate::{Comparison, DType, KernelKind};
+
+fn target(id: &str, fraction: f64) -> Target {
+    Target {
+        id: id.into(),
+        kind: KernelKind::Softmax,
+        shapes: vec![crate::Shape(vec![64, 64])],
+        dtype: DType::Float16,
+        fraction,
+        op: "aten::softmax".into(),
+    }
+}
+
+fn src(latency: f64, extra: &str) -> String {
+    format!("KERNEL_KIND = \"softmax\"\n# latency_us = {latency}\n{extra}\n")
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Fixture {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn log(&self) -> ResultsLog {
+        ResultsLog::open(self.dir.path().join("results.tsv")).unwrap()
+    }
+    fn options(&self) -> LoopOptions {
+        LoopOptions::new(self.dir.path().join("scratch"))
+    }
+}
+
+#[tokio::test]
+async fn kept_failed_crashed_and_noisy_candidates_are_decided_and_logged() {
+    let fx = Fixture::new();
+    let agent = ScriptedAgent::candidates(&[
+        ("faster", &src(80.0, "")),
+        ("wrong", &src(10.0, "# verdict = FAIL")),
+        ("crashes", &src(10.0, "# verdict = CRASH")),
+        ("noise", &src(79.6, "")), // 0.5% faster than 80: below the 1% threshold
+    ]);
+    let store = MemoryStore::new(fx.dir.path());
+    let mut l = OptimizationLoop::new(
+        agent,
+        FakeBenchmarker::from_comments(),
+        store,
+        fx.log(),
+        fx.options(),
+    );
+    let out = l
+        .run(vec![(target("t", 0.5), src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    let decisions: Vec<(String, &str)> = l
+        .log()
+        .rows()
+        .iter()
+        .map(|r| (r.description.clone(), r.decision.label()))
+        .collect();
+    assert_eq!(
+        decisions,
+        vec![
+            ("baseline: softmax starter kernel".to_string(), "baseline"),
+            ("faster".to_string(), "keep"),
+            ("wrong".to_string(), "revert"),
+            ("crashes".to_string(), "revert"),
+            ("noise".to_string(), "revert"),
+        ]
+    );
+    assert_eq!(l.log().rows()[2].correctness, "FAIL");
+    assert_eq!(l.log().rows()[3].correctness, "CRASH");
+    assert_eq!(l.store().reverted, vec![3, 4, 5]);
+    // the work tree holds the kept kernel again after the reverts
+    let on_disk = std::fs::read_to_string(fx.dir.path().join("targets/t/kernel.py")).unwrap();
+    assert_eq!(on_disk, src(80.0, ""));
+    assert_eq!(out.stop, StopReason::AllTargetsDone);
+    assert_eq!(out.experiments, 4);
+    // 100 → 80 us is 1.25x on half the time: 1 / (1 - 0.5 * 0.2) = 1.111
+    assert!(
+        (out.projected_speedup - 1.0 / 0.9).abs() < 1e-9,
+        "{}",
+        out.projected_speedup
+    );
+}
+
+#[tokio::test]
+async fn a_plateau_moves_on_to_the_next_target() {
+    let fx = Fixture::new();
+    let slow: Vec<(String, String)> = (0..5)
+        .map(|i| (format!("slow {i}"), src(200.0, &format!("# {i}"))))
+        .collect();
+    let items: Vec<(&str, &str)> = slow.iter().map(|(d, s)| (d.as_str(), s.as_str())).collect();
+    let agent = ScriptedAgent::candidates(&items);
+    let mut options = fx.options();
+    options.orchestrator.plateau = 3;
+    let mut l = OptimizationLoop::new(
+        agent,
+        FakeBenchmarker::from_comments(),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        options,
+    );
+    let out = l
+        .run(
+            vec![
+                (target("big", 0.6), src(100.0, "")),
+                (target("small", 0.1), src(100.0, "")),
+            ],
+            &Interrupt::new(),
+        )
+        .await
+        .unwrap();
+    let targets: Vec<&str> = l.log().rows().iter().map(|r| r.target.as_str()).collect();
+    // big: baseline + 3 reverts (plateau), then small: baseline + the 2 proposals left
+    assert_eq!(
+        targets,
+        vec!["big", "big", "big", "big", "small", "small", "small"]
+    );
+    assert_eq!(out.states[0].done, Some(MoveOn::Plateau(3)));
+}
+
+#[tokio::test]
+async fn the_experiment_cap_stops_the_run() {
+    let fx = Fixture::new();
+    let agent = ScriptedAgent::candidates(&[
+        ("a", &src(90.0, "")),
+        ("b", &src(80.0, "")),
+        ("c", &src(70.0, "")),
+    ]);
+    let mut options = fx.options();
+    options.max_experiments = Some(2);
+    let mut l = OptimizationLoop::new(
+        agent,
+        FakeBenchmarker::from_comments(),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        options,
+    );
+    let out = l
+        .run(vec![(target("t", 1.0), src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::ExperimentCap);
+    assert_eq!(l.log().rows().len(), 3, "baseline + 2");
+}
+
+#[tokio::test]
+async fn an_invalid_proposal_is_logged_without_commit_or_bench() {
+    let fx = Fixture::new();
+    let mut agent = ScriptedAgent::default();
+    agent.script.push_back(Proposal::Invalid {
+        reason: "truncated: finish_reason length".into(),
+        usage: None,
+    });
+    let bench = FakeBenchmarker::from_comments();
+    let mut l = OptimizationLoop::new(
+        agent,
+        bench,
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    );
+    l.run(vec![(target("t", 1.0), src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    let row = &l.log().rows()[1];
+    assert_eq!(row.decision, Decision::Invalid);
+    assert_eq!(row.correctness, "NOT_RUN");
+    assert_eq!(row.commit, None);
+    assert!(row.description.starts_with("truncated"));
+    assert_eq!(
+        l.bench.benched.lock().unwrap().len(),
+        1,
+        "only the baseline was benched"
+    );
+}
+
+#[tokio::test]
+async fn a_resumed_run_logs_the_unlogged_commit_as_crash_and_continues_numbering() {
+    let fx = Fixture::new();
+    let mut store = MemoryStore::new(fx.dir.path());
+    let t = target("t", 1.0);
+    // a first run: baseline logged; experiment 2 committed, then the process died
+    {
+        let mut log = fx.log();
+        // an agent with nothing to propose: the baseline runs, then the target is exhausted
+        let agent = ScriptedAgent::default();
+        let mut l = OptimizationLoop::new(
+            agent,
+            FakeBenchmarker::from_comments(),
+            store,
+            log,
+            fx.options(),
+        );
+        l.run(vec![(t.clone(), src(100.0, ""))], &Interrupt::new())
+            .await
+            .unwrap();
+        log = ResultsLog::open(fx.dir.path().join("results.tsv")).unwrap();
+        assert_eq!(log.rows().len(), 1);
+        store = std::mem::replace(&mut l.store, MemoryStore::new(fx.dir.path()));
+        let s = src(50.0, "");
+        store
+            .commit(&ExperimentDraft {
+                experiment: 2,
+                target: &t,
+                description: "half",
+                agent: "scripted",
+                source: &s,
+            })
+            .await
+            .unwrap();
+    }
+    let agent = ScriptedAgent::candidates(&[("next", &src(90.0, ""))]);
+    let mut l = OptimizationLoop::new(
+        agent,
+        FakeBenchmarker::from_comments(),
+        store,
+        fx.log(),
+        fx.options(),
+    );
+    l.run(vec![(t, src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    let rows = l.log().rows();
+    assert_eq!(
+        rows.iter().map(|r| r.experiment).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    assert_eq!(rows[1].correctness, "CRASH");
+    assert_eq!(rows[1].decision, Decision::Revert);
+    assert_eq!(rows[2].description, "next");
+    assert_eq!(rows[2].decision, Decision::Keep);
+    // no second baseline
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.decision == Decision::Baseline)
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_stop_request_ends_the_run_before_the_next_experiment() {
+    let fx = Fixture::new();
+    let agent = ScriptedAgent::candidates(&[("a", &src(90.0, ""))]);
+    let mut l = OptimizationLoop::new(
+        agent,
+        FakeBenchmarker::from_comments(),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    );
+    let interrupt = Interrupt::new();
+    interrupt.request();
+    let out = l
+        .run(vec![(target("t", 1.0), src(100.0, ""))], &interrupt)
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::Interrupted);
+    assert!(l.log().rows().is_empty());
+}
+
+#[tokio::test]
+async fn a_result_for_other_source_bytes_is_not_kept() {
+    let fx = Fixture::new();
+    // a benchmarker that lies about what it ran
+    let bench = FakeBenchmarker::new(|s| {
+        (
+            Correctness::Pass,
+            if s.contains("fast") { 10.0 } else { 100.0 },
+        )
+    });
+    struct Lying(FakeBenchmarker);
+    #[async_trait::async_trait]
+    impl Benchmarker for Lying {
+        async fn bench(&self, r: &BenchRequest) -> Result<BenchResult, BenchError> {
+            let mut out = self.0.bench(r).await?;
+            if out.metrics.as_ref().is_some_and(|m| m.latency_us < 50.0) {
+                out.source_sha256 = "0".repeat(64);
+            }
+            Ok(out)
+        }
+        async fn compare(&self, r: &CompareRequest) -> Result<Comparison, BenchError> {
+            self.0.compare(r).await
+        }
+    }
+    let agent = ScriptedAgent::candidates(&[("fast", "KERNEL_KIND = \"softmax\"\n# fast\n")]);
+    let mut l = OptimizationLoop::new(
+        agent,
+        Lying(bench),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    );
+    l.run(
+        vec![(target("t", 1.0), "KERNEL_KIND = \"softmax\"\n".into())],
+        &Interrupt::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(l.log().rows()[1].correctness, "TAMPER");
+    assert_eq!(l.log().rows()[1].decision, Decision::Revert);
+}

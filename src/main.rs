@@ -1,0 +1,2 @@
+//! The `autokernel` command.
+fn main() {}
