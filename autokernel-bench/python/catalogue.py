@@ -1,0 +1,479 @@
+"""The kernel catalogue's Python side: inputs, references and output specs of the nine kinds.
+
+Imported by the bench worker's harness (``harness.py``). Pure functions, no global state:
+the same ``(kind, shape, dtype, seed, mode)`` always gives bitwise the same tensors, on any
+device (generated on the CPU with a seeded ``torch.Generator``, then moved).
+
+Shapes are the problem shapes of ``KernelKind::dim_names`` in
+``autokernel-core/src/kernel.rs``: matmul ``[M, N, K]``; softmax, layernorm, rmsnorm and
+reduce ``[rows, cols]``; cross_entropy ``[rows, vocab]``; flash_attention and
+rotary_embedding ``[batch, heads, seq, head_dim]``; fused_mlp ``[tokens, hidden,
+intermediate]``.
+
+Precision policy (one policy, applied to the reference and the candidate alike; the
+harness calls :func:`apply_precision_policy` once before loading anything):
+
+* ``torch.backends.cuda.matmul.allow_tf32 = False`` and
+  ``torch.backends.cudnn.allow_tf32 = False`` (and float32 matmul precision ``"highest"``):
+  a float32 matmul is an IEEE float32 matmul on both sides. A Triton candidate must do the
+  same for float32 inputs (``tl.dot(..., input_precision="ieee")``); ``tl.dot``'s default
+  for float32 is TF32 (10-bit mantissa), which misses the float32 tolerance (relative L2
+  1e-4) by an order of magnitude.
+* References are computed in float32 from float32 copies of the (already rounded) inputs,
+  whatever the inputs' dtype, and return float32. A half-precision reference that overflows
+  (e.g. ``x**2`` of fp16 values near 3e4 in rmsnorm) never fails a correct kernel.
+* Candidates return the inputs' dtype (cross_entropy: a 0-dim float32); the only expected
+  difference from the reference is the final rounding to that dtype plus float32
+  accumulation in another order, which ``KernelKind::tolerance`` covers.
+
+Modes of :func:`make_inputs` (the stability stage sweeps them): ``normal`` (standard
+normal data, random non-unit weights), ``large`` (magnitudes near what the dtype holds
+while the exact result, and every float32 intermediate of a straightforward kernel, stays
+finite), ``small`` (near zero; a share of float16 values are subnormal), ``mixed`` (rows
+whose scales differ by up to five orders of magnitude), ``zeros`` and ``constant``
+(constant rows). Only the *data* inputs follow the mode; weights (layernorm/rmsnorm weight
+and bias, fused_mlp weights) stay random, and rotary cos/sin are always the real table.
+Integer inputs (cross_entropy targets) ignore the mode.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+KINDS = [
+    "matmul",
+    "softmax",
+    "layernorm",
+    "rmsnorm",
+    "flash_attention",
+    "fused_mlp",
+    "cross_entropy",
+    "rotary_embedding",
+    "reduce",
+]
+"""The nine kernel kinds, in the order of ``KernelKind::ALL``."""
+
+INPUT_NAMES = {
+    "matmul": ["A", "B"],
+    "softmax": ["x"],
+    "layernorm": ["x", "weight", "bias"],
+    "rmsnorm": ["x", "weight"],
+    "flash_attention": ["Q", "K", "V"],
+    "fused_mlp": ["x", "w_gate", "w_up", "w_down"],
+    "cross_entropy": ["logits", "targets"],
+    "rotary_embedding": ["x", "cos", "sin"],
+    "reduce": ["x"],
+}
+"""Keyword names of ``kernel_fn``'s inputs per kind, in order (= ``KernelKind::input_names``)."""
+
+DIM_NAMES = {
+    "matmul": ["M", "N", "K"],
+    "softmax": ["rows", "cols"],
+    "layernorm": ["rows", "cols"],
+    "rmsnorm": ["rows", "cols"],
+    "reduce": ["rows", "cols"],
+    "cross_entropy": ["rows", "vocab"],
+    "flash_attention": ["batch", "heads", "seq", "head_dim"],
+    "rotary_embedding": ["batch", "heads", "seq", "head_dim"],
+    "fused_mlp": ["tokens", "hidden", "intermediate"],
+}
+"""Names of the problem-shape dims per kind (= ``KernelKind::dim_names``)."""
+
+MODES = ["normal", "large", "small", "mixed", "zeros", "constant"]
+"""Input modes accepted by :func:`make_inputs`."""
+
+RMSNORM_EPS = 1e-6
+"""Epsilon of rmsnorm: ``x / sqrt(mean(x²) + 1e-6) · w``."""
+
+LAYERNORM_EPS = 1e-5
+"""Epsilon of layernorm (PyTorch's ``nn.LayerNorm`` default)."""
+
+ROTARY_BASE = 10000.0
+"""Base of the rotary frequencies ``θ_i = base^(−2i/d)`` (RoFormer, Su et al. 2021, eq. 15)."""
+
+# Largest |value| of a "large" data input: near float16's max (65504) for float16; for the
+# 8-bit-exponent dtypes (float32, bfloat16) a magnitude whose square times a row length
+# stays far below float32's max (3.4e38), so a float32 kernel (and the float32 reference)
+# computing x² or q·k stays finite.
+_LARGE = {torch.float16: 3.0e4, torch.bfloat16: 1.0e15, torch.float32: 1.0e15}
+# Scale of a "small" data input: 1e-3, where float16 starts to be subnormal (< 6.1e-5) for
+# a few percent of the values.
+_SMALL = 1.0e-3
+
+
+def apply_precision_policy() -> None:
+    """Applies the precision policy of this module's docstring (no TF32 anywhere).
+
+    Call once in the worker before any reference or candidate runs. Idempotent.
+    """
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def patch_triton_interpreter() -> bool:
+    """Makes Triton 3.6's interpreter run loops with runtime bounds under numpy ≥ 2.4.
+
+    The interpreter holds a scalar kernel argument as a 1-element array and converts it
+    with ``int(array)``, which numpy 2.4 rejects ("only 0-dimensional arrays can be
+    converted to Python scalars"): every ``for i in range(0, n, BLOCK)`` with a runtime
+    ``n`` (a matmul's K loop, a looped row) fails. This wraps the interpreter's tensor
+    patching so that ``__index__`` reads the single element instead. Only matters when
+    ``TRITON_INTERPRET=1``; call once after importing triton, before running kernels.
+    Idempotent; returns True when the patch is in place, False when this Triton has no
+    interpreter hook to patch (nothing to do).
+    """
+    try:
+        from triton.runtime import interpreter as _interp
+    except Exception:  # noqa: BLE001 - no interpreter in this triton build
+        return False
+    original = getattr(_interp, "_patch_lang_tensor", None)
+    if original is None:
+        return False
+    if getattr(original, "_autokernel_index_fix", False):
+        return True
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    patched._autokernel_index_fix = True
+    _interp._patch_lang_tensor = patched
+    return True
+
+
+def _check(kind: str, shape, mode: str) -> list[int]:
+    if kind not in INPUT_NAMES:
+        raise ValueError(f"unknown kernel kind {kind!r}; expected one of {', '.join(KINDS)}")
+    dims = [int(d) for d in shape]
+    if len(dims) != len(DIM_NAMES[kind]) or any(d <= 0 for d in dims):
+        raise ValueError(
+            f"a {kind} shape has {len(DIM_NAMES[kind])} positive dims "
+            f"({', '.join(DIM_NAMES[kind])}), got {list(shape)}"
+        )
+    if mode not in MODES:
+        raise ValueError(f"unknown input mode {mode!r}; expected one of {', '.join(MODES)}")
+    return dims
+
+
+def _dtype_max(dtype: torch.dtype) -> float:
+    return float(torch.finfo(dtype).max)
+
+
+def _randn(g: torch.Generator, shape) -> torch.Tensor:
+    return torch.randn(shape, generator=g, dtype=torch.float32)
+
+
+def _uniform(g: torch.Generator, shape, lo: float, hi: float) -> torch.Tensor:
+    return torch.rand(shape, generator=g, dtype=torch.float32) * (hi - lo) + lo
+
+
+def _row_scales(g: torch.Generator, shape, lo_exp: float, hi_exp: float) -> torch.Tensor:
+    """One scale per row (all dims but the last), 10^u with u uniform in [lo_exp, hi_exp]."""
+    rows = list(shape[:-1]) + [1]
+    return torch.pow(10.0, _uniform(g, rows, lo_exp, hi_exp))
+
+
+def _data(g, shape, mode, *, large, normal=1.0, small=_SMALL, mixed=(-3.0, 3.0), const=1.0):
+    """A data tensor in float32 following `mode`.
+
+    large: uniform in [-large, large] (half the values above large/2); normal: N(0, normal²);
+    small: N(0, small²); mixed: N(0,1) times a per-row 10^u, u uniform in `mixed`;
+    zeros; constant: each row a constant drawn from N(0, const²).
+    """
+    if mode == "normal":
+        return _randn(g, shape) * normal
+    if mode == "large":
+        return _uniform(g, shape, -large, large)
+    if mode == "small":
+        return _randn(g, shape) * small
+    if mode == "mixed":
+        return _randn(g, shape) * _row_scales(g, shape, *mixed)
+    if mode == "zeros":
+        return torch.zeros(shape, dtype=torch.float32)
+    # constant rows
+    rows = list(shape[:-1]) + [1]
+    return (_randn(g, rows) * const).expand(*shape).contiguous()
+
+
+def _weight(g, n: int) -> torch.Tensor:
+    """A random, non-unit affine weight: 1 + 0.5·N(0,1) (values from about −1 to 3)."""
+    return 1.0 + 0.5 * _randn(g, [n])
+
+
+def _finish(tensors: dict, dtype: torch.dtype, device) -> dict:
+    out = {}
+    for name, t in tensors.items():
+        if t.is_floating_point():
+            t = t.to(dtype)
+        out[name] = t.contiguous().to(device)
+    return out
+
+
+def rotary_tables(seq: int, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the rotary angles, each ``[seq, head_dim/2]`` float32.
+
+    Angle of position p and pair i is ``p · base^(−2i/head_dim)`` with base 10000
+    (RoFormer, Su et al. 2021, §3.4.2), the table LLaMA-style models use.
+    """
+    half = head_dim // 2
+    inv_freq = 1.0 / (ROTARY_BASE ** (torch.arange(half, dtype=torch.float64) * 2.0 / head_dim))
+    angles = torch.arange(seq, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    return torch.cos(angles).float(), torch.sin(angles).float()
+
+
+def _reduce_large(g, rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
+    """Rows of values near the dtype's max whose exact sum is one of them.
+
+    Each row holds pairs (v, −v) and one unpaired value (plus a zero when cols is even),
+    shuffled. Values are integers in [2^14, 2^15) times 2^k (k = 0 for float16, 85 for
+    the others), so any float32 accumulation order is exact while partial sums stay below
+    2^24·2^k; a float16 accumulator overflows (partial sums reach 1e6).
+    """
+    k = 0 if dtype == torch.float16 else 85
+    mag = torch.floor(_uniform(g, [rows, cols], 2.0**14, 2.0**15)) * (2.0**k)
+    sign = torch.where(torch.rand([rows, cols], generator=g) < 0.5, -1.0, 1.0)
+    v = (mag * sign).to(dtype).float()  # round first so that −v cancels v exactly
+    npairs = (cols - 1) // 2
+    x = torch.zeros(rows, cols, dtype=torch.float32)
+    x[:, :npairs] = v[:, :npairs]
+    x[:, npairs : 2 * npairs] = -v[:, :npairs]
+    x[:, 2 * npairs] = v[:, -1]
+    perm = torch.argsort(torch.rand([rows, cols], generator=g), dim=1)
+    return torch.gather(x, 1, perm)
+
+
+def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: str = "normal") -> dict:
+    """Fresh tensors for ``kernel_fn(**inputs)``, keyed by ``INPUT_NAMES[kind]``.
+
+    `shape` is the problem shape of ``KernelKind::dim_names`` (see the module docstring);
+    `dtype` the floating dtype of every float input; `device` where the tensors go
+    (``"cuda"``, ``"cpu"``); `seed` makes them deterministic; `mode` one of :data:`MODES`.
+
+    Tensors, all contiguous: matmul ``A [M,K]``, ``B [K,N]``; softmax/reduce ``x [rows,
+    cols]``; layernorm ``x [rows, cols]``, ``weight [cols]``, ``bias [cols]``; rmsnorm ``x``,
+    ``weight``; flash_attention ``Q, K, V [batch, heads, seq, head_dim]``; fused_mlp ``x [T,
+    H]``, ``w_gate [I, H]``, ``w_up [I, H]``, ``w_down [H, I]``; cross_entropy ``logits
+    [rows, vocab]`` and ``targets [rows]`` int64 in ``[0, vocab)``; rotary_embedding ``x
+    [b, h, s, d]``, ``cos``, ``sin`` ``[s, d/2]`` (d must be even).
+
+    Raises ValueError for an unknown kind or mode, or a shape of the wrong rank.
+    """
+    dims = _check(kind, shape, mode)
+    g = torch.Generator(device="cpu")
+    g.manual_seed(int(seed))
+    dmax = _dtype_max(dtype)
+    large = _LARGE.get(dtype, _LARGE[torch.float32])
+    t: dict[str, torch.Tensor] = {}
+
+    if kind == "matmul":
+        m, n, k = dims
+        # |C| ≲ 8·√K·σ_A·σ_B over up to ~1e8 entries (a Gaussian tail bound); keep it ≤ max/4.
+        cap = dmax / 4.0 / (8.0 * math.sqrt(k))
+        if mode == "large":
+            # A near the dtype's max; B scaled so that C stays ≤ max/4 (uniform σ = L/√3).
+            a = _uniform(g, [m, k], -large, large)
+            b_amp = cap / (large / math.sqrt(3.0)) * math.sqrt(3.0)
+            b = _uniform(g, [k, n], -b_amp, b_amp)
+        elif mode == "mixed":
+            hi = max(0.0, 0.5 * math.log10(cap))
+            a = _randn(g, [m, k]) * _row_scales(g, [m, k], -2.0, hi)
+            b = _randn(g, [k, n]) * _row_scales(g, [n, k], -2.0, hi).reshape(1, n)
+        elif mode == "small":
+            # Entries ~0.03: C ~ 1e-3·√K stays a normal float16 number.
+            a = _randn(g, [m, k]) * 0.03
+            b = _randn(g, [k, n]) * 0.03
+        elif mode == "zeros":
+            a = torch.zeros(m, k)
+            b = _randn(g, [k, n])
+        else:
+            a = _data(g, [m, k], mode, large=large)
+            b = _randn(g, [k, n])
+        t = {"A": a, "B": b}
+
+    elif kind in ("softmax", "cross_entropy"):
+        rows, cols = dims
+        x = _data(g, [rows, cols], mode, large=large)
+        if kind == "softmax":
+            t = {"x": x}
+        else:
+            targets = torch.randint(0, cols, [rows], generator=g, dtype=torch.int64)
+            t = {"logits": x, "targets": targets}
+
+    elif kind in ("layernorm", "rmsnorm"):
+        rows, cols = dims
+        # Constant rows: var = 0 makes (x − mean)·rsqrt(var + eps) amplify the rounding of
+        # the mean by 1/√eps ≈ 316 in layernorm; constants of ~1e-2 keep that far below the
+        # float32 tolerance for any correct kernel (the exact output is the bias).
+        const = 1e-2 if kind == "layernorm" else 1.0
+        x = _data(g, [rows, cols], mode, large=large, const=const)
+        w = _weight(g, cols)
+        t = {"x": x, "weight": w}
+        if kind == "layernorm":
+            t["bias"] = 0.5 * _randn(g, [cols])
+
+    elif kind == "reduce":
+        rows, cols = dims
+        # Row sums ~ σ·√cols (6σ tail) must stay ≤ max/4 in the output dtype.
+        per_row = dmax / 4.0 / (6.0 * math.sqrt(cols))
+        if mode == "large":
+            x = _reduce_large(g, rows, cols, dtype)
+        elif mode == "mixed":
+            x = _data(g, [rows, cols], mode, large=large, mixed=(-3.0, min(3.0, math.log10(per_row))))
+        elif mode == "constant":
+            x = _data(g, [rows, cols], mode, large=large, const=min(1.0, dmax / (8.0 * 5.0 * cols)))
+        else:
+            x = _data(g, [rows, cols], mode, large=large)
+        t = {"x": x}
+
+    elif kind == "flash_attention":
+        b, h, s, d = dims
+        if mode == "large":
+            # Scores q·k/√d ≤ √d·L² stay finite in float32; V near the dtype's max (the output
+            # is a convex combination of V rows, so it stays ≤ max|V|).
+            qk_amp = large if dtype == torch.float16 else 1.0e15
+            q = _uniform(g, [b, h, s, d], -qk_amp, qk_amp)
+            kk = _uniform(g, [b, h, s, d], -qk_amp, qk_amp)
+            v = _uniform(g, [b, h, s, d], -large, large) if dtype == torch.float16 else _uniform(
+                g, [b, h, s, d], -1.0e30, 1.0e30
+            )
+        elif mode == "zeros":
+            # Q = K = 0: uniform attention, the output is the causal running mean of V.
+            q = torch.zeros(b, h, s, d)
+            kk = torch.zeros(b, h, s, d)
+            v = _randn(g, [b, h, s, d])
+        elif mode == "small":
+            q = _randn(g, [b, h, s, d]) * _SMALL
+            kk = _randn(g, [b, h, s, d]) * _SMALL
+            v = _randn(g, [b, h, s, d]) * 1e-2
+        else:
+            mixed = (-1.0, 1.0)
+            q = _data(g, [b, h, s, d], mode, large=large, mixed=mixed)
+            kk = _data(g, [b, h, s, d], mode, large=large, mixed=mixed)
+            v = _data(g, [b, h, s, d], mode, large=large, mixed=(-3.0, 3.0))
+        t = {"Q": q, "K": kk, "V": v}
+
+    elif kind == "fused_mlp":
+        tok, hid, inter = dims
+        w_down = _randn(g, [hid, inter]) / math.sqrt(inter)
+        if mode == "large":
+            # x near the dtype's max; gate/up weights scaled so that the pre-activations stay
+            # ~t = √(max/288) (then |silu(g)·u| ≤ 36t² = max/8 even in float16, where the
+            # intermediate is stored in the input dtype).
+            t_pre = math.sqrt(dmax / 288.0)
+            sigma_w = t_pre * math.sqrt(3.0) / (large * math.sqrt(hid))
+            x = _uniform(g, [tok, hid], -large, large)
+            w_gate = _randn(g, [inter, hid]) * sigma_w
+            w_up = _randn(g, [inter, hid]) * sigma_w
+        else:
+            if mode == "small":
+                x = _randn(g, [tok, hid]) * 0.05  # output ~1e-3: still a normal float16
+            else:
+                x = _data(g, [tok, hid], mode, large=large, mixed=(-1.0, 1.0))
+            w_gate = _randn(g, [inter, hid]) / math.sqrt(hid)
+            w_up = _randn(g, [inter, hid]) / math.sqrt(hid)
+        t = {"x": x, "w_gate": w_gate, "w_up": w_up, "w_down": w_down}
+
+    elif kind == "rotary_embedding":
+        b, h, s, d = dims
+        if d % 2:
+            raise ValueError(f"rotary_embedding needs an even head_dim, got {d}")
+        # |out| ≤ √2·|x|: "large" stays at 3e4·√2 < 65504 in float16.
+        x = _data(g, [b, h, s, d], mode, large=large)
+        cos, sin = rotary_tables(s, d)
+        t = {"x": x, "cos": cos, "sin": sin}
+
+    return _finish(t, dtype, device)
+
+
+def reference(kind: str, inputs: dict) -> torch.Tensor:
+    """The PyTorch reference, computed in float32 from float32 copies of `inputs`.
+
+    Returns a contiguous float32 tensor of the output's shape (see :func:`output_spec`).
+    Definitions: matmul ``A @ B``; softmax over the last dim; layernorm eps 1e-5 with
+    weight and bias; rmsnorm ``x / sqrt(mean(x²) + 1e-6) · w``; causal attention with scale
+    ``1/√d`` (explicit math, no fused kernel, so the precision policy governs it); SwiGLU
+    ``(silu(x·w_gateᵀ) · (x·w_upᵀ)) · w_downᵀ``; mean cross-entropy (0-dim); interleaved
+    rotary, pairs ``(x[..., 2i], x[..., 2i+1])`` rotated by ``cos/sin[s, i]``; sum over the
+    last dim.
+    """
+    if kind not in INPUT_NAMES:
+        raise ValueError(f"unknown kernel kind {kind!r}; expected one of {', '.join(KINDS)}")
+    f = {k: (v.float() if v.is_floating_point() else v) for k, v in inputs.items()}
+    if kind == "matmul":
+        out = f["A"] @ f["B"]
+    elif kind == "softmax":
+        out = torch.softmax(f["x"], dim=-1)
+    elif kind == "layernorm":
+        x = f["x"]
+        out = F.layer_norm(x, (x.shape[-1],), f["weight"], f["bias"], LAYERNORM_EPS)
+    elif kind == "rmsnorm":
+        x = f["x"]
+        out = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + RMSNORM_EPS) * f["weight"]
+    elif kind == "flash_attention":
+        q, k, v = f["Q"], f["K"], f["V"]
+        s, d = q.shape[-2], q.shape[-1]
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+        causal = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ v
+    elif kind == "fused_mlp":
+        x = f["x"]
+        h = F.silu(x @ f["w_gate"].t()) * (x @ f["w_up"].t())
+        out = h @ f["w_down"].t()
+    elif kind == "cross_entropy":
+        out = F.cross_entropy(f["logits"], f["targets"], reduction="mean")
+    elif kind == "rotary_embedding":
+        x, cos, sin = f["x"], f["cos"], f["sin"]
+        x0, x1 = x[..., 0::2], x[..., 1::2]
+        out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+    else:  # reduce
+        out = f["x"].sum(dim=-1)
+    return out.float().contiguous()
+
+
+def output_spec(kind: str, inputs: dict) -> tuple[list[int], torch.dtype]:
+    """Shape and dtype the candidate must return for `inputs`.
+
+    The dtype is the inputs' float dtype, except cross_entropy: a 0-dim float32 tensor.
+    Shapes: matmul ``[M, N]``; softmax/layernorm/rmsnorm ``[rows, cols]``; reduce
+    ``[rows]``; flash_attention and rotary ``[b, h, s, d]``; fused_mlp ``[T, H]``.
+    """
+    if kind == "matmul":
+        a, b = inputs["A"], inputs["B"]
+        return [a.shape[0], b.shape[1]], a.dtype
+    if kind in ("softmax", "layernorm", "rmsnorm", "rotary_embedding"):
+        return list(inputs["x"].shape), inputs["x"].dtype
+    if kind == "reduce":
+        return list(inputs["x"].shape[:-1]), inputs["x"].dtype
+    if kind == "flash_attention":
+        return list(inputs["Q"].shape), inputs["Q"].dtype
+    if kind == "fused_mlp":
+        return list(inputs["x"].shape), inputs["x"].dtype
+    if kind == "cross_entropy":
+        return [], torch.float32
+    raise ValueError(f"unknown kernel kind {kind!r}; expected one of {', '.join(KINDS)}")
+
+
+def tolerance_note(kind: str, dtype) -> str:
+    """A likely cause to add to a failure message of `kind` in `dtype` (may be empty)."""
+    name = str(dtype).replace("torch.", "")
+    notes = []
+    if name == "float32" and kind in ("matmul", "fused_mlp", "flash_attention"):
+        notes.append(
+            "float32 inputs must not use TF32: pass input_precision=\"ieee\" to tl.dot "
+            "(the default for float32 is tf32, ~1e-3 relative error)"
+        )
+    if name in ("float16", "bfloat16"):
+        notes.append(
+            f"accumulate in float32 ({name} sums and squares overflow or lose precision, "
+            "e.g. x² of 3e4 exceeds float16's max 65504)"
+        )
+    if kind in ("softmax", "cross_entropy", "flash_attention"):
+        notes.append("subtract the row maximum before exp (and rescale when it changes)")
+    if kind in ("layernorm", "rmsnorm"):
+        notes.append("eps goes inside the square root; mask padded columns out of the mean")
+    return "; ".join(notes)

@@ -1,0 +1,75 @@
+"""RMSNorm, y = x / sqrt(mean(x²) + 1e-6) · w over the last dim of x [rows, cols].
+
+Starter kernel of autokernel (kind `rmsnorm`). Memory-bound: one read of x, one write of
+y. Each program normalises BLOCK_ROWS rows. A row of up to MAX_ROW_BLOCK columns is held
+in registers (one read); a wider row is read twice (sum of squares, then normalise).
+Statistics are computed in float32 whatever the input dtype, so float16 rows near 3e4
+(whose squares overflow float16) are exact enough.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_KIND = "rmsnorm"
+CONFIG = {"BLOCK_ROWS": 2, "num_warps": 8, "num_stages": 1}
+TUNABLES = {
+    "BLOCK_ROWS": [1, 2, 4, 8],
+    "num_warps": [1, 2, 4, 8, 16],
+    "num_stages": [1, 2],
+}
+
+EPS = 1e-6
+# Widest row (in elements, a power of two) kept in registers by one program.
+MAX_ROW_BLOCK = 16384
+# Most float32 values one program holds at once (BLOCK_ROWS · block width).
+MAX_TILE = 32768
+
+
+@triton.jit
+def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps,
+                    BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, ONE_PASS: tl.constexpr):
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    row_ok = rows < n_rows
+    # Rows past the end re-read the last row (no NaN, no mask on the loads); not stored.
+    offs_row = tl.minimum(rows, n_rows - 1).to(tl.int64)[:, None] * n_cols
+    cols = tl.arange(0, BLOCK_N)
+    if ONE_PASS:
+        col_ok = cols < n_cols
+        x = tl.load(x_ptr + offs_row + cols[None, :], mask=col_ok[None, :], other=0.0).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+        w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+        y = x * rstd[:, None] * w[None, :]
+        tl.store(y_ptr + offs_row + cols[None, :], y.to(y_ptr.dtype.element_ty),
+                 mask=row_ok[:, None] & col_ok[None, :])
+    else:
+        acc = tl.zeros([BLOCK_ROWS, BLOCK_N], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK_N):
+            c = start + cols
+            x = tl.load(x_ptr + offs_row + c[None, :], mask=(c < n_cols)[None, :], other=0.0).to(tl.float32)
+            acc += x * x
+        rstd = tl.rsqrt(tl.sum(acc, axis=1) / n_cols + eps)
+        for start in range(0, n_cols, BLOCK_N):
+            c = start + cols
+            col_ok = c < n_cols
+            x = tl.load(x_ptr + offs_row + c[None, :], mask=col_ok[None, :], other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + c, mask=col_ok, other=0.0).to(tl.float32)
+            y = x * rstd[:, None] * w[None, :]
+            tl.store(y_ptr + offs_row + c[None, :], y.to(y_ptr.dtype.element_ty),
+                     mask=row_ok[:, None] & col_ok[None, :])
+
+
+def kernel_fn(x, weight):
+    """x [rows, cols], weight [cols] → y [rows, cols] in x's dtype."""
+    x = x.contiguous()
+    n_cols = x.shape[-1]
+    n_rows = x.numel() // n_cols
+    y = torch.empty_like(x)
+    block_n = min(triton.next_power_of_2(n_cols), MAX_ROW_BLOCK)
+    block_rows = max(1, min(CONFIG["BLOCK_ROWS"], MAX_TILE // block_n))
+    grid = (triton.cdiv(n_rows, block_rows),)
+    _rmsnorm_kernel[grid](x, weight.contiguous(), y, n_rows, n_cols, EPS,
+                          BLOCK_ROWS=block_rows, BLOCK_N=block_n, ONE_PASS=block_n >= n_cols,
+                          num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"])
+    return y

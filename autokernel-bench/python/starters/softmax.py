@@ -1,0 +1,85 @@
+"""Row-wise softmax over the last dim of x [rows, cols].
+
+Starter kernel of autokernel (kind `softmax`). Memory-bound: one read, one write. Each
+program handles BLOCK_ROWS rows. A row of up to MAX_ROW_BLOCK columns is held in
+registers (max, exp, sum, scale: one read). A wider row (a vocabulary, 50257) is read in
+chunks of LOOP_BLOCK with an online softmax (per-lane running max and sum, rescaled when
+the max grows; Milakov & Gimelshein 2018), then read again to write the output; the second
+read mostly hits L2, since the rows in flight are a few MB. All arithmetic in float32.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_KIND = "softmax"
+CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 4096, "num_warps": 8, "num_stages": 1}
+TUNABLES = {
+    "BLOCK_ROWS": [1, 2, 4],
+    "LOOP_BLOCK": [2048, 4096, 8192],
+    "num_warps": [4, 8, 16],
+    "num_stages": [1, 2],
+}
+
+# Widest row (in elements, a power of two) held in registers by one program.
+MAX_ROW_BLOCK = 16384
+# Most float32 values one program holds at once (BLOCK_ROWS · block width).
+MAX_TILE = 32768
+
+
+@triton.jit
+def _softmax_kernel(x_ptr, y_ptr, n_rows, n_cols,
+                    BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, ONE_PASS: tl.constexpr):
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    row_ok = rows < n_rows
+    # Rows past the end re-read the last row (no NaN, no mask on the loads); not stored.
+    offs_row = tl.minimum(rows, n_rows - 1).to(tl.int64)[:, None] * n_cols
+    cols = tl.arange(0, BLOCK_N)
+    if ONE_PASS:
+        col_ok = cols < n_cols
+        x = tl.load(x_ptr + offs_row + cols[None, :], mask=col_ok[None, :], other=float("-inf")).to(tl.float32)
+        e = tl.exp(x - tl.max(x, axis=1)[:, None])
+        y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+        tl.store(y_ptr + offs_row + cols[None, :], y.to(y_ptr.dtype.element_ty),
+                 mask=row_ok[:, None] & col_ok[None, :])
+    else:
+        # Pass 1: per-lane running max m and sum s of exp(x - m).
+        m = tl.full([BLOCK_ROWS, BLOCK_N], float("-inf"), tl.float32)
+        s = tl.zeros([BLOCK_ROWS, BLOCK_N], tl.float32)
+        for start in range(0, n_cols, BLOCK_N):
+            c = start + cols
+            x = tl.load(x_ptr + offs_row + c[None, :], mask=(c < n_cols)[None, :], other=float("-inf")).to(tl.float32)
+            m_new = tl.maximum(m, x)
+            # A lane that has seen only padding keeps m = -inf: use 0 there (no -inf - -inf).
+            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+            s = s * tl.exp(m - m_ref) + tl.exp(x - m_ref)
+            m = m_new
+        row_max = tl.max(m, axis=1)
+        row_sum = tl.sum(s * tl.exp(m - row_max[:, None]), axis=1)
+        inv = 1.0 / row_sum
+        # Pass 2: normalise and write.
+        for start in range(0, n_cols, BLOCK_N):
+            c = start + cols
+            col_ok = c < n_cols
+            x = tl.load(x_ptr + offs_row + c[None, :], mask=col_ok[None, :], other=float("-inf")).to(tl.float32)
+            y = tl.exp(x - row_max[:, None]) * inv[:, None]
+            tl.store(y_ptr + offs_row + c[None, :], y.to(y_ptr.dtype.element_ty),
+                     mask=row_ok[:, None] & col_ok[None, :])
+
+
+def kernel_fn(x):
+    """x [rows, cols] → softmax over the last dim, in x's dtype."""
+    x = x.contiguous()
+    n_cols = x.shape[-1]
+    n_rows = x.numel() // n_cols
+    y = torch.empty_like(x)
+    full = triton.next_power_of_2(n_cols)
+    one_pass = full <= MAX_ROW_BLOCK
+    block_n = full if one_pass else min(CONFIG["LOOP_BLOCK"], full)
+    block_rows = max(1, min(CONFIG["BLOCK_ROWS"], MAX_TILE // block_n))
+    grid = (triton.cdiv(n_rows, block_rows),)
+    _softmax_kernel[grid](x, y, n_rows, n_cols,
+                          BLOCK_ROWS=block_rows, BLOCK_N=block_n, ONE_PASS=one_pass,
+                          num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"])
+    return y
