@@ -1,6 +1,65 @@
-//! The default Benchmarker (work in progress).
+//! The default [`Benchmarker`](autokernel_core::Benchmarker) of autokernel: a warm,
+//! crash-proof, tamper-proof worker process that embeds CPython (pyo3) and judges Triton
+//! kernels.
+//!
+//! In the loop (see `autokernel-core`), every candidate `kernel.py` the agent writes is
+//! judged here: loaded from disk under a fresh module name, run through the correctness
+//! stages (`load`, `smoke`, `shape_sweep`, `stability`, `determinism`, `edge`), timed
+//! against the PyTorch reference with `triton.testing.do_bench`, and re-checked on fresh
+//! inputs (`integrity`).
+//!
+//! - [`Worker`]: the parent's handle on a long-lived child process (this crate's
+//!   [`serve_worker`] hosted by some binary). JSON lines over pipes, a deadline per request,
+//!   the process group killed on timeout, restarted after a crash, a CUDA error or
+//!   tampering. [`Worker::call_script`] runs any Python function in it (the profiler uses it).
+//! - [`PyWorkerBenchmarker`]: the `Benchmarker` built on a [`Worker`].
+//! - [`judge`]: the output comparison, in Rust on `ndarray` views of float32 copies (shape,
+//!   dtype, NaN/Inf rules, elementwise and relative-L2 tolerances, bitwise determinism).
+//! - [`starter_source`]: the starter `kernel.py` of each kind.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), autokernel_core::BenchError> {
+//! use autokernel_bench::{PyWorkerBenchmarker, WorkerOptions};
+//! use autokernel_core::{BenchRequest, Benchmarker, Device};
+//! let bench = PyWorkerBenchmarker::new(WorkerOptions::new(Device::Cpu));
+//! let result = bench.bench(&BenchRequest::new("kernel.py")).await?;
+//! println!("{}", result.correctness.label());
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
 
-/// Entry point of the bench worker process (placeholder).
-pub fn serve_worker() -> std::process::ExitCode {
-    std::process::ExitCode::from(2)
+mod benchmarker;
+mod error;
+pub mod judge;
+mod protocol;
+mod py;
+mod python_env;
+mod worker;
+
+pub use benchmarker::PyWorkerBenchmarker;
+pub use error::WorkerError;
+pub use python_env::{linked_python_version, resolve_python};
+pub use worker::client::{Worker, WorkerOptions, WorkerProgram, WorkerStatus};
+pub use worker::serve::serve_worker;
+
+use autokernel_core::KernelKind;
+
+mod python_files {
+    include!(concat!(env!("OUT_DIR"), "/python_files.rs"));
+}
+
+/// The harness the worker runs (`python/harness.py`), embedded at build time.
+pub(crate) const HARNESS_PY: &str = include_str!("../python/harness.py");
+
+/// The starter `kernel.py` for `kind`: a correct, readable Triton kernel with
+/// `KERNEL_KIND`, `CONFIG`, `TUNABLES` and `kernel_fn` (embedded from
+/// `python/starters/<kind>.py` at build time).
+///
+/// # Panics
+/// Never in a complete build; a build made before the starters existed returns a stub that
+/// fails to load with a message saying so.
+pub fn starter_source(kind: KernelKind) -> &'static str {
+    python_files::starter_by_name(kind.name()).unwrap_or(
+        "raise NotImplementedError('this build of autokernel has no starter for this kind')\n",
+    )
 }

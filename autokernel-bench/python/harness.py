@@ -1,0 +1,587 @@
+"""Worker-side harness of autokernel-bench: loads a candidate kernel.py, runs it on fresh
+inputs next to the catalogue's reference, times it, and hands the outputs to Rust.
+
+The harness does NOT judge outputs: every comparison (shape, dtype, NaN/Inf rules,
+tolerances, bitwise determinism) happens in Rust on float32 numpy copies, so a candidate
+cannot change a verdict by patching Python functions. What the harness does check is the
+candidate's conduct around a call (inputs left bitwise unchanged, output a plain tensor that
+aliases no input and is not replayed, no forbidden reference op dispatched); those findings
+go back to Rust as "problems".
+
+Every function the harness relies on is captured in `_P` when this module is imported, i.e.
+before any candidate is loaded; Rust also keeps its own references and checks them after
+each candidate (see `src/worker/serve.rs`).
+
+Called from Rust (src/worker/serve.rs) only; all results are JSON strings plus numpy arrays.
+"""
+
+import hashlib
+import importlib.util
+import itertools
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+
+_STATE = {
+    "initialised": False,
+    "device": "cpu",
+    "last_outputs": [],  # previous calls' outputs, kept alive so a replay is detectable
+    "counter": itertools.count(),
+}
+
+# Filled by init(): private references taken before any candidate code runs.
+_P = {}
+
+
+class CandidateError(Exception):
+    """The candidate raised; carries the formatted traceback."""
+
+
+def _now():
+    return time.perf_counter()
+
+
+def init(device):
+    """Imports torch, numpy and triton for `device` ("auto" | "cuda" | "cpu").
+
+    In CPU mode TRITON_INTERPRET=1 is set before triton is imported. Returns JSON with the
+    device actually used, its name, versions and how long the imports took.
+    """
+    t0 = _now()
+    import numpy
+    import torch
+
+    has_cuda = bool(torch.cuda.is_available())
+    if device == "cuda" and not has_cuda:
+        raise RuntimeError(
+            "device `cuda` was requested but torch.cuda.is_available() is False "
+            "(no GPU, or a CPU-only torch build); use --device cpu"
+        )
+    use_cuda = has_cuda and device != "cpu"
+    if not use_cuda:
+        os.environ["TRITON_INTERPRET"] = "1"
+    import triton
+    import triton.language  # noqa: F401
+    import triton.testing
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import catalogue
+
+    # The precision policy (see catalogue.py): no TF32 for reference or candidate.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+    _STATE["device"] = "cuda" if use_cuda else "cpu"
+    _STATE["initialised"] = True
+    _STATE["import_done"] = _now()
+    _P.update(
+        torch=torch,
+        numpy=numpy,
+        triton=triton,
+        catalogue=catalogue,
+        make_inputs=catalogue.make_inputs,
+        reference=catalogue.reference,
+        output_spec=catalogue.output_spec,
+        tolerance_note=getattr(catalogue, "tolerance_note", None),
+        Tensor=torch.Tensor,
+        equal=torch.equal,
+        clone=torch.Tensor.clone,
+        detach=torch.Tensor.detach,
+        to=torch.Tensor.to,
+        contiguous=torch.Tensor.contiguous,
+        view=torch.Tensor.view,
+        numpy_of=torch.Tensor.numpy,
+        untyped_storage=torch.Tensor.untyped_storage,
+        data_ptr=torch.Tensor.data_ptr,
+        np_array=numpy.array,
+        perf_counter=time.perf_counter,
+        do_bench=triton.testing.do_bench,
+        synchronize=torch.cuda.synchronize if use_cuda else (lambda: None),
+        cuda_synchronize=torch.cuda.synchronize,
+        profile=torch.profiler.profile,
+        ProfilerActivity=torch.profiler.ProfilerActivity,
+        float32=torch.float32,
+    )
+    name = torch.cuda.get_device_name() if use_cuda else "cpu"
+    return json.dumps(
+        {
+            "device": _STATE["device"],
+            "device_name": name,
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+            "python": sys.version.split()[0],
+            "executable": sys.executable,
+            "import_s": _now() - t0,
+        }
+    )
+
+
+def status():
+    """JSON: pid and seconds since torch was imported (to show the worker is warm)."""
+    return json.dumps(
+        {
+            "pid": os.getpid(),
+            "imported_s_ago": _now() - _STATE.get("import_done", _now()),
+            "device": _STATE["device"],
+        }
+    )
+
+
+def guarded_names():
+    """Names of the objects Rust re-checks by identity after each candidate: module
+    attribute paths resolved from `sys.modules`. Kept here so the list lives next to the
+    code that uses the objects."""
+    names = [
+        "torch.equal",
+        "torch.Tensor.clone",
+        "torch.Tensor.detach",
+        "torch.Tensor.to",
+        "torch.Tensor.contiguous",
+        "torch.Tensor.view",
+        "torch.Tensor.numpy",
+        "torch.Tensor.untyped_storage",
+        "torch.Tensor.data_ptr",
+        "torch.Tensor",
+        "torch.cuda.synchronize",
+        "torch.profiler.profile",
+        "numpy.array",
+        "time.perf_counter",
+        "triton.testing.do_bench",
+        "catalogue.make_inputs",
+        "catalogue.reference",
+        "catalogue.output_spec",
+        "harness.run_case",
+        "harness.time_kernel",
+        "harness.compare",
+        "harness.load",
+        "harness._to_host",
+        "harness._bits_equal",
+    ]
+    return json.dumps(names)
+
+
+# ---------------------------------------------------------------------------------------
+# Loading a candidate
+# ---------------------------------------------------------------------------------------
+
+
+class Candidate:
+    """A loaded kernel.py: its module, kernel_fn, declared kind and the source's hash."""
+
+    def __init__(self, module, fn, kind, sha256, path):
+        self.module = module
+        self.fn = fn
+        self.kind = kind
+        self.sha256 = sha256
+        self.path = path
+
+
+def load(path):
+    """Loads `path` under a fresh module name. Returns (json, Candidate | None).
+
+    The JSON has `ok`, `sha256` (of the exact bytes compiled), `kind`, and on failure
+    `message` and `line`.
+    """
+    with open(path, "rb") as f:
+        source = f.read()
+    sha = hashlib.sha256(source).hexdigest()
+    result = {"ok": False, "sha256": sha, "kind": None, "message": None, "line": None}
+    try:
+        code = compile(source, path, "exec")
+    except SyntaxError as e:
+        result["message"] = f"{type(e).__name__}: {e.msg}"
+        result["line"] = e.lineno
+        return json.dumps(result), None
+    name = f"autokernel_candidate_{os.getpid()}_{next(_STATE['counter'])}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        # exec the code compiled from the hashed bytes: what runs is what was hashed
+        exec(code, module.__dict__)
+    except BaseException as e:  # noqa: BLE001 - any failure of the candidate is a verdict
+        sys.modules.pop(name, None)
+        result["message"] = f"{type(e).__name__}: {e}"
+        result["line"] = _candidate_line(e, path)
+        result["traceback"] = _format_tb(e)
+        result["cuda_error"] = _is_cuda_error(e)
+        return json.dumps(result), None
+    fn = module.__dict__.get("kernel_fn")
+    kind = module.__dict__.get("KERNEL_KIND")
+    if not callable(fn):
+        result["message"] = "kernel.py defines no callable `kernel_fn`"
+        return json.dumps(result), None
+    if not isinstance(kind, str):
+        result["message"] = "kernel.py defines no `KERNEL_KIND` string (e.g. KERNEL_KIND = \"softmax\")"
+        return json.dumps(result), None
+    result["ok"] = True
+    result["kind"] = kind
+    return json.dumps(result), Candidate(module, fn, kind, sha, path)
+
+
+def unload(candidate):
+    """Drops the candidate's module from sys.modules (its name is never reused)."""
+    if candidate is not None:
+        sys.modules.pop(candidate.module.__name__, None)
+    _STATE["last_outputs"] = []
+
+
+def _candidate_line(exc, path):
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(path):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _format_tb(exc):
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
+
+
+_CUDA_ERROR_MARKERS = (
+    "CUDA error",
+    "cudaError",
+    "CUBLAS_STATUS",
+    "CUDNN_STATUS",
+    "illegal memory access",
+    "device-side assert",
+    "an illegal instruction",
+    "misaligned address",
+    "unspecified launch failure",
+)
+
+
+def _is_cuda_error(exc):
+    text = f"{type(exc).__name__}: {exc}"
+    return any(m in text for m in _CUDA_ERROR_MARKERS)
+
+
+# ---------------------------------------------------------------------------------------
+# Running one case
+# ---------------------------------------------------------------------------------------
+
+
+def _dtype(name):
+    torch = _P["torch"]
+    return {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[name]
+
+
+def _dtype_name(dt):
+    return str(dt).replace("torch.", "")
+
+
+def _to_host(t):
+    """A float32 numpy copy of tensor `t` (never a view of its memory)."""
+    host = _P["to"](_P["detach"](t), "cpu")
+    host = _P["contiguous"](_P["to"](host, _P["float32"]))
+    return _P["np_array"](_P["numpy_of"](host), copy=True)
+
+
+def _bits_equal(a, b):
+    """Bitwise equality of two tensors of the same dtype (NaN payloads included)."""
+    torch = _P["torch"]
+    if a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape):
+        return False
+    if a.is_floating_point():
+        as_int = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        a = _P["view"](_P["contiguous"](a), as_int)
+        b = _P["view"](_P["contiguous"](b), as_int)
+    return bool(_P["equal"](a, b))
+
+
+def _storage_range(t):
+    s = _P["untyped_storage"](t)
+    start = s.data_ptr()
+    return start, start + s.nbytes()
+
+
+def _overlaps(a, b):
+    (s0, e0), (s1, e1) = a, b
+    return s0 < e1 and s1 < e0 and e0 > s0 and e1 > s1
+
+
+def _poison_pool(nbytes):
+    """Fills freed pooled device memory with 0xFF (a NaN pattern in every float dtype) so
+    an output the candidate never writes cannot hold a stale reference answer."""
+    torch = _P["torch"]
+    if _STATE["device"] != "cuda" or nbytes <= 0:
+        return
+    junk = torch.empty(int(nbytes), dtype=torch.uint8, device="cuda")
+    junk.fill_(255)
+    del junk
+
+
+def _call(fn, inputs, record_ops):
+    """Calls the candidate; with record_ops, under torch.profiler recording the aten ops."""
+    sync = _P["synchronize"]
+    if not record_ops:
+        out = fn(**inputs)
+        sync()
+        return out, None
+    prof = _P["profile"](activities=[_P["ProfilerActivity"].CPU], record_shapes=False)
+    with prof:
+        out = fn(**inputs)
+        sync()
+    ops = sorted({e.name for e in prof.events() if e.name.startswith("aten::")})
+    return out, ops
+
+
+def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, forbidden_ops):
+    """Runs one case: fresh inputs, reference on its own copy (output kept alive on the
+    host and on the device), then `repeats` calls of the candidate on fresh copies.
+
+    Returns (json, outputs, reference): outputs is a list of float32 numpy copies (one per
+    call that produced a checkable tensor), reference the float32 numpy reference. The JSON
+    holds `expected_shape`, `expected_dtype`, `out_shape`, `out_dtype`, `problems` (list of
+    {kind, message}), `error` (the candidate raised: message, traceback, cuda_error),
+    `ops` (aten ops dispatched, when recorded) and `note` (the catalogue's likely cause).
+    """
+    torch = _P["torch"]
+    device = _STATE["device"]
+    dt = _dtype(dtype)
+    gen = _P["make_inputs"](kind, list(shape), dt, device, int(seed), mode)
+    ref_inputs = {k: _P["clone"](v) for k, v in gen.items()}
+    exp_shape, exp_dtype = _P["output_spec"](kind, ref_inputs)
+    ref = _P["reference"](kind, ref_inputs)
+    _P["synchronize"]()
+    ref_host = _to_host(ref)
+    note = None
+    if _P["tolerance_note"] is not None:
+        try:
+            note = _P["tolerance_note"](kind, dt)
+        except Exception:  # noqa: BLE001 - an optional hint
+            note = None
+    meta = {
+        "expected_shape": [int(d) for d in exp_shape],
+        "expected_dtype": _dtype_name(exp_dtype),
+        "out_shape": None,
+        "out_dtype": None,
+        "problems": [],
+        "error": None,
+        "ops": None,
+        "note": note,
+    }
+    problems = meta["problems"]
+    _poison_pool(ref.numel() * ref.element_size() * 4)
+    cand_inputs = {k: _P["clone"](v) for k, v in gen.items()}
+    ranges = {k: _storage_range(v) for k, v in cand_inputs.items()}
+    ranges.update({f"{k} (generator copy)": _storage_range(v) for k, v in gen.items()})
+    outputs = []
+    kept = []  # this case's outputs, alive until it ends
+    forbidden = set(forbidden_ops)
+    for r in range(int(repeats)):
+        try:
+            out, ops = _call(candidate.fn, cand_inputs, record_ops and r == 0)
+        except BaseException as e:  # noqa: BLE001 - SystemExit too: a verdict, not a worker exit
+            meta["error"] = {
+                "message": f"{type(e).__name__}: {e}",
+                "line": _candidate_line(e, candidate.path),
+                "traceback": _format_tb(e),
+                "cuda_error": _is_cuda_error(e),
+            }
+            break
+        if ops is not None:
+            meta["ops"] = ops
+            hit = sorted(forbidden.intersection(ops))
+            if hit:
+                problems.append(
+                    {
+                        "kind": "forbidden_op",
+                        "message": f"the candidate dispatched {', '.join(hit)}, the reference's own "
+                        f"operation; a kernel must compute the result itself",
+                    }
+                )
+        # inputs bitwise unchanged
+        for k, v in cand_inputs.items():
+            if not _bits_equal(v, gen[k]):
+                problems.append(
+                    {"kind": "modified_input", "message": f"the candidate modified its input `{k}` in place"}
+                )
+        if type(out) is not _P["Tensor"]:
+            problems.append(
+                {
+                    "kind": "not_tensor",
+                    "message": f"kernel_fn returned {type(out).__module__}.{type(out).__qualname__}, "
+                    f"not a plain torch.Tensor",
+                }
+            )
+            break
+        if out.device.type != device:
+            problems.append(
+                {"kind": "wrong_device", "message": f"output is on `{out.device}`, inputs were on `{device}`"}
+            )
+        orange = _storage_range(out)
+        for k, rr in ranges.items():
+            if _overlaps(orange, rr):
+                problems.append(
+                    {"kind": "alias", "message": f"the output shares memory with input `{k}`"}
+                )
+                break
+        for prev in itertools.chain(kept, _STATE["last_outputs"]):
+            if out is prev or _overlaps(orange, _storage_range(prev)):
+                problems.append(
+                    {
+                        "kind": "replay",
+                        "message": "the output is the tensor (or storage) returned by an earlier call",
+                    }
+                )
+                break
+        meta["out_shape"] = [int(d) for d in out.shape]
+        meta["out_dtype"] = _dtype_name(out.dtype)
+        kept.append(out)
+        outputs.append(_to_host(out))
+        if problems:
+            break
+    # keep the last output alive into the next case, so a cached tensor is caught there too
+    _STATE["last_outputs"] = kept[-1:]
+    del ref, ref_inputs
+    return json.dumps(meta), outputs, ref_host
+
+
+# ---------------------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------------------
+
+
+def _eager(kind, inputs):
+    """The PyTorch eager implementation in the inputs' dtype: what a user would run without
+    a custom kernel, and what the speedup is measured against."""
+    cat = _P["catalogue"]
+    if hasattr(cat, "eager"):
+        return cat.eager(kind, inputs)
+    torch = _P["torch"]
+    F = torch.nn.functional
+    if kind == "matmul":
+        return inputs["A"] @ inputs["B"]
+    if kind == "softmax":
+        return torch.softmax(inputs["x"], dim=-1)
+    if kind == "layernorm":
+        x = inputs["x"]
+        return F.layer_norm(x, (x.shape[-1],), inputs["weight"], inputs["bias"], 1e-5)
+    if kind == "rmsnorm":
+        x = inputs["x"]
+        return F.rms_norm(x, (x.shape[-1],), inputs["weight"], 1e-6)
+    if kind == "flash_attention":
+        return F.scaled_dot_product_attention(inputs["Q"], inputs["K"], inputs["V"], is_causal=True)
+    if kind == "fused_mlp":
+        x = inputs["x"]
+        return F.linear(F.silu(F.linear(x, inputs["w_gate"])) * F.linear(x, inputs["w_up"]), inputs["w_down"])
+    if kind == "cross_entropy":
+        return F.cross_entropy(inputs["logits"].float(), inputs["targets"])
+    if kind == "rotary_embedding":
+        x, cos, sin = inputs["x"], inputs["cos"], inputs["sin"]
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    if kind == "reduce":
+        return inputs["x"].sum(dim=-1)
+    raise ValueError(f"unknown kind {kind}")
+
+
+def _measure_us(fn, quick):
+    """Median latency of fn() in microseconds. GPU: triton's do_bench (flushes L2 between
+    repetitions); fn ends with a device-wide synchronize, so work on any stream counts.
+    CPU: a wall clock, median of a few calls after one warm-up."""
+    if _STATE["device"] == "cuda":
+        sync = _P["cuda_synchronize"]
+
+        def timed():
+            fn()
+            sync()
+
+        ms = _P["do_bench"](timed, warmup=10 if quick else 25, rep=30 if quick else 100, return_mode="median")
+        return float(ms) * 1000.0
+    clock = _P["perf_counter"]
+    fn()
+    samples = []
+    for _ in range(2 if quick else 3):
+        t0 = clock()
+        fn()
+        samples.append((clock() - t0) * 1e6)
+    return float(statistics.median(samples))
+
+
+def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled):
+    """Times candidate, eager reference and (optionally) torch.compile of the reference at
+    one shape and dtype. Returns JSON: latency_us, reference_latency_us,
+    compiled_latency_us (or null), compiled_error, peak_vram_mb (null on CPU)."""
+    torch = _P["torch"]
+    dt = _dtype(dtype)
+    device = _STATE["device"]
+    inputs = _P["make_inputs"](kind, list(shape), dt, device, int(seed), "normal")
+    fn = candidate.fn
+    result = {"latency_us": None, "reference_latency_us": None, "compiled_latency_us": None,
+              "compiled_error": None, "peak_vram_mb": None}
+    peak = None
+    if device == "cuda":
+        _P["cuda_synchronize"]()
+        torch.cuda.reset_peak_memory_stats()
+        fn(**inputs)
+        _P["cuda_synchronize"]()
+        peak = torch.cuda.max_memory_allocated() / 1e6
+    result["latency_us"] = _measure_us(lambda: fn(**inputs), quick)
+    result["peak_vram_mb"] = peak
+    result["reference_latency_us"] = _measure_us(lambda: _eager(kind, inputs), quick)
+    if compiled:
+        try:
+            cfn = torch.compile(lambda **kw: _eager(kind, kw))
+            cfn(**inputs)
+            result["compiled_latency_us"] = _measure_us(lambda: cfn(**inputs), quick)
+        except Exception as e:  # noqa: BLE001 - torch.compile is optional (no compiler on CPU)
+            result["compiled_error"] = f"{type(e).__name__}: {e}"[:500]
+    return json.dumps(result)
+
+
+def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions):
+    """Times incumbent and candidate interleaved `repetitions` times (alternating which goes
+    first). Returns JSON lists `incumbent_us` and `candidate_us`, one per repetition."""
+    dt = _dtype(dtype)
+    inputs = _P["make_inputs"](kind, list(shape), dt, _STATE["device"], int(seed), "normal")
+    inc, cand = [], []
+    for r in range(int(repetitions)):
+        order = [(incumbent, inc), (candidate, cand)]
+        if r % 2 == 1:
+            order.reverse()
+        for c, acc in order:
+            fn = c.fn
+            acc.append(_measure_us(lambda: fn(**inputs), True))
+    return json.dumps({"incumbent_us": inc, "candidate_us": cand})
+
+
+# ---------------------------------------------------------------------------------------
+# Generic scripts (the profiler runs models through this)
+# ---------------------------------------------------------------------------------------
+
+
+def call_script(path, function, kwargs_json):
+    """Loads `path` under a fresh module name and returns json.dumps(function(**kwargs))."""
+    name = f"autokernel_script_{os.getpid()}_{next(_STATE['counter'])}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load `{path}` as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        fn = getattr(module, function)
+        result = fn(**json.loads(kwargs_json))
+        return json.dumps(result)
+    finally:
+        sys.modules.pop(name, None)
+
+
+def describe_exception(exc):
+    """(message, traceback, cuda_error) of an exception, for Rust."""
+    return f"{type(exc).__name__}: {exc}", _format_tb(exc), _is_cuda_error(exc)
+
+
+__all__ = [
+    "init", "status", "load", "unload", "run_case", "time_kernel", "compare", "call_script",
+    "guarded_names", "describe_exception",
+]

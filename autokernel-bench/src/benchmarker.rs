@@ -1,0 +1,213 @@
+//! [`PyWorkerBenchmarker`]: the default [`Benchmarker`], a [`Worker`] judging kernel files.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use autokernel_core::{
+    BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest, Comparison, Correctness,
+    KernelKind,
+};
+use sha2::{Digest, Sha256};
+
+use crate::protocol::{BenchJob, CompareJob, ReplyBody, Request};
+use crate::{Worker, WorkerError, WorkerOptions};
+
+/// The default [`Benchmarker`]: every request goes to one warm [`Worker`] (started on the
+/// first request, restarted after anything a candidate does to it). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct PyWorkerBenchmarker {
+    worker: Arc<Worker>,
+}
+
+impl PyWorkerBenchmarker {
+    /// A benchmarker with its own worker, started lazily.
+    pub fn new(options: WorkerOptions) -> Self {
+        PyWorkerBenchmarker {
+            worker: Arc::new(Worker::new(options)),
+        }
+    }
+
+    /// A benchmarker sharing an existing worker (e.g. with the profiler).
+    pub fn with_worker(worker: Arc<Worker>) -> Self {
+        PyWorkerBenchmarker { worker }
+    }
+
+    /// The worker, for [`Worker::call_script`] or [`Worker::status`].
+    pub fn worker(&self) -> &Arc<Worker> {
+        &self.worker
+    }
+}
+
+/// The `KERNEL_KIND = "..."` literal of a source, when it is written as one (used only to
+/// label a result when the worker died before it could report the kind).
+fn declared_kind(source: &str) -> Option<KernelKind> {
+    source.lines().find_map(|line| {
+        let rest = line.trim_start().strip_prefix("KERNEL_KIND")?;
+        let rest = rest.trim_start().strip_prefix('=')?.trim();
+        let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+        let inner = &rest[1..];
+        let end = inner.find(quote)?;
+        inner[..end].parse().ok()
+    })
+}
+
+#[async_trait]
+impl Benchmarker for PyWorkerBenchmarker {
+    async fn bench(&self, request: &BenchRequest) -> Result<BenchResult, BenchError> {
+        let path = std::path::absolute(&request.kernel_path).map_err(|source| {
+            BenchError::KernelFile {
+                path: request.kernel_path.clone(),
+                source,
+            }
+        })?;
+        let bytes = std::fs::read(&path).map_err(|source| BenchError::KernelFile {
+            path: request.kernel_path.clone(),
+            source,
+        })?;
+        let sha = format!("{:x}", Sha256::digest(&bytes));
+        let job = BenchJob {
+            kernel_path: path.clone(),
+            kind: request.kind,
+            extra_shapes: request.extra_shapes.clone(),
+            timing: request.timing.clone(),
+            quick: request.quick,
+            time_compiled: request.time_compiled,
+            gpu_bandwidth_gb_s: self.worker.options().gpu_bandwidth_gb_s,
+        };
+        let reply = self
+            .worker
+            .request(request.device, Request::Bench(job), request.timeout)
+            .await;
+        let verdict = match reply {
+            Ok(ReplyBody::Ok { value }) => {
+                return serde_json::from_value(value).map_err(|e| BenchError::Worker {
+                    message: format!("unreadable bench result: {e}"),
+                })
+            }
+            Ok(ReplyBody::Error { message }) => return Err(BenchError::Request(message)),
+            Ok(ReplyBody::PythonError { message, traceback }) => {
+                return Err(BenchError::Worker {
+                    message: format!("the harness raised: {message}\n{traceback}"),
+                })
+            }
+            Err(WorkerError::Timeout {
+                limit_s,
+                stderr_tail,
+            }) => Correctness::Timeout {
+                reason: format!(
+                    "no verdict within {limit_s} s; the worker was killed and restarts on the next request{}",
+                    last_stage(&stderr_tail)
+                ),
+            },
+            Err(WorkerError::Crashed {
+                status,
+                stderr_tail,
+            }) => Correctness::Crash {
+                reason: format!("the worker died ({status}){}\n{stderr_tail}", last_stage(&stderr_tail)),
+            },
+            Err(WorkerError::Protocol { message }) => Correctness::Tamper {
+                reason: format!("the reply channel was written to by something other than the harness: {message}"),
+            },
+            Err(e) => return Err(e.into()),
+        };
+        let kind = request
+            .kind
+            .or_else(|| declared_kind(&String::from_utf8_lossy(&bytes)))
+            .ok_or_else(|| BenchError::Worker {
+                message: format!(
+                    "{}; and `{}` declares no literal KERNEL_KIND to label the result with",
+                    verdict.reason().unwrap_or_default(),
+                    path.display()
+                ),
+            })?;
+        let device = match self.worker.device_name().await {
+            Some((d, name)) if d == "cuda" => format!("cuda ({name})"),
+            _ => match request.device {
+                autokernel_core::Device::Cuda => "cuda".to_string(),
+                _ => "cpu".to_string(),
+            },
+        };
+        Ok(BenchResult {
+            kind,
+            correctness: verdict,
+            stages: Vec::new(),
+            metrics: None,
+            timing_representative: device.starts_with("cuda"),
+            device,
+            source_sha256: sha,
+        })
+    }
+
+    async fn compare(&self, request: &CompareRequest) -> Result<Comparison, BenchError> {
+        let abs = |p: &Path| {
+            std::path::absolute(p).map_err(|source| BenchError::KernelFile {
+                path: p.to_path_buf(),
+                source,
+            })
+        };
+        for p in [&request.incumbent, &request.candidate] {
+            if let Err(source) = std::fs::metadata(p) {
+                return Err(BenchError::KernelFile {
+                    path: p.clone(),
+                    source,
+                });
+            }
+        }
+        let job = CompareJob {
+            incumbent: abs(&request.incumbent)?,
+            candidate: abs(&request.candidate)?,
+            kind: request.kind,
+            timing: request.timing.clone(),
+            repetitions: request.repetitions,
+        };
+        match self
+            .worker
+            .request(request.device, Request::Compare(job), request.timeout)
+            .await?
+        {
+            ReplyBody::Ok { value } => serde_json::from_value(value).map_err(|e| BenchError::Worker {
+                message: format!("unreadable comparison: {e}"),
+            }),
+            ReplyBody::Error { message } => Err(BenchError::Request(message)),
+            ReplyBody::PythonError { message, traceback } => Err(BenchError::Worker {
+                message: format!("{message}\n{traceback}"),
+            }),
+        }
+    }
+}
+
+/// `; it was in stage X` from the worker's `stage …` log lines.
+fn last_stage(tail: &str) -> String {
+    tail.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("autokernel-worker: stage "))
+        .map(|s| format!("; last stage started: {s}"))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_kind_reads_a_literal_assignment() {
+        assert_eq!(
+            declared_kind("import torch\nKERNEL_KIND = \"softmax\"\n"),
+            Some(KernelKind::Softmax)
+        );
+        assert_eq!(declared_kind("KERNEL_KIND='matmul'"), Some(KernelKind::Matmul));
+        assert_eq!(declared_kind("KERNEL_KIND = kind_from_somewhere()"), None);
+        assert_eq!(declared_kind("KERNEL_KINDS = 'x'"), None);
+    }
+
+    #[test]
+    fn last_stage_comes_from_the_worker_log() {
+        let tail = "noise\nautokernel-worker: stage smoke float32 8x128 normal\nautokernel-worker: stage shape_sweep float16 16x256 normal\nTraceback";
+        assert_eq!(
+            last_stage(tail),
+            "; last stage started: shape_sweep float16 16x256 normal"
+        );
+        assert_eq!(last_stage("nothing"), "");
+    }
+}

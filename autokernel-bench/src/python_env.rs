@@ -1,0 +1,154 @@
+//! Choosing the Python interpreter and checking it can host the worker.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::WorkerError;
+
+/// Environment variable naming the interpreter (after `--python`).
+pub(crate) const ENV_PYTHON: &str = "AUTOKERNEL_PYTHON";
+
+/// The interpreter to adopt: `explicit`, else `$AUTOKERNEL_PYTHON`, else
+/// `$VIRTUAL_ENV/bin/python`, else `python3` on `PATH`.
+///
+/// # Errors
+/// [`WorkerError::PythonNotFound`] when none of these exists.
+pub fn resolve_python(explicit: Option<&Path>) -> Result<PathBuf, WorkerError> {
+    let mut tried = Vec::new();
+    if let Some(p) = explicit {
+        return if p.exists() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(WorkerError::PythonNotFound {
+                tried: format!("`{}` (from --python)", p.display()),
+            })
+        };
+    }
+    if let Some(p) = std::env::var_os(ENV_PYTHON).filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(p);
+        if p.exists() {
+            return Ok(p);
+        }
+        tried.push(format!("{ENV_PYTHON}=`{}`", p.display()));
+    }
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(venv).join("bin").join("python");
+        if p.exists() {
+            return Ok(p);
+        }
+        tried.push(format!("VIRTUAL_ENV python `{}`", p.display()));
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let p = dir.join("python3");
+            if p.is_file() {
+                return Ok(p);
+            }
+        }
+    }
+    tried.push("`python3` on PATH".to_string());
+    Err(WorkerError::PythonNotFound {
+        tried: tried.join(", "),
+    })
+}
+
+/// `major.minor` of the libpython this crate was built against (from pyo3's build config).
+pub fn linked_python_version() -> &'static str {
+    env!("AUTOKERNEL_LINKED_PYTHON")
+}
+
+/// Runs `python` once (no torch import: `importlib.util.find_spec` only) to check its
+/// minor version against the linked libpython and that torch, triton and numpy exist.
+///
+/// # Errors
+/// [`WorkerError::PythonProbe`], [`WorkerError::PythonMismatch`],
+/// [`WorkerError::MissingPackages`].
+pub(crate) fn preflight(python: &Path) -> Result<(), WorkerError> {
+    const PROBE: &str = "import sys, importlib.util as u\n\
+print('%d.%d' % sys.version_info[:2])\n\
+print(' '.join(m for m in ('torch', 'triton', 'numpy') if u.find_spec(m) is None))";
+    let out = Command::new(python)
+        .args(["-c", PROBE])
+        .output()
+        .map_err(|e| WorkerError::PythonProbe {
+            path: python.to_path_buf(),
+            message: e.to_string(),
+        })?;
+    if !out.status.success() {
+        return Err(WorkerError::PythonProbe {
+            path: python.to_path_buf(),
+            message: format!(
+                "{}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let found = lines.next().unwrap_or_default().trim().to_string();
+    let linked = linked_python_version();
+    if found != linked {
+        return Err(WorkerError::PythonMismatch {
+            path: python.to_path_buf(),
+            found,
+            linked: linked.to_string(),
+        });
+    }
+    let missing: Vec<String> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    if !missing.is_empty() {
+        return Err(WorkerError::MissingPackages {
+            path: python.to_path_buf(),
+            missing,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_explicit_path_that_does_not_exist_is_refused_with_its_name() {
+        let err = resolve_python(Some(Path::new("/no/such/python"))).unwrap_err();
+        assert!(err.to_string().contains("/no/such/python"), "{err}");
+    }
+
+    #[test]
+    fn a_script_reporting_another_minor_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("python");
+        std::fs::write(&fake, "#!/bin/sh\necho 2.7\necho\n").unwrap();
+        let mut perms = std::fs::metadata(&fake).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&fake, perms).unwrap();
+        let err = preflight(&fake).unwrap_err();
+        assert!(matches!(err, WorkerError::PythonMismatch { .. }), "{err}");
+        assert!(err.to_string().contains("is 2.7"), "{err}");
+        assert!(err.to_string().contains(linked_python_version()), "{err}");
+    }
+
+    #[test]
+    fn missing_packages_are_named_with_the_install_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("python");
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\necho {}\necho triton numpy\n", linked_python_version()),
+        )
+        .unwrap();
+        let mut perms = std::fs::metadata(&fake).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&fake, perms).unwrap();
+        let err = preflight(&fake).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("lacks triton, numpy"), "{text}");
+        assert!(text.contains("-m pip install -r python/requirements.txt"), "{text}");
+    }
+}

@@ -1,0 +1,74 @@
+//! Candidates that try to game the judge get TAMPER or FAIL, never PASS.
+
+use autokernel_bench::PyWorkerBenchmarker;
+use autokernel_core::{Correctness, Stage};
+
+use super::*;
+
+const HEADER: &str = "import torch\nKERNEL_KIND = \"softmax\"\nCONFIG = {}\nTUNABLES = {}\n";
+
+/// Benches each (name, body) on one worker and returns the verdicts in order.
+async fn verdicts(bodies: &[(&str, &str)]) -> Vec<(String, Correctness)> {
+    let dir = tempfile::tempdir().unwrap();
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let mut out = Vec::new();
+    for (name, body) in bodies {
+        let k = write(dir.path(), &format!("{name}.py"), &format!("{HEADER}{body}"));
+        let r = bench(&b, &k, true, 120).await;
+        out.push((name.to_string(), r.correctness));
+    }
+    out
+}
+
+#[tokio::test]
+async fn integrity_violations_are_tamper_and_bad_outputs_fail() {
+    let got = verdicts(&[
+        // computes the answer with the reference's own op
+        ("calls_reference", "def kernel_fn(x):\n    return torch.softmax(x.float(), dim=-1).to(x.dtype)\n"),
+        // returns its input after writing the answer into it
+        ("writes_input", "def kernel_fn(x):\n    x.copy_(torch.exp(x.float() - x.float().amax(-1, keepdim=True)).div_(torch.exp(x.float() - x.float().amax(-1, keepdim=True)).sum(-1, keepdim=True)))\n    return x\n"),
+        // patches a function the harness compares with
+        ("patches_equal", "torch.equal = lambda a, b: True\ndef kernel_fn(x):\n    return torch.zeros_like(x)\n"),
+        // caches its first output and returns it again
+        ("replays", "_cache = {}\ndef kernel_fn(x):\n    if 'y' not in _cache:\n        e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n        _cache['y'] = (e / e.sum(-1, keepdim=True)).to(x.dtype)\n    return _cache['y']\n"),
+        // a subclass is not a plain tensor
+        ("subclass", "class T(torch.Tensor):\n    pass\ndef kernel_fn(x):\n    e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n    return (e / e.sum(-1, keepdim=True)).to(x.dtype).as_subclass(T)\n"),
+        // always float32, whatever the input dtype
+        ("wrong_dtype", "def kernel_fn(x):\n    e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n    return e / e.sum(-1, keepdim=True)\n"),
+    ])
+    .await;
+    let reason = |i: usize| got[i].1.reason().unwrap_or_default().to_string();
+    assert!(matches!(got[0].1, Correctness::Tamper { .. }), "{:?}", got[0]);
+    assert!(reason(0).contains("aten::_softmax"), "{}", reason(0));
+    assert!(matches!(got[1].1, Correctness::Tamper { .. }), "{:?}", got[1]);
+    assert!(reason(1).contains("modified its input `x`"), "{}", reason(1));
+    assert!(matches!(got[2].1, Correctness::Tamper { .. }), "{:?}", got[2]);
+    assert!(reason(2).contains("torch.equal"), "{}", reason(2));
+    assert!(matches!(got[3].1, Correctness::Tamper { .. }), "{:?}", got[3]);
+    assert!(reason(3).contains("earlier call"), "{}", reason(3));
+    assert!(matches!(got[4].1, Correctness::Fail { stage: Stage::Smoke, .. }), "{:?}", got[4]);
+    assert!(reason(4).contains("not a plain torch.Tensor"), "{}", reason(4));
+    assert!(matches!(got[5].1, Correctness::Fail { .. }), "{:?}", got[5]);
+    assert!(reason(5).contains("output dtype float32, expected float16"), "{}", reason(5));
+}
+
+#[tokio::test]
+async fn a_kernel_that_is_wrong_only_at_non_power_of_two_widths_fails_edge() {
+    // correct where cols is a power of two; leaves the tail of other rows unnormalised
+    let body = "import triton\n\
+def kernel_fn(x):\n\
+    cols = x.shape[-1]\n\
+    p = triton.next_power_of_2(cols)\n\
+    if p == cols:\n\
+        e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n\
+        return (e / e.sum(-1, keepdim=True)).to(x.dtype)\n\
+    half = p // 2\n\
+    y = torch.zeros_like(x, dtype=torch.float32)\n\
+    e = torch.exp(x[:, :half].float() - x[:, :half].float().amax(-1, keepdim=True))\n\
+    y[:, :half] = e / e.sum(-1, keepdim=True)\n\
+    return y.to(x.dtype)\n";
+    let got = verdicts(&[("masking", body)]).await;
+    let Correctness::Fail { stage, reason } = &got[0].1 else { panic!("{:?}", got[0]) };
+    assert_eq!(*stage, Stage::Edge, "{reason}");
+    assert!(reason.contains("masking bug at non-power-of-two shape?"), "{reason}");
+}
