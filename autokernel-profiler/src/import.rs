@@ -1,0 +1,729 @@
+//! Streaming import of Chrome-trace JSON (`.json` or gzip-compressed `.json.gz`) into the
+//! compact [`Trace`] that [`crate::link`] attributes.
+//!
+//! The file is read in blocks into a bounded buffer; [`crate::scan`] cuts the
+//! `traceEvents` array into events, and each event is parsed on its own with
+//! `serde_json::from_slice` into borrowed fields. Only what attribution needs is kept
+//! (times, ids, interned names, input dims), so memory stays far below the file size.
+//! Events whose text is malformed are repaired and counted; an event that still cannot be
+//! parsed is skipped and counted; the import itself fails only when the file cannot be read
+//! or is not a trace at all.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use autokernel_core::{DType, ProfileError};
+use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use crate::scan::{self, Ctx};
+
+/// Size of the read buffer; it grows only for a single event larger than this.
+const BLOCK: usize = 4 << 20;
+
+/// What kind of CPU-side range an event is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RangeCat {
+    /// `cpu_op`: an aten (or custom) operator.
+    Op,
+    /// `user_annotation` (`record_function`), or a module range.
+    Annotation,
+    /// Anything else on a CPU thread (`python_function`, ...).
+    Other,
+}
+
+/// A CPU-side duration event.
+#[derive(Debug, Clone)]
+pub(crate) struct CpuRange {
+    pub ts: f64,
+    pub end: f64,
+    pub name: u32,
+    pub cat: RangeCat,
+    pub thread: u32,
+    pub external_id: Option<u64>,
+    pub dims: Option<Vec<Vec<i64>>>,
+    pub dtype: Option<DType>,
+}
+
+/// A `cuda_runtime`/`cuda_driver` call carrying a correlation id.
+#[derive(Debug, Clone)]
+pub(crate) struct Launch {
+    pub ts: f64,
+    pub thread: u32,
+    pub external_id: Option<u64>,
+    /// The call launches kernels (`cudaLaunchKernel`, `cuLaunchKernelEx`, graph launches),
+    /// as opposed to e.g. a memcpy or a synchronisation.
+    pub launches_kernel: bool,
+}
+
+/// A GPU kernel execution.
+#[derive(Debug, Clone)]
+pub(crate) struct Kernel {
+    pub ts: f64,
+    pub dur: f64,
+    pub name: u32,
+    pub correlation: Option<u64>,
+    pub external_id: Option<u64>,
+    pub pid: i64,
+    pub tid: i64,
+}
+
+/// Count and total time of memory copies or sets on the device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct TransferStats {
+    /// Number of events.
+    pub events: u64,
+    /// Total device time, in microseconds.
+    pub time_us: f64,
+}
+
+/// Everything kept from a trace.
+#[derive(Debug, Default)]
+pub(crate) struct Trace {
+    pub names: Vec<String>,
+    pub threads: Vec<(i64, i64)>,
+    pub ranges: Vec<CpuRange>,
+    pub launches: HashMap<u64, Launch>,
+    /// Launches without `args.correlation`, keyed later through `ac2g` flow starts:
+    /// (pid, tid, ts) and the launch.
+    pub uncorrelated_launches: Vec<(i64, i64, f64, Launch)>,
+    pub kernels: Vec<Kernel>,
+    /// `ac2g` flow ends on the device side: (pid, tid, ts bits) → flow id.
+    pub flow_ends: HashMap<(i64, i64, u64), u64>,
+    /// `ac2g` flow starts on the host side: (pid, tid, ts bits) → flow id.
+    pub flow_starts: HashMap<(i64, i64, u64), u64>,
+    pub memcpy: TransferStats,
+    pub memset: TransferStats,
+    pub gpu_annotations: u64,
+    pub gpu_name: Option<String>,
+    pub events: u64,
+    pub repaired_events: u64,
+    pub skipped_events: u64,
+    pub invalid_timing: u64,
+    pub truncated: bool,
+}
+
+/// Interns strings into `names`.
+#[derive(Default)]
+struct Interner {
+    map: HashMap<String, u32>,
+}
+
+impl Interner {
+    fn get(&mut self, names: &mut Vec<String>, s: &str) -> u32 {
+        if let Some(&id) = self.map.get(s) {
+            return id;
+        }
+        let id = names.len() as u32;
+        names.push(s.to_string());
+        self.map.insert(s.to_string(), id);
+        id
+    }
+}
+
+/// A pid or tid: an integer, or a string (hashed to a negative number).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Id(i64);
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Id;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an integer or a string id")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Id, E> {
+                Ok(Id(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Id, E> {
+                Ok(Id(v as i64))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Id, E> {
+                Ok(Id(v as i64))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Id, E> {
+                if let Ok(n) = v.trim().parse::<i64>() {
+                    return Ok(Id(n));
+                }
+                // FNV-1a, forced negative so it never collides with a real pid
+                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+                for b in v.bytes() {
+                    h ^= b as u64;
+                    h = h.wrapping_mul(0x100_0000_01b3);
+                }
+                Ok(Id((h | (1 << 63)) as i64))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// An integer id that may be written as a number or a numeric string.
+#[derive(Debug, Clone, Copy)]
+struct Num(u64);
+
+impl<'de> Deserialize<'de> for Num {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Num;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a non-negative integer id")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Num, E> {
+                Ok(Num(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Num, E> {
+                Ok(Num(v as u64))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Num, E> {
+                Ok(Num(v as u64))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Num, E> {
+                v.trim()
+                    .parse()
+                    .map(Num)
+                    .map_err(|_| E::custom(format!("id `{v}` is not an integer")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `Input Dims`: one list of ints per input; anything else (scalars, tensor lists) gives an
+/// empty list for that input.
+#[derive(Debug, Default)]
+struct Dims(Vec<Vec<i64>>);
+
+impl<'de> Deserialize<'de> for Dims {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Outer;
+        impl<'de> Visitor<'de> for Outer {
+            type Value = Dims;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of dims")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Dims, A::Error> {
+                let mut v = Vec::new();
+                while let Some(one) = seq.next_element::<OneInput>()? {
+                    v.push(one.0);
+                }
+                Ok(Dims(v))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Dims, E> {
+                Ok(Dims::default())
+            }
+        }
+        d.deserialize_any(Outer)
+    }
+}
+
+struct OneInput(Vec<i64>);
+
+impl<'de> Deserialize<'de> for OneInput {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = OneInput;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of ints")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<OneInput, A::Error> {
+                let mut dims = Vec::new();
+                let mut nested = false;
+                while let Some(e) = seq.next_element::<IntOrNested>()? {
+                    match e.0 {
+                        Some(n) => dims.push(n),
+                        None => nested = true,
+                    }
+                }
+                if nested {
+                    dims.clear();
+                }
+                Ok(OneInput(dims))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<OneInput, E> {
+                Ok(OneInput(vec![]))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<OneInput, E> {
+                Ok(OneInput(vec![]))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<OneInput, E> {
+                Ok(OneInput(vec![]))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<OneInput, E> {
+                Ok(OneInput(vec![]))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<OneInput, E> {
+                Ok(OneInput(vec![]))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+struct IntOrNested(Option<i64>);
+
+impl<'de> Deserialize<'de> for IntOrNested {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = IntOrNested;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an int or a list")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<IntOrNested, E> {
+                Ok(IntOrNested(Some(v)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrNested, E> {
+                Ok(IntOrNested(Some(v as i64)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<IntOrNested, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(IntOrNested(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<IntOrNested, E> {
+                Ok(IntOrNested(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<IntOrNested, E> {
+                Ok(IntOrNested(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<IntOrNested, E> {
+                Ok(IntOrNested(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize)]
+struct RawArgs<'a> {
+    #[serde(default)]
+    correlation: Option<Num>,
+    #[serde(default, rename = "External id")]
+    external_id: Option<Num>,
+    #[serde(default, rename = "Input Dims")]
+    input_dims: Option<Dims>,
+    #[serde(default, rename = "Input type", borrow)]
+    input_type: Option<Vec<Option<Cow<'a, str>>>>,
+}
+
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(default, borrow)]
+    ph: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    cat: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pid: Option<Id>,
+    #[serde(default)]
+    tid: Option<Id>,
+    #[serde(default)]
+    ts: Option<f64>,
+    #[serde(default)]
+    dur: Option<f64>,
+    #[serde(default)]
+    id: Option<Num>,
+    #[serde(default, borrow)]
+    args: Option<RawArgs<'a>>,
+}
+
+#[derive(Deserialize)]
+struct DeviceProp {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// The dtype of the first floating input (`Input type` as torch writes it).
+fn dtype_of(types: &[Option<Cow<'_, str>>]) -> Option<DType> {
+    types.iter().flatten().find_map(|t| match t.as_ref() {
+        "float" | "c10::Float" => Some(DType::Float32),
+        "c10::Half" | "half" => Some(DType::Float16),
+        "c10::BFloat16" | "bfloat16" => Some(DType::Bfloat16),
+        _ => None,
+    })
+}
+
+fn launches_kernel(name: &str) -> bool {
+    name.contains("LaunchKernel")
+        || name.contains("LaunchCooperativeKernel")
+        || name.starts_with("cuLaunch")
+        || name.contains("GraphLaunch")
+        || name.contains("ModuleLaunchKernel")
+}
+
+/// Builds the [`Trace`] event by event.
+struct Collector {
+    trace: Trace,
+    interner: Interner,
+    thread_ids: HashMap<(i64, i64), u32>,
+}
+
+impl Collector {
+    fn new() -> Self {
+        Collector {
+            trace: Trace::default(),
+            interner: Interner::default(),
+            thread_ids: HashMap::new(),
+        }
+    }
+
+    fn thread(&mut self, pid: i64, tid: i64) -> u32 {
+        let threads = &mut self.trace.threads;
+        *self.thread_ids.entry((pid, tid)).or_insert_with(|| {
+            threads.push((pid, tid));
+            (threads.len() - 1) as u32
+        })
+    }
+
+    fn event(&mut self, e: RawEvent<'_>) {
+        self.trace.events += 1;
+        let ph = e.ph.as_deref().unwrap_or("");
+        let cat = e.cat.as_deref().unwrap_or("");
+        let pid = e.pid.map_or(0, |i| i.0);
+        let tid = e.tid.map_or(0, |i| i.0);
+        match ph {
+            "X" => {}
+            "s" | "f" if cat == "ac2g" => {
+                if let (Some(id), Some(ts)) = (e.id, e.ts) {
+                    let key = (pid, tid, ts.to_bits());
+                    if ph == "s" {
+                        self.trace.flow_starts.insert(key, id.0);
+                    } else {
+                        self.trace.flow_ends.insert(key, id.0);
+                    }
+                }
+                return;
+            }
+            _ => return,
+        }
+        let (Some(ts), Some(dur)) = (e.ts, e.dur) else {
+            self.trace.invalid_timing += 1;
+            return;
+        };
+        if !ts.is_finite() || !dur.is_finite() || dur < 0.0 || (ts == 0.0 && dur == 0.0) {
+            self.trace.invalid_timing += 1;
+            return;
+        }
+        let name = e.name.as_deref().unwrap_or("");
+        let args = e.args;
+        let correlation = args.as_ref().and_then(|a| a.correlation).map(|n| n.0);
+        let external_id = args.as_ref().and_then(|a| a.external_id).map(|n| n.0);
+        let lower_cat = cat.to_ascii_lowercase();
+        match lower_cat.as_str() {
+            "kernel" if name.starts_with("Memcpy") => add(&mut self.trace.memcpy, dur),
+            "kernel" if name.starts_with("Memset") => add(&mut self.trace.memset, dur),
+            "kernel" => {
+                let name = self.interner.get(&mut self.trace.names, name);
+                self.trace.kernels.push(Kernel {
+                    ts,
+                    dur,
+                    name,
+                    correlation,
+                    external_id,
+                    pid,
+                    tid,
+                });
+            }
+            c if c.contains("memcpy") => add(&mut self.trace.memcpy, dur),
+            c if c.contains("memset") => add(&mut self.trace.memset, dur),
+            "gpu_user_annotation" => self.trace.gpu_annotations += 1,
+            "cuda_runtime" | "cuda_driver" | "runtime" | "driver" | "hip_runtime"
+            | "cuda_runtime_api" => {
+                let thread = self.thread(pid, tid);
+                let launch = Launch {
+                    ts,
+                    thread,
+                    external_id,
+                    launches_kernel: launches_kernel(name),
+                };
+                match correlation {
+                    Some(c) => {
+                        self.trace.launches.insert(c, launch);
+                    }
+                    None => self
+                        .trace
+                        .uncorrelated_launches
+                        .push((pid, tid, ts, launch)),
+                }
+            }
+            c if c.starts_with("gpu_") || c == "cuda_profiler_range" || c == "overhead" => {}
+            c => {
+                let thread = self.thread(pid, tid);
+                let rcat = match c {
+                    "cpu_op" | "operator" => RangeCat::Op,
+                    "user_annotation" => RangeCat::Annotation,
+                    _ if name.starts_with(crate::link::MODULE_PREFIX) => RangeCat::Annotation,
+                    _ => RangeCat::Other,
+                };
+                let (dims, dtype) = match args {
+                    Some(a) if rcat == RangeCat::Op => (
+                        a.input_dims.map(|d| d.0),
+                        a.input_type.as_deref().and_then(dtype_of),
+                    ),
+                    _ => (None, None),
+                };
+                let name = self.interner.get(&mut self.trace.names, name);
+                self.trace.ranges.push(CpuRange {
+                    ts,
+                    end: ts + dur,
+                    name,
+                    cat: rcat,
+                    thread,
+                    external_id,
+                    dims,
+                    dtype,
+                });
+            }
+        }
+    }
+
+    fn top_level(&mut self, key: &[u8], value: &[u8]) {
+        if key == b"deviceProperties" {
+            if let Ok(props) = serde_json::from_slice::<Vec<DeviceProp>>(value) {
+                self.trace.gpu_name = props.into_iter().find_map(|p| p.name);
+            }
+        }
+    }
+}
+
+fn add(t: &mut TransferStats, dur: f64) {
+    t.events += 1;
+    t.time_us += dur;
+}
+
+/// Reads a Chrome trace from `path` (`.json`, or gzip detected by its magic bytes).
+///
+/// # Errors
+/// [`ProfileError::Io`] when the file cannot be read; [`ProfileError::NotATrace`] when it is
+/// not a JSON object with `traceEvents` or a JSON array of events.
+pub(crate) fn read_trace(path: &Path) -> Result<Trace, ProfileError> {
+    let io = |source| ProfileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = File::open(path).map_err(io)?;
+    let mut magic = [0u8; 2];
+    let n = read_full(&mut file, &mut magic).map_err(io)?;
+    let file = File::open(path).map_err(io)?;
+    if n == 2 && magic == [0x1f, 0x8b] {
+        let gz = flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 20, file));
+        read_trace_from(gz, path)
+    } else {
+        read_trace_from(file, path)
+    }
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Start,
+    TopObject,
+    Events { bare: bool },
+    Done,
+}
+
+/// The streaming driver: a bounded buffer refilled from `reader`, cut into events.
+pub(crate) fn read_trace_from(mut reader: impl Read, path: &Path) -> Result<Trace, ProfileError> {
+    let io = |source| ProfileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let not_a_trace = |reason: String| ProfileError::NotATrace {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut buf = vec![0u8; BLOCK];
+    let (mut pos, mut filled, mut eof) = (0usize, 0usize, false);
+    let mut stack = Vec::with_capacity(16);
+    let mut fixed = Vec::new();
+    let mut collector = Collector::new();
+    let mut state = State::Start;
+    let mut saw_events = false;
+
+    // Moves the unread tail to the front and reads more; grows the buffer when a single
+    // value fills it.
+    let mut refill = |buf: &mut Vec<u8>, pos: &mut usize, filled: &mut usize, eof: &mut bool| {
+        if *pos > 0 {
+            buf.copy_within(*pos..*filled, 0);
+            *filled -= *pos;
+            *pos = 0;
+        }
+        if *filled == buf.len() {
+            let len = buf.len();
+            buf.resize(len * 2, 0);
+        }
+        let n = read_full(&mut reader, &mut buf[*filled..])?;
+        *filled += n;
+        if n == 0 {
+            *eof = true;
+        }
+        Ok::<(), std::io::Error>(())
+    };
+
+    loop {
+        if state == State::Done {
+            break;
+        }
+        let data = &buf[..filled];
+        let i = scan::skip_ws(data, pos);
+        let Some(&b) = data.get(i) else {
+            if eof {
+                if state != State::Start && state != State::Done {
+                    collector.trace.truncated = true;
+                }
+                break;
+            }
+            pos = i;
+            refill(&mut buf, &mut pos, &mut filled, &mut eof).map_err(io)?;
+            continue;
+        };
+        match state {
+            State::Start => match b {
+                b'{' => {
+                    pos = i + 1;
+                    state = State::TopObject;
+                }
+                b'[' => {
+                    pos = i + 1;
+                    state = State::Events { bare: true };
+                    saw_events = true;
+                }
+                _ => {
+                    return Err(not_a_trace(format!(
+                        "it starts with `{}`, not a JSON object or array",
+                        (b as char).escape_default()
+                    )))
+                }
+            },
+            State::TopObject => match b {
+                b',' => pos = i + 1,
+                b'}' => state = State::Done,
+                b'"' => {
+                    // key, `:`, then the value (restarted from the key if input runs out)
+                    let Some(k) =
+                        scan::scan_value::<false>(data, i, eof, Ctx::Key, &mut stack, &mut fixed)
+                    else {
+                        pos = i;
+                        refill(&mut buf, &mut pos, &mut filled, &mut eof).map_err(io)?;
+                        continue;
+                    };
+                    let key_end = k.end;
+                    let colon = scan::skip_ws(data, key_end);
+                    let v = scan::skip_ws(data, colon + 1);
+                    if v >= data.len() && !eof {
+                        pos = i;
+                        refill(&mut buf, &mut pos, &mut filled, &mut eof).map_err(io)?;
+                        continue;
+                    }
+                    let key = &data[i + 1..key_end.saturating_sub(1).max(i + 1)];
+                    if key == b"traceEvents" && data.get(v) == Some(&b'[') {
+                        pos = v + 1;
+                        state = State::Events { bare: false };
+                        saw_events = true;
+                        continue;
+                    }
+                    let Some(val) =
+                        scan::scan_value::<false>(data, v, eof, Ctx::ObjValue, &mut stack, &mut fixed)
+                    else {
+                        pos = i;
+                        refill(&mut buf, &mut pos, &mut filled, &mut eof).map_err(io)?;
+                        continue;
+                    };
+                    let key = key.to_vec();
+                    collector.top_level(&key, &data[v..val.end]);
+                    pos = val.end.max(v + 1);
+                }
+                _ => {
+                    if !saw_events {
+                        return Err(not_a_trace(format!(
+                            "unexpected `{}` in the top-level object",
+                            (b as char).escape_default()
+                        )));
+                    }
+                    collector.trace.truncated = true;
+                    state = State::Done;
+                }
+            },
+            State::Events { bare } => match b {
+                b',' => pos = i + 1,
+                b']' => {
+                    pos = i + 1;
+                    state = if bare { State::Done } else { State::TopObject };
+                }
+                _ => {
+                    let Some(s) = scan::scan_value::<false>(
+                        data,
+                        i,
+                        eof,
+                        Ctx::ArrValue,
+                        &mut stack,
+                        &mut fixed,
+                    ) else {
+                        pos = i;
+                        refill(&mut buf, &mut pos, &mut filled, &mut eof).map_err(io)?;
+                        continue;
+                    };
+                    let end = s.end.max(i + 1);
+                    let bytes = &data[i..end];
+                    if b == b'{' {
+                        handle_event(&mut collector, bytes, s.dirty, &mut stack, &mut fixed);
+                    } else {
+                        collector.trace.skipped_events += 1;
+                    }
+                    pos = end;
+                }
+            },
+            State::Done => {}
+        }
+    }
+    if !saw_events {
+        return Err(not_a_trace("it has no `traceEvents` array".to_string()));
+    }
+    Ok(collector.trace)
+}
+
+fn handle_event(
+    collector: &mut Collector,
+    bytes: &[u8],
+    dirty: bool,
+    stack: &mut Vec<u8>,
+    fixed: &mut Vec<u8>,
+) {
+    if !dirty {
+        if let Ok(e) = serde_json::from_slice::<RawEvent<'_>>(bytes) {
+            collector.event(e);
+            return;
+        }
+    }
+    scan::repair_value(bytes, Ctx::ArrValue, stack, fixed);
+    match serde_json::from_slice::<RawEvent<'_>>(fixed) {
+        Ok(e) => {
+            collector.trace.repaired_events += 1;
+            collector.event(e);
+        }
+        Err(err) => {
+            tracing::debug!(error = %err, "skipping an event that cannot be parsed");
+            collector.trace.skipped_events += 1;
+        }
+    }
+}

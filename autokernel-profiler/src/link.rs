@@ -1,0 +1,380 @@
+//! Linking device work to the CPU op a user recognises, and grouping it.
+//!
+//! - A kernel joins its launch (`cuda_runtime` or `cuda_driver` event) by
+//!   `args.correlation`; a kernel or launch without one may be joined through an `ac2g`
+//!   flow event at the same place and time.
+//! - The launch joins its CPU op by `External id` when it has one, else by the innermost
+//!   CPU range enclosing it on the launching thread (same pid and tid, time containment).
+//!   Correlation ids and External ids are separate id spaces and never compared.
+//! - The chain of ranges enclosing that op is walked to name the group: the innermost
+//!   module range (`nn.Module: Class`), else the outermost aten op, else the innermost user
+//!   annotation, else the kernel's own name. Shapes are the `Input Dims` of the op that
+//!   names the group (for a module: of its first op).
+
+use std::collections::{BTreeSet, HashMap};
+
+use autokernel_core::DType;
+
+use crate::import::{CpuRange, RangeCat, Trace};
+
+/// Prefix of the `record_function` ranges that name a module, as `profile_model.py` writes
+/// them (`nn.Module: LlamaRMSNorm`); torch's own `with_modules` ranges use it too (with a
+/// `_N` instance suffix, removed).
+pub const MODULE_PREFIX: &str = "nn.Module: ";
+
+/// Device (or CPU self) time gathered under one op and input shapes.
+#[derive(Debug, Clone)]
+pub(crate) struct Group {
+    pub op: String,
+    pub shapes: Vec<Vec<i64>>,
+    pub dtype: Option<DType>,
+    pub time_us: f64,
+    pub calls: u64,
+    pub kernels: Vec<String>,
+    /// Names of the ops and modules seen on the chains of its kernels.
+    pub chain_ops: BTreeSet<String>,
+}
+
+/// The result of linking a trace.
+#[derive(Debug, Default)]
+pub(crate) struct Linked {
+    pub groups: Vec<Group>,
+    /// True when the trace had kernels; false means CPU self times were grouped.
+    pub device: bool,
+    pub total_us: f64,
+    pub kernel_launches: u64,
+    pub launches_with_kernel: u64,
+    pub kernels_without_launch: u64,
+    pub kernels_unattributed: u64,
+}
+
+/// Ranges of one thread sorted by start (outer first on ties), with parent links.
+struct ThreadRanges {
+    /// Indices into `Trace::ranges`, sorted.
+    order: Vec<usize>,
+    starts: Vec<f64>,
+    /// Parent position (in `order`) of each position, if any.
+    parent: Vec<Option<usize>>,
+}
+
+struct Index<'t> {
+    trace: &'t Trace,
+    threads: Vec<ThreadRanges>,
+    /// Range index → (thread, position in that thread's order).
+    where_is: Vec<(u32, usize)>,
+    by_external_id: HashMap<u64, usize>,
+}
+
+impl<'t> Index<'t> {
+    fn new(trace: &'t Trace) -> Self {
+        let mut per_thread: Vec<Vec<usize>> = vec![Vec::new(); trace.threads.len()];
+        for (i, r) in trace.ranges.iter().enumerate() {
+            per_thread[r.thread as usize].push(i);
+        }
+        let mut where_is = vec![(0u32, 0usize); trace.ranges.len()];
+        let threads = per_thread
+            .into_iter()
+            .enumerate()
+            .map(|(t, mut order)| {
+                order.sort_by(|&a, &b| {
+                    let (ra, rb) = (&trace.ranges[a], &trace.ranges[b]);
+                    ra.ts.total_cmp(&rb.ts).then(rb.end.total_cmp(&ra.end))
+                });
+                let mut parent = Vec::with_capacity(order.len());
+                let mut stack: Vec<usize> = Vec::new();
+                for (pos, &ri) in order.iter().enumerate() {
+                    let r = &trace.ranges[ri];
+                    while let Some(&top) = stack.last() {
+                        if trace.ranges[order[top]].end >= r.end
+                            || trace.ranges[order[top]].end > r.ts
+                        {
+                            break;
+                        }
+                        stack.pop();
+                    }
+                    parent.push(stack.last().copied());
+                    stack.push(pos);
+                    where_is[ri] = (t as u32, pos);
+                }
+                let starts = order.iter().map(|&i| trace.ranges[i].ts).collect();
+                ThreadRanges {
+                    order,
+                    starts,
+                    parent,
+                }
+            })
+            .collect();
+        let mut by_external_id = HashMap::new();
+        for (i, r) in trace.ranges.iter().enumerate() {
+            if let Some(id) = r.external_id {
+                // an op wins over an annotation that shares its id
+                let keep_old = by_external_id
+                    .get(&id)
+                    .is_some_and(|&o: &usize| trace.ranges[o].cat == RangeCat::Op);
+                if !keep_old {
+                    by_external_id.insert(id, i);
+                }
+            }
+        }
+        Index {
+            trace,
+            threads,
+            where_is,
+            by_external_id,
+        }
+    }
+
+    /// The innermost range on `thread` that contains time `ts`.
+    fn innermost_at(&self, thread: u32, ts: f64) -> Option<usize> {
+        let t = self.threads.get(thread as usize)?;
+        let n = t.starts.partition_point(|&s| s <= ts);
+        let mut pos = n.checked_sub(1)?;
+        loop {
+            let r = &self.trace.ranges[t.order[pos]];
+            if r.ts <= ts && ts <= r.end {
+                return Some(t.order[pos]);
+            }
+            pos = t.parent[pos]?;
+        }
+    }
+
+    /// `range` and its enclosing ranges, innermost first.
+    fn chain(&self, range: usize) -> Vec<usize> {
+        let (thread, mut pos) = self.where_is[range];
+        let t = &self.threads[thread as usize];
+        let mut out = vec![range];
+        while let Some(p) = t.parent[pos] {
+            out.push(t.order[p]);
+            pos = p;
+        }
+        out
+    }
+
+    /// The first op that starts inside `range` on its thread (a module's first op).
+    fn first_op_inside(&self, range: usize) -> Option<usize> {
+        let r = &self.trace.ranges[range];
+        let (thread, pos) = self.where_is[range];
+        let t = &self.threads[thread as usize];
+        t.order[pos + 1..]
+            .iter()
+            .take_while(|&&i| self.trace.ranges[i].ts <= r.end)
+            .copied()
+            .find(|&i| self.trace.ranges[i].cat == RangeCat::Op && self.trace.ranges[i].end <= r.end)
+    }
+}
+
+fn module_class(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(MODULE_PREFIX)?.trim();
+    // torch's `with_modules` appends an instance number: `Linear_0`
+    let base = match rest.rsplit_once('_') {
+        Some((b, n)) if !b.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => b,
+        _ => rest,
+    };
+    Some(base)
+}
+
+/// Wrapper ranges that enclose everything and name nothing a user would optimise.
+fn is_wrapper(name: &str) -> bool {
+    name.starts_with("ProfilerStep")
+        || name.starts_with("autograd::")
+        || name.starts_with("profiler::")
+        || name.starts_with("Optimizer.")
+        || name.starts_with("enumerate(DataLoader)")
+        || name.starts_with("## ")
+}
+
+/// The group an attribution chain names: (op, shapes, dtype).
+fn name_group(index: &Index<'_>, chain: &[usize]) -> Option<(String, Vec<Vec<i64>>, Option<DType>)> {
+    let trace = index.trace;
+    let ranges = &trace.ranges;
+    let name = |i: usize| trace.names[ranges[i].name as usize].as_str();
+    let op_shapes = |r: &CpuRange| (r.dims.clone().unwrap_or_default(), r.dtype);
+    // innermost module range
+    if let Some(&m) = chain.iter().find(|&&i| module_class(name(i)).is_some()) {
+        let class = module_class(name(m)).unwrap_or_default().to_string();
+        let (shapes, dtype) = index
+            .first_op_inside(m)
+            .map(|o| op_shapes(&ranges[o]))
+            .unwrap_or_default();
+        return Some((class, shapes, dtype));
+    }
+    // outermost aten (or custom) op
+    if let Some(&o) = chain
+        .iter()
+        .rev()
+        .find(|&&i| ranges[i].cat == RangeCat::Op && !is_wrapper(name(i)))
+    {
+        let (shapes, dtype) = op_shapes(&ranges[o]);
+        return Some((name(o).to_string(), shapes, dtype));
+    }
+    // innermost user annotation
+    if let Some(&a) = chain
+        .iter()
+        .find(|&&i| ranges[i].cat == RangeCat::Annotation && !is_wrapper(name(i)))
+    {
+        return Some((name(a).to_string(), Vec::new(), None));
+    }
+    None
+}
+
+#[derive(Default)]
+struct Groups {
+    index: HashMap<(String, Vec<Vec<i64>>), usize>,
+    list: Vec<Group>,
+}
+
+impl Groups {
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        op: String,
+        shapes: Vec<Vec<i64>>,
+        dtype: Option<DType>,
+        time_us: f64,
+        kernel: Option<&str>,
+        chain_names: impl Iterator<Item = String>,
+    ) {
+        let key = (op, shapes);
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.list.push(Group {
+                    op: key.0.clone(),
+                    shapes: key.1.clone(),
+                    dtype,
+                    time_us: 0.0,
+                    calls: 0,
+                    kernels: Vec::new(),
+                    chain_ops: BTreeSet::new(),
+                });
+                self.index.insert(key, self.list.len() - 1);
+                self.list.len() - 1
+            }
+        };
+        let g = &mut self.list[i];
+        g.time_us += time_us;
+        g.calls += 1;
+        if g.dtype.is_none() {
+            g.dtype = dtype;
+        }
+        if let Some(k) = kernel {
+            if !g.kernels.iter().any(|x| x == k) {
+                g.kernels.push(k.to_string());
+            }
+        }
+        g.chain_ops.extend(chain_names);
+    }
+}
+
+/// Attributes every kernel (or, in a trace without kernels, every CPU op's self time).
+pub(crate) fn link(trace: &Trace) -> Linked {
+    let index = Index::new(trace);
+    let mut linked = Linked::default();
+    let mut groups = Groups::default();
+    let names = &trace.names;
+    let chain_names = |chain: &[usize]| -> Vec<String> {
+        chain
+            .iter()
+            .filter(|&&i| trace.ranges[i].cat != RangeCat::Other)
+            .map(|&i| names[trace.ranges[i].name as usize].clone())
+            .collect()
+    };
+
+    // launches by correlation, including those found only through flow events
+    let mut launches: HashMap<u64, &crate::import::Launch> =
+        trace.launches.iter().map(|(&c, l)| (c, l)).collect();
+    for (pid, tid, ts, l) in &trace.uncorrelated_launches {
+        if let Some(&id) = trace.flow_starts.get(&(*pid, *tid, ts.to_bits())) {
+            launches.entry(id).or_insert(l);
+        }
+    }
+
+    if trace.kernels.is_empty() {
+        link_cpu_self_time(trace, &index, &mut groups, &mut linked);
+    } else {
+        linked.device = true;
+        let mut launched: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        for k in &trace.kernels {
+            let kname = names[k.name as usize].as_str();
+            linked.total_us += k.dur;
+            let correlation = k.correlation.or_else(|| {
+                trace
+                    .flow_ends
+                    .get(&(k.pid, k.tid, k.ts.to_bits()))
+                    .copied()
+            });
+            let launch = correlation.and_then(|c| launches.get(&c).map(|l| (c, *l)));
+            let op_range = match launch {
+                Some((c, l)) => {
+                    launched.insert(c);
+                    match l.external_id.and_then(|e| index.by_external_id.get(&e)) {
+                        Some(&r) => Some(r),
+                        None => index.innermost_at(l.thread, l.ts),
+                    }
+                }
+                None => {
+                    linked.kernels_without_launch += 1;
+                    k.external_id
+                        .and_then(|e| index.by_external_id.get(&e))
+                        .copied()
+                }
+            };
+            let chain = op_range.map(|r| index.chain(r)).unwrap_or_default();
+            let (op, shapes, dtype) = name_group(&index, &chain).unwrap_or_else(|| {
+                linked.kernels_unattributed += 1;
+                (kname.to_string(), Vec::new(), None)
+            });
+            groups.add(
+                op,
+                shapes,
+                dtype,
+                k.dur,
+                Some(kname),
+                chain_names(&chain).into_iter(),
+            );
+        }
+        linked.launches_with_kernel = launches
+            .iter()
+            .filter(|(c, l)| l.launches_kernel && launched.contains(c))
+            .count() as u64;
+    }
+    linked.kernel_launches = launches.values().filter(|l| l.launches_kernel).count() as u64;
+    linked.groups = groups.list;
+    linked
+}
+
+/// A trace without device activity: each op's self time (its duration minus that of the
+/// ops directly under it) goes to the group its chain names.
+fn link_cpu_self_time(trace: &Trace, index: &Index<'_>, groups: &mut Groups, linked: &mut Linked) {
+    let ranges = &trace.ranges;
+    let mut self_us: Vec<f64> = ranges
+        .iter()
+        .map(|r| if r.cat == RangeCat::Op { r.end - r.ts } else { 0.0 })
+        .collect();
+    for (i, r) in ranges.iter().enumerate() {
+        if r.cat != RangeCat::Op {
+            continue;
+        }
+        // the nearest enclosing op loses this op's time from its self time
+        if let Some(&p) = index.chain(i)[1..].iter().find(|&&p| ranges[p].cat == RangeCat::Op) {
+            self_us[p] -= r.end - r.ts;
+        }
+    }
+    for (i, r) in ranges.iter().enumerate() {
+        if r.cat != RangeCat::Op {
+            continue;
+        }
+        let t = self_us[i].max(0.0);
+        let chain = index.chain(i);
+        let Some((op, shapes, dtype)) = name_group(index, &chain) else {
+            continue;
+        };
+        linked.total_us += t;
+        let names: Vec<String> = chain
+            .iter()
+            .filter(|&&c| ranges[c].cat != RangeCat::Other)
+            .map(|&c| trace.names[ranges[c].name as usize].clone())
+            .collect();
+        groups.add(op, shapes, dtype, t, None, names.into_iter());
+    }
+}

@@ -1,0 +1,384 @@
+//! From linked groups to the ranked [`ProfileReport`], the per-op Amdahl figures, the
+//! targets of the loop ([`plan`]), and the two renderings (table and JSON).
+
+use std::fmt::Write as _;
+
+use autokernel_core::keep::end_to_end_speedup;
+use autokernel_core::{
+    lookup_gpu, Bound, DType, GpuLookup, GpuSpec, KernelKind, OpProfile, ProfileReport, Shape,
+    Target,
+};
+use serde::Serialize;
+
+use crate::classify::{bound, classify_group, problem_shape};
+use crate::import::{Trace, TransferStats};
+use crate::link::Linked;
+
+/// Figures derived for one ranked op, aligned with [`ProfileReport::ops`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankedOp {
+    /// Sum of the fractions of this op and every op ranked above it, in `[0, 1]`.
+    pub cumulative_fraction: f64,
+    /// Amdahl ceiling: the end-to-end speedup if this op took no time at all,
+    /// `1 / (1 − fraction)` (infinite when it is all of the time).
+    pub amdahl_ceiling: f64,
+    /// The dtype of its inputs, from `Input type`, when recorded.
+    pub dtype: Option<DType>,
+    /// Its kind's problem shape ([`KernelKind::dim_names`]), when the kind and the recorded
+    /// shapes allow one.
+    pub problem_shape: Option<Shape>,
+    /// Memory- or compute-bound on the trace's GPU, for classified ops.
+    pub bound: Option<Bound>,
+}
+
+/// An imported trace: the report and what else the import found.
+#[derive(Debug, Clone)]
+pub struct ImportedTrace {
+    /// The ranked report.
+    pub report: ProfileReport,
+    /// Per-op derived figures, aligned with `report.ops`.
+    pub ranked: Vec<RankedOp>,
+    /// The GPU name from the trace's `deviceProperties`, if any.
+    pub gpu_name: Option<String>,
+    /// Its figures when the GPU is in autokernel's table.
+    pub gpu: Option<GpuSpec>,
+    /// Device memory copies (not kernels; not in `total_device_time_us`).
+    pub memcpy: TransferStats,
+    /// Device memory sets (not kernels; not in `total_device_time_us`).
+    pub memset: TransferStats,
+    /// Number of `gpu_user_annotation` spans seen (never counted as work).
+    pub gpu_annotations: u64,
+    /// Number of trace events read.
+    pub events: u64,
+}
+
+pub(crate) fn build(trace: Trace, linked: Linked) -> ImportedTrace {
+    let gpu_lookup = trace.gpu_name.as_deref().map(lookup_gpu);
+    let gpu = gpu_lookup.as_ref().and_then(|l| l.spec().cloned());
+    let mut warnings = Vec::new();
+    if trace.repaired_events > 0 {
+        warnings.push(format!(
+            "repaired {} event(s) with malformed text (raw control characters, raw quotes, \
+             lone backslashes or invalid UTF-8, as export_chrome_trace writes them)",
+            trace.repaired_events
+        ));
+    }
+    if trace.skipped_events > 0 {
+        warnings.push(format!(
+            "skipped {} event(s) that could not be parsed even after repair",
+            trace.skipped_events
+        ));
+    }
+    if trace.invalid_timing > 0 {
+        warnings.push(format!(
+            "{} event(s) with invalid timing (zero timestamp and duration, negative, missing or \
+             not finite) were not counted",
+            trace.invalid_timing
+        ));
+    }
+    if trace.truncated {
+        warnings.push(
+            "the trace ends before its JSON does (truncated file?); imported what was there"
+                .to_string(),
+        );
+    }
+    let coverage = if !linked.device {
+        warnings.push(
+            "no device activity (no GPU kernels) in this trace: ops are ranked by CPU self \
+             time, which is not GPU time"
+                .to_string(),
+        );
+        0.0
+    } else if linked.kernel_launches > 0 {
+        linked.launches_with_kernel as f64 / linked.kernel_launches as f64
+    } else {
+        1.0
+    };
+    let missing = linked
+        .kernel_launches
+        .saturating_sub(linked.launches_with_kernel);
+    if missing > 0 {
+        warnings.push(format!(
+            "{missing} of {} kernel launches have no device record (coverage {:.1}%): device \
+             time is incomplete (the profiler's buffer may have overflowed or the trace was cut)",
+            linked.kernel_launches,
+            coverage * 100.0
+        ));
+    }
+    if linked.kernels_without_launch > 0 {
+        warnings.push(format!(
+            "{} kernel(s) have no launch record; attributed by External id or kernel name",
+            linked.kernels_without_launch
+        ));
+    }
+    if let Some(GpuLookup::Unknown { .. }) = &gpu_lookup {
+        if let Some(h) = gpu_lookup.as_ref().and_then(GpuLookup::hint) {
+            warnings.push(h);
+        }
+    }
+    let device = if linked.device {
+        match &trace.gpu_name {
+            Some(n) => format!("cuda: {n}"),
+            None => "cuda".to_string(),
+        }
+    } else {
+        "cpu (CPU self time per op; the trace has no device activity)".to_string()
+    };
+
+    let total = linked.total_us;
+    let mut groups = linked.groups;
+    groups.sort_by(|a, b| b.time_us.total_cmp(&a.time_us).then(a.op.cmp(&b.op)));
+    let mut ops = Vec::with_capacity(groups.len());
+    let mut ranked = Vec::with_capacity(groups.len());
+    let mut cumulative = 0.0;
+    for (i, g) in groups.into_iter().enumerate() {
+        let fraction = if total > 0.0 { g.time_us / total } else { 0.0 };
+        cumulative += fraction;
+        let kind = classify_group(
+            &g.op,
+            g.chain_ops.iter().map(String::as_str),
+            g.kernels.iter().map(String::as_str),
+        );
+        let problem = kind.and_then(|k| problem_shape(k, &g.op, &g.shapes));
+        let dtype = g.dtype.unwrap_or(DType::Float32);
+        ranked.push(RankedOp {
+            cumulative_fraction: cumulative.min(1.0),
+            amdahl_ceiling: end_to_end_speedup(&[(fraction, f64::INFINITY)]),
+            dtype: g.dtype,
+            bound: kind.map(|k| bound(k, problem.as_ref(), dtype, gpu.as_ref())),
+            problem_shape: problem,
+        });
+        ops.push(OpProfile {
+            rank: i + 1,
+            op: g.op,
+            kind,
+            shapes: g.shapes,
+            device_time_us: g.time_us,
+            calls: g.calls,
+            fraction,
+            kernels: g.kernels,
+        });
+    }
+    ImportedTrace {
+        report: ProfileReport {
+            device,
+            total_device_time_us: total,
+            coverage,
+            warnings,
+            ops,
+        },
+        ranked,
+        gpu_name: trace.gpu_name,
+        gpu,
+        memcpy: trace.memcpy,
+        memset: trace.memset,
+        gpu_annotations: trace.gpu_annotations,
+        events: trace.events,
+    }
+}
+
+/// Turns the top classified ops of `report` into the loop's targets.
+///
+/// Ops are taken in rank order; unclassified ops (`other`) are skipped. Each op's recorded
+/// shapes become its kind's problem [`Shape`] ([`crate::problem_shape`]; empty when they do
+/// not fit). Ops of the same kind and problem shape are merged into one target (fractions
+/// added, the first op's name kept). At most `top` targets, numbered in order:
+/// `01-matmul`, `02-layernorm`, … (valid per [`Target::id_is_valid`]).
+pub fn plan(report: &ProfileReport, top: usize, dtype: DType) -> Vec<Target> {
+    let mut targets: Vec<(KernelKind, Option<Shape>, f64, String)> = Vec::new();
+    for op in &report.ops {
+        let Some(kind) = op.kind else { continue };
+        let shape = problem_shape(kind, &op.op, &op.shapes);
+        if let Some(t) = targets.iter_mut().find(|t| t.0 == kind && t.1 == shape) {
+            t.2 += op.fraction;
+            continue;
+        }
+        if targets.len() == top {
+            continue;
+        }
+        targets.push((kind, shape, op.fraction, op.op.clone()));
+    }
+    targets
+        .into_iter()
+        .enumerate()
+        .map(|(i, (kind, shape, fraction, op))| Target {
+            id: format!("{:02}-{}", i + 1, kind.name()),
+            kind,
+            shapes: shape.into_iter().collect(),
+            dtype,
+            fraction: fraction.min(1.0),
+            op,
+        })
+        .collect()
+}
+
+fn shapes_text(shapes: &[Vec<i64>]) -> String {
+    shapes
+        .iter()
+        .map(|s| {
+            let dims: Vec<String> = s.iter().map(i64::to_string).collect();
+            format!("[{}]", dims.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn clip(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+impl ImportedTrace {
+    /// A readable ranked table of the first `top` ops (all when `top` is 0), with a header
+    /// naming the device and coverage and the warnings below it.
+    pub fn table(&self, top: usize) -> String {
+        let r = &self.report;
+        let mut s = String::new();
+        let unit = if r.device.starts_with("cpu") {
+            "cpu_self_us"
+        } else {
+            "device_us"
+        };
+        let _ = writeln!(s, "device: {}", r.device);
+        let _ = writeln!(
+            s,
+            "total_time_us: {:.3}   coverage: {:.1}%   ops: {}",
+            r.total_device_time_us,
+            r.coverage * 100.0,
+            r.ops.len()
+        );
+        let _ = writeln!(
+            s,
+            "{:>4}  {:<36} {:<16} {:<7} {:<28} {:>12} {:>7} {:>6} {:>6} {:>8}",
+            "rank", "op", "kind", "bound", "shapes", unit, "calls", "%", "cum%", "ceiling"
+        );
+        let n = if top == 0 { r.ops.len() } else { top.min(r.ops.len()) };
+        for (op, d) in r.ops.iter().zip(&self.ranked).take(n) {
+            let ceiling = if d.amdahl_ceiling.is_finite() {
+                format!("{:.2}x", d.amdahl_ceiling)
+            } else {
+                "inf".to_string()
+            };
+            let _ = writeln!(
+                s,
+                "{:>4}  {:<36} {:<16} {:<7} {:<28} {:>12.3} {:>7} {:>6.1} {:>6.1} {:>8}",
+                op.rank,
+                clip(&op.op, 36),
+                op.kind.map_or("other", KernelKind::name),
+                d.bound.map_or("-", |b| match b {
+                    Bound::Memory => "memory",
+                    Bound::Compute => "compute",
+                }),
+                clip(&shapes_text(&op.shapes), 28),
+                op.device_time_us,
+                op.calls,
+                op.fraction * 100.0,
+                d.cumulative_fraction * 100.0,
+                ceiling
+            );
+        }
+        if n < r.ops.len() {
+            let _ = writeln!(s, "      … {} more ops (--top 0 shows all)", r.ops.len() - n);
+        }
+        if self.memcpy.events + self.memset.events > 0 {
+            let _ = writeln!(
+                s,
+                "not kernels: memcpy {} events {:.3} us, memset {} events {:.3} us",
+                self.memcpy.events, self.memcpy.time_us, self.memset.events, self.memset.time_us
+            );
+        }
+        s
+    }
+
+    /// The JSON form: `device, total_device_time_us, coverage, warnings, ops` (each op
+    /// `rank, op, kind, shapes, device_time_us, calls, fraction, kernels` plus
+    /// `cumulative_fraction`, `amdahl_ceiling` (null when infinite), `bound`), and
+    /// `memcpy`/`memset` totals. `kind` is the kind's name or `"other"`.
+    pub fn to_json(&self, top: usize) -> serde_json::Value {
+        let r = &self.report;
+        let n = if top == 0 { r.ops.len() } else { top.min(r.ops.len()) };
+        let ops: Vec<serde_json::Value> = r
+            .ops
+            .iter()
+            .zip(&self.ranked)
+            .take(n)
+            .map(|(op, d)| {
+                serde_json::json!({
+                    "rank": op.rank,
+                    "op": op.op,
+                    "kind": op.kind.map_or("other", KernelKind::name),
+                    "shapes": op.shapes,
+                    "device_time_us": op.device_time_us,
+                    "calls": op.calls,
+                    "fraction": op.fraction,
+                    "kernels": op.kernels,
+                    "cumulative_fraction": d.cumulative_fraction,
+                    "amdahl_ceiling": if d.amdahl_ceiling.is_finite() { Some(d.amdahl_ceiling) } else { None },
+                    "bound": d.bound,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "device": r.device,
+            "total_device_time_us": r.total_device_time_us,
+            "coverage": r.coverage,
+            "warnings": r.warnings,
+            "ops": ops,
+            "memcpy": self.memcpy,
+            "memset": self.memset,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(rank: usize, name: &str, kind: Option<KernelKind>, shapes: Vec<Vec<i64>>, f: f64) -> OpProfile {
+        OpProfile {
+            rank,
+            op: name.into(),
+            kind,
+            shapes,
+            device_time_us: f * 100.0,
+            calls: 1,
+            fraction: f,
+            kernels: vec![],
+        }
+    }
+
+    #[test]
+    fn plan_merges_same_kind_and_shape_and_skips_other() {
+        let report = ProfileReport {
+            device: "cuda".into(),
+            total_device_time_us: 100.0,
+            coverage: 1.0,
+            warnings: vec![],
+            ops: vec![
+                op(1, "Linear", Some(KernelKind::Matmul), vec![vec![1, 512, 768], vec![2304, 768]], 0.4),
+                op(2, "aten::relu", None, vec![vec![512, 768]], 0.2),
+                op(3, "aten::addmm", Some(KernelKind::Matmul), vec![vec![2304], vec![512, 768], vec![768, 2304]], 0.15),
+                op(4, "LayerNorm", Some(KernelKind::Layernorm), vec![vec![1, 512, 768]], 0.1),
+                op(5, "aten::softmax", Some(KernelKind::Softmax), vec![vec![12, 512, 512]], 0.05),
+            ],
+        };
+        let t = plan(&report, 2, DType::Float16);
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0].id, "01-matmul");
+        assert_eq!(t[0].shapes, vec![Shape(vec![512, 2304, 768])]);
+        // Linear and addmm have the same problem shape: one target, 0.4 + 0.15
+        assert!((t[0].fraction - 0.55).abs() < 1e-12);
+        assert_eq!(t[1].id, "02-layernorm");
+        assert_eq!(t[1].shapes, vec![Shape(vec![512, 768])]);
+        assert!(t.iter().all(|t| Target::id_is_valid(&t.id) && t.dtype == DType::Float16));
+        let all = plan(&report, 10, DType::Float16);
+        assert_eq!(all.len(), 3);
+        assert_eq!(all[2].id, "03-softmax");
+        assert_eq!(all[2].shapes, vec![Shape(vec![12 * 512, 512])]);
+    }
+}

@@ -1,0 +1,262 @@
+//! Hand-built traces, one rule each. Times are in µs; pid 1/tid 1 is the Python thread,
+//! pid 0/tid 7 a CUDA stream.
+
+use std::io::Write;
+
+use autokernel_core::{KernelKind, ProfileError};
+use autokernel_profiler::{import_trace, import_trace_from};
+
+use crate::util::{close, import_text, op};
+
+fn x(cat: &str, name: &str, pid: i64, tid: i64, ts: f64, dur: f64, args: &str) -> String {
+    format!(
+        r#"{{"ph":"X","cat":"{cat}","name":"{name}","pid":{pid},"tid":{tid},"ts":{ts},"dur":{dur},"args":{{{args}}}}}"#
+    )
+}
+
+fn cpu_op(name: &str, ts: f64, dur: f64, ext: u64, dims: &str) -> String {
+    x("cpu_op", name, 1, 1, ts, dur, &format!(r#""External id":{ext},"Input Dims":{dims}"#))
+}
+
+fn kernel(name: &str, ts: f64, dur: f64, corr: u64) -> String {
+    x("kernel", name, 0, 7, ts, dur, &format!(r#""correlation":{corr}"#))
+}
+
+fn launch(cat: &str, ts: f64, corr: u64, ext: Option<u64>) -> String {
+    let name = if cat == "cuda_driver" { "cuLaunchKernel" } else { "cudaLaunchKernel" };
+    let ext = ext.map(|e| format!(r#","External id":{e}"#)).unwrap_or_default();
+    x(cat, name, 1, 1, ts, 1.0, &format!(r#""correlation":{corr}{ext}"#))
+}
+
+fn trace(events: &[String]) -> String {
+    format!(r#"{{"schemaVersion":1,"traceEvents":[{}]}}"#, events.join(",\n"))
+}
+
+#[test]
+fn annotations_and_memcpy_are_not_kernel_time() {
+    let t = import_text(&trace(&[
+        cpu_op("aten::mm", 10.0, 20.0, 1, "[[4,4],[4,4]]"),
+        launch("cuda_runtime", 11.0, 100, Some(1)),
+        kernel("gemm_k", 40.0, 5.0, 100),
+        x("gpu_user_annotation", "region", 0, 7, 40.0, 900.0, ""),
+        x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 0, 7, 50.0, 7.0, r#""correlation":101"#),
+        x("gpu_memset", "Memset (Device)", 0, 7, 60.0, 2.0, r#""correlation":102"#),
+    ]));
+    assert!(close(t.report.total_device_time_us, 5.0));
+    assert_eq!(t.report.ops.len(), 1);
+    assert_eq!((t.memcpy.events, t.memset.events), (1, 1));
+    assert!(close(t.memcpy.time_us, 7.0) && close(t.memset.time_us, 2.0));
+    assert_eq!(t.to_json(0)["memcpy"]["events"], 1);
+}
+
+#[test]
+fn kernels_join_launches_from_runtime_and_driver_alike() {
+    let t = import_text(&trace(&[
+        cpu_op("aten::mm", 10.0, 20.0, 1, "[[4,4],[4,4]]"),
+        launch("cuda_runtime", 11.0, 100, Some(1)),
+        x("user_annotation", "triton_region", 1, 1, 50.0, 20.0, ""),
+        launch("cuda_driver", 55.0, 101, None),
+        kernel("gemm_k", 40.0, 5.0, 100),
+        kernel("triton_k", 80.0, 3.0, 101),
+    ]));
+    assert!(close(op(&t, "aten::mm").device_time_us, 5.0));
+    assert!(close(op(&t, "triton_region").device_time_us, 3.0));
+    assert!(close(t.report.coverage, 1.0));
+}
+
+#[test]
+fn external_id_wins_over_time_containment() {
+    // the launch lies inside aten::add's time range, but its External id names aten::mm
+    let t = import_text(&trace(&[
+        cpu_op("aten::mm", 0.5, 5.0, 1, "[[4,4],[4,4]]"),
+        cpu_op("aten::add", 10.0, 20.0, 2, "[[4,4],[4,4]]"),
+        launch("cuda_runtime", 11.0, 100, Some(1)),
+        kernel("k", 40.0, 5.0, 100),
+    ]));
+    assert_eq!(t.report.ops.len(), 1);
+    assert!(close(op(&t, "aten::mm").device_time_us, 5.0));
+}
+
+#[test]
+fn correlation_ids_are_never_matched_against_external_ids() {
+    // correlation 2 has a launch without External id inside aten::add; an unrelated op
+    // carries External id 2 and must not receive the kernel
+    let t = import_text(&trace(&[
+        cpu_op("aten::mm", 0.5, 5.0, 2, "[[4,4],[4,4]]"),
+        cpu_op("aten::add", 10.0, 20.0, 3, "[[8]]"),
+        launch("cuda_runtime", 11.0, 2, None),
+        kernel("k", 40.0, 5.0, 2),
+    ]));
+    assert_eq!(t.report.ops.len(), 1);
+    assert!(close(op(&t, "aten::add").device_time_us, 5.0));
+    assert_eq!(op(&t, "aten::add").shapes, vec![vec![8]]);
+}
+
+#[test]
+fn containment_uses_the_launching_thread_only() {
+    // an op on another thread (tid 2) covers the launch time; the launch is on tid 1
+    let t = import_text(&trace(&[
+        x("cpu_op", "aten::other_thread", 1, 2, 0.0, 100.0, ""),
+        cpu_op("aten::relu", 10.0, 20.0, 1, "[[16]]"),
+        x("cpu_op", "aten::clamp_min", 1, 1, 12.0, 10.0, ""),
+        launch("cuda_runtime", 13.0, 100, None),
+        kernel("elementwise", 40.0, 2.0, 100),
+    ]));
+    assert_eq!(t.report.ops.len(), 1);
+    // innermost enclosing is clamp_min; the group is the outermost aten op, relu
+    let relu = op(&t, "aten::relu");
+    assert!(close(relu.device_time_us, 2.0));
+    assert_eq!(relu.shapes, vec![vec![16]]);
+}
+
+#[test]
+fn flow_events_link_a_kernel_without_correlation_and_a_missing_half_is_fine() {
+    let t = import_text(&trace(&[
+        cpu_op("aten::mm", 10.0, 20.0, 1, "[[4,4],[4,4]]"),
+        launch("cuda_runtime", 11.0, 100, Some(1)),
+        r#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":40.0,"dur":5.0,"args":{}}"#.to_string(),
+        r#"{"ph":"f","id":100,"pid":0,"tid":7,"ts":40.0,"cat":"ac2g","name":"ac2g","bp":"e"}"#.to_string(),
+        // a flow start whose end is missing
+        r#"{"ph":"s","id":555,"pid":1,"tid":1,"ts":12.0,"cat":"ac2g","name":"ac2g"}"#.to_string(),
+    ]));
+    assert!(close(op(&t, "aten::mm").device_time_us, 5.0));
+    assert!(t.report.warnings.is_empty(), "{:?}", t.report.warnings);
+}
+
+#[test]
+fn zero_timestamp_and_duration_events_are_counted_not_summed() {
+    let t = import_text(&trace(&[
+        cpu_op("aten::mm", 10.0, 20.0, 1, "[[4,4],[4,4]]"),
+        launch("cuda_runtime", 11.0, 100, Some(1)),
+        launch("cuda_runtime", 12.0, 101, Some(1)),
+        kernel("k", 40.0, 5.0, 100),
+        kernel("k", 0.0, 0.0, 101),
+    ]));
+    let mm = op(&t, "aten::mm");
+    assert_eq!(mm.calls, 1);
+    assert!(t.report.warnings.iter().any(|w| w.starts_with("1 event(s) with invalid timing")), "{:?}", t.report.warnings);
+    // the launch whose kernel record is invalid has no device record
+    assert!(close(t.report.coverage, 0.5));
+}
+
+#[test]
+fn launches_without_device_records_lower_coverage_with_a_warning() {
+    let t = import_text(&trace(&[
+        cpu_op("aten::mm", 10.0, 20.0, 1, "[[4,4],[4,4]]"),
+        launch("cuda_runtime", 11.0, 100, Some(1)),
+        launch("cuda_runtime", 12.0, 101, Some(1)),
+        launch("cuda_runtime", 13.0, 102, Some(1)),
+        launch("cuda_runtime", 14.0, 103, Some(1)),
+        kernel("k", 40.0, 5.0, 100),
+    ]));
+    assert!(close(t.report.coverage, 0.25));
+    assert!(t.report.warnings.iter().any(|w| w.contains("3 of 4 kernel launches")), "{:?}", t.report.warnings);
+}
+
+#[test]
+fn a_trace_without_device_activity_ranks_cpu_self_time_and_says_so() {
+    // linear (10 µs) contains addmm (6 µs): self times 4 and 6; a standalone relu 3 µs
+    let t = import_text(&trace(&[
+        cpu_op("aten::linear", 0.0, 10.0, 1, "[[2,8],[4,8],[4]]"),
+        cpu_op("aten::addmm", 2.0, 6.0, 2, "[[4],[2,8],[8,4]]"),
+        cpu_op("aten::relu", 20.0, 3.0, 3, "[[2,4]]"),
+        launch("cuda_runtime", 3.0, 100, Some(2)),
+    ]));
+    assert!(t.report.device.starts_with("cpu"), "{}", t.report.device);
+    assert!(close(t.report.coverage, 0.0));
+    assert!(t.report.warnings.iter().any(|w| w.contains("no device activity")));
+    assert!(t.report.warnings.iter().any(|w| w.contains("1 of 1 kernel launches")));
+    assert!(close(t.report.total_device_time_us, 13.0));
+    let linear = op(&t, "aten::linear");
+    assert!(close(linear.device_time_us, 10.0));
+    assert_eq!(linear.calls, 2);
+    assert_eq!(linear.kind, Some(KernelKind::Matmul));
+    assert_eq!(t.report.ops[0].op, "aten::linear");
+}
+
+#[test]
+fn module_ranges_group_their_ops_and_classify_by_class() {
+    // an RMSNorm module made of pow/mean/rsqrt/mul, one kernel each
+    let mut ev = vec![x("user_annotation", "nn.Module: RMSNorm", 1, 1, 0.0, 100.0, "")];
+    for (i, name) in ["aten::pow", "aten::mean", "aten::rsqrt", "aten::mul"].iter().enumerate() {
+        let ts = 10.0 + 20.0 * i as f64;
+        ev.push(cpu_op(name, ts, 10.0, 10 + i as u64, "[[1,32,64],[]]"));
+        ev.push(launch("cuda_runtime", ts + 1.0, 100 + i as u64, Some(10 + i as u64)));
+        ev.push(kernel("elementwise", 200.0 + ts, 1.5, 100 + i as u64));
+    }
+    let t = import_text(&trace(&ev));
+    assert_eq!(t.report.ops.len(), 1);
+    let m = op(&t, "RMSNorm");
+    assert!(close(m.device_time_us, 6.0));
+    assert_eq!(m.calls, 4);
+    assert_eq!(m.kind, Some(KernelKind::Rmsnorm));
+    assert_eq!(m.shapes, vec![vec![1, 32, 64], vec![]]);
+    let targets = autokernel_profiler::plan(&t.report, 5, autokernel_core::DType::Float32);
+    assert_eq!(targets[0].id, "01-rmsnorm");
+    assert_eq!(targets[0].shapes, vec![autokernel_core::Shape(vec![32, 64])]);
+}
+
+#[test]
+fn kernels_with_no_launch_or_op_are_named_after_themselves() {
+    let t = import_text(&trace(&[kernel("orphan_softmax_kernel", 5.0, 4.0, 9)]));
+    let o = op(&t, "orphan_softmax_kernel");
+    assert_eq!(o.kind, Some(KernelKind::Softmax));
+    assert!(t.report.warnings.iter().any(|w| w.contains("no launch record")));
+}
+
+#[test]
+fn gzip_and_bare_array_traces_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[{}]",
+        [
+            cpu_op("aten::mm", 10.0, 20.0, 1, "[[4,4],[4,4]]"),
+            launch("cuda_runtime", 11.0, 100, Some(1)),
+            kernel("k", 40.0, 5.0, 100)
+        ]
+        .join(",")
+    );
+    let path = dir.path().join("t.json.gz");
+    let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&path).unwrap(), flate2::Compression::fast());
+    gz.write_all(text.as_bytes()).unwrap();
+    gz.finish().unwrap();
+    let t = import_trace(&path).unwrap();
+    assert!(close(op(&t, "aten::mm").device_time_us, 5.0));
+}
+
+#[test]
+fn an_unknown_gpu_is_named_with_a_hint() {
+    let text = trace(&[kernel("k", 5.0, 4.0, 9)]).replacen(
+        r#""schemaVersion":1"#,
+        r#""deviceProperties":[{"id":0,"name":"NVIDIA GeForce GTX 1080"}]"#,
+        1,
+    );
+    let t = import_text(&text);
+    assert_eq!(t.report.device, "cuda: NVIDIA GeForce GTX 1080");
+    assert!(t.report.warnings.iter().any(|w| w.contains("not in autokernel's table")));
+}
+
+#[test]
+fn a_truncated_trace_keeps_what_was_read_and_warns() {
+    let full = trace(&[
+        cpu_op("aten::mm", 10.0, 20.0, 1, "[[4,4],[4,4]]"),
+        launch("cuda_runtime", 11.0, 100, Some(1)),
+        kernel("k", 40.0, 5.0, 100),
+        kernel("k2", 50.0, 5.0, 101),
+    ]);
+    let cut = &full[..full.len() - 40];
+    let t = import_text(cut);
+    assert!(close(op(&t, "aten::mm").device_time_us, 5.0));
+    assert!(t.report.warnings.iter().any(|w| w.contains("truncated")), "{:?}", t.report.warnings);
+}
+
+#[test]
+fn a_file_that_is_not_a_trace_is_an_error_naming_it() {
+    let e = import_trace_from("hello".as_bytes(), "notes.txt".as_ref()).unwrap_err();
+    assert!(matches!(e, ProfileError::NotATrace { .. }));
+    assert!(e.to_string().contains("notes.txt"), "{e}");
+    let e = import_trace_from(r#"{"a":1}"#.as_bytes(), "x.json".as_ref()).unwrap_err();
+    assert!(e.to_string().contains("no `traceEvents`"), "{e}");
+    let e = import_trace("/no/such/trace.json".as_ref()).unwrap_err();
+    assert!(matches!(e, ProfileError::Io { .. }));
+}
