@@ -1,0 +1,299 @@
+"""Profiles a PyTorch model under torch.profiler and writes a Chrome trace.
+
+Run by autokernel's bench worker (`Worker::call_script(this file, "profile", kwargs)`), or
+directly for a check:
+
+    python profile_model.py --example tiny --examples-dir examples/models --out trace.json
+
+What it does, in order:
+1. loads the model: a class in a file, an importable class (`transformers:GPT2LMHeadModel`;
+   a class with a `config_class` is built as `Class(ConfigClass(**kwargs))`), or a bundled
+   example (`examples/models/<name>.py`, whose module-level `EXAMPLE` dict gives the class,
+   the default input shape and constructor kwargs);
+2. builds inputs from the input shape and dtype: token ids in `[0, vocab)` for language
+   models (a model with `config.vocab_size` or an `nn.Embedding`, given a shape of at most
+   two dims), random normal floats otherwise;
+3. wraps each leaf module's forward (and any SwiGLU-style MLP module, as a whole) in a
+   `record_function` range named `nn.Module: <Class>`, so that an op written as several
+   aten calls (an RMSNorm made of pow/mean/rsqrt/mul) is attributed to its module;
+4. warms up, then records a few iterations under torch.profiler with CUDA activity on a
+   GPU (CPU activity otherwise), `record_shapes=True` and no Python stacks;
+5. exports the Chrome trace to `trace_path` and returns a small JSON-serialisable summary.
+
+Errors the user can fix (file or class not found, constructor failed, input shape
+rejected) are raised as `ModelError`, whose message says what to change.
+"""
+
+import argparse
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import re
+import sys
+import time
+
+MODULE_PREFIX = "nn.Module: "  # must match autokernel_profiler::MODULE_PREFIX
+_MLP_NAME = re.compile(r"(mlp|swiglu|feedforward|ffn)", re.IGNORECASE)
+
+
+class ModelError(Exception):
+    """The model could not be loaded or run; the message says what to change."""
+
+
+# --- loading ---------------------------------------------------------------------------
+
+
+def _load_file_module(path):
+    if not os.path.isfile(path):
+        raise ModelError(f"model file `{path}` does not exist")
+    name = "autokernel_model_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ModelError(f"`{path}` cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the user's file failed to import
+        raise ModelError(f"importing `{path}` failed: {type(e).__name__}: {e}") from e
+    return module
+
+
+def _module_classes(module):
+    import torch
+
+    return sorted(
+        n for n, v in vars(module).items()
+        if isinstance(v, type) and issubclass(v, torch.nn.Module) and v.__module__ == module.__name__
+    )
+
+
+def _get_class(module, class_name, where):
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        found = ", ".join(_module_classes(module)) or "none"
+        raise ModelError(f"class `{class_name}` not found in {where} (nn.Module classes there: {found})")
+    return cls
+
+
+def _construct(cls, kwargs):
+    config_class = getattr(cls, "config_class", None)
+    try:
+        if config_class is not None and isinstance(config_class, type):
+            # transformers: Model(Config(**kwargs)), random weights
+            return cls(config_class(**kwargs))
+        return cls(**kwargs)
+    except Exception as e:
+        raise ModelError(
+            f"constructing `{cls.__name__}` with kwargs {json.dumps(kwargs)} failed: "
+            f"{type(e).__name__}: {e}"
+        ) from e
+
+
+def load_model(model, model_kwargs, examples_dir):
+    """Returns (nn.Module, default input shape or None, class name)."""
+    source = model.get("source")
+    kwargs = dict(model_kwargs or {})
+    default_shape = None
+    if source == "file":
+        module = _load_file_module(model["path"])
+        cls = _get_class(module, model["class"], f"`{model['path']}`")
+    elif source == "import":
+        try:
+            module = importlib.import_module(model["module"])
+        except Exception as e:
+            raise ModelError(f"cannot import module `{model['module']}`: {type(e).__name__}: {e}") from e
+        cls = _get_class(module, model["class"], f"module `{model['module']}`")
+    elif source == "example":
+        name = model["name"]
+        path = os.path.join(examples_dir or "", f"{name}.py")
+        if not os.path.isfile(path):
+            have = sorted(f[:-3] for f in os.listdir(examples_dir or ".") if f.endswith(".py")) if examples_dir and os.path.isdir(examples_dir) else []
+            raise ModelError(f"no bundled example `{name}` (examples: {', '.join(have) or 'none'})")
+        module = _load_file_module(path)
+        example = getattr(module, "EXAMPLE", None) or {}
+        cls = _get_class(module, example.get("class", ""), f"example `{name}`")
+        kwargs = {**example.get("kwargs", {}), **kwargs}
+        default_shape = example.get("input_shape")
+    else:
+        raise ModelError(f"unknown model source `{source}`; expected file, import or example")
+    return _construct(cls, kwargs), default_shape, cls.__name__
+
+
+# --- inputs ----------------------------------------------------------------------------
+
+
+def _vocab_size(model):
+    import torch
+
+    config = getattr(model, "config", None)
+    v = getattr(config, "vocab_size", None)
+    if isinstance(v, int) and v > 0:
+        return v
+    for m in model.modules():
+        if isinstance(m, torch.nn.Embedding):
+            return m.num_embeddings
+    return None
+
+
+def make_inputs(model, shape, dtype, device):
+    import torch
+
+    g = torch.Generator(device="cpu").manual_seed(0)
+    vocab = _vocab_size(model)
+    if vocab is not None and len(shape) <= 2:
+        return torch.randint(0, vocab, tuple(shape), generator=g, dtype=torch.long).to(device), vocab
+    return torch.randn(tuple(shape), generator=g, dtype=torch.float32).to(device=device, dtype=dtype), None
+
+
+# --- module ranges ---------------------------------------------------------------------
+
+
+def _is_swiglu(m):
+    import torch
+
+    if not _MLP_NAME.search(type(m).__name__):
+        return False
+    if any(isinstance(c, torch.nn.SiLU) for c in m.modules()):
+        return True
+    try:
+        return "silu" in inspect.getsource(type(m).forward)
+    except (OSError, TypeError):
+        return False
+
+
+def wrap_modules(model):
+    """Wraps leaf modules (and SwiGLU MLPs, as a whole) in `nn.Module: <Class>` ranges."""
+    import torch
+
+    wrapped = 0
+
+    def wrap(m):
+        nonlocal wrapped
+        name = MODULE_PREFIX + type(m).__name__
+        forward = m.forward
+
+        def ranged(*args, **kwargs):
+            with torch.profiler.record_function(name):
+                return forward(*args, **kwargs)
+
+        m.forward = ranged
+        wrapped += 1
+
+    def visit(m, is_root):
+        children = list(m.children())
+        if not is_root and (not children or _is_swiglu(m)):
+            wrap(m)
+            return
+        for c in children:
+            visit(c, False)
+
+    visit(model, True)
+    return wrapped
+
+
+# --- profiling -------------------------------------------------------------------------
+
+
+def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float32",
+            device="auto", examples_dir=None, warmup=2, iterations=3, dtype_is_default=False):
+    """Profiles the model and writes the Chrome trace to `trace_path`; returns a summary.
+
+    `model` is {"source": "file", "path", "class"} | {"source": "import", "module", "class"}
+    | {"source": "example", "name"}. `input_shape` empty or None takes the example's default.
+    On the CPU a default half dtype becomes float32 (`dtype_is_default`).
+    """
+    import torch
+
+    has_cuda = torch.cuda.is_available()
+    if device == "cuda" and not has_cuda:
+        raise ModelError("device `cuda` was requested but torch.cuda.is_available() is False; use --device cpu")
+    on_gpu = has_cuda and device != "cpu"
+    dev = torch.device("cuda" if on_gpu else "cpu")
+    if not on_gpu and dtype_is_default and dtype in ("float16", "bfloat16"):
+        dtype = "float32"
+    torch_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}.get(dtype)
+    if torch_dtype is None:
+        raise ModelError(f"unknown dtype `{dtype}`; expected float16, bfloat16 or float32")
+
+    net, default_shape, class_name = load_model(model, model_kwargs, examples_dir)
+    shape = list(input_shape or []) or list(default_shape or [])
+    if not shape:
+        raise ModelError(f"no input shape for `{class_name}`; pass --input-shape, e.g. 1,1024")
+    net = net.to(device=dev, dtype=torch_dtype).eval()
+    params = sum(p.numel() for p in net.parameters())
+    x, vocab = make_inputs(net, shape, torch_dtype, dev)
+    wrapped = wrap_modules(net)
+
+    def step():
+        with torch.no_grad():
+            net(x)
+
+    try:
+        for _ in range(max(1, int(warmup))):
+            step()
+    except Exception as e:
+        raise ModelError(
+            f"`{class_name}` rejected an input of shape {shape} ({'token ids' if vocab else dtype}): "
+            f"{type(e).__name__}: {e}"
+        ) from e
+    if on_gpu:
+        torch.cuda.synchronize()
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if on_gpu:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    started = time.perf_counter()
+    with torch.profiler.profile(activities=activities, record_shapes=True, with_stack=False) as prof:
+        for _ in range(max(1, int(iterations))):
+            step()
+        if on_gpu:
+            torch.cuda.synchronize()
+    elapsed = time.perf_counter() - started
+    os.makedirs(os.path.dirname(os.path.abspath(trace_path)), exist_ok=True)
+    prof.export_chrome_trace(trace_path)
+    return {
+        "trace_path": os.path.abspath(trace_path),
+        "device": "cuda" if on_gpu else "cpu",
+        "device_name": torch.cuda.get_device_name() if on_gpu else "cpu",
+        "model_class": class_name,
+        "parameters": params,
+        "input_shape": shape,
+        "input_kind": "token_ids" if vocab else "float",
+        "vocab_size": vocab,
+        "dtype": dtype,
+        "wrapped_modules": wrapped,
+        "iterations": int(iterations),
+        "profiled_s": round(elapsed, 3),
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Profile a model and write a Chrome trace.")
+    p.add_argument("--example")
+    p.add_argument("--examples-dir")
+    p.add_argument("--file")
+    p.add_argument("--class", dest="cls")
+    p.add_argument("--import", dest="imp", help="module:Class")
+    p.add_argument("--model-kwargs", default="{}")
+    p.add_argument("--input-shape", default="")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    if a.example:
+        model = {"source": "example", "name": a.example}
+    elif a.file:
+        model = {"source": "file", "path": a.file, "class": a.cls}
+    else:
+        module, _, cls = a.imp.partition(":")
+        model = {"source": "import", "module": module, "class": cls}
+    shape = [int(s) for s in a.input_shape.split(",") if s.strip()]
+    print(json.dumps(profile(model, a.out, json.loads(a.model_kwargs), shape, a.dtype, a.device,
+                             a.examples_dir)))
+
+
+if __name__ == "__main__":
+    main()
