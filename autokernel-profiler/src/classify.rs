@@ -33,8 +33,7 @@ pub fn kind_of_op(name: &str) -> Option<KernelKind> {
     if b.starts_with("cross_entropy") || b.starts_with("nll_loss") || b == "crossentropyloss" {
         return Some(KernelKind::CrossEntropy);
     }
-    if lower.contains("rmsnorm") || b.starts_with("rms_norm") || b.starts_with("fused_rms_norm")
-    {
+    if lower.contains("rmsnorm") || b.starts_with("rms_norm") || b.starts_with("fused_rms_norm") {
         return Some(KernelKind::Rmsnorm);
     }
     if lower.contains("layernorm") || b.starts_with("layer_norm") || b == "native_layer_norm" {
@@ -224,7 +223,12 @@ pub fn problem_shape(kind: KernelKind, op: &str, shapes: &[Vec<i64>]) -> Option<
 /// arithmetic intensity ([`KernelKind::arithmetic_intensity`]) against the GPU's ridge point
 /// ([`GpuSpec::ridge_point`]). Without a GPU or a shape, the kind's usual bound
 /// ([`KernelKind::bound`]).
-pub fn bound(kind: KernelKind, shape: Option<&Shape>, dtype: DType, gpu: Option<&GpuSpec>) -> Bound {
+pub fn bound(
+    kind: KernelKind,
+    shape: Option<&Shape>,
+    dtype: DType,
+    gpu: Option<&GpuSpec>,
+) -> Bound {
     match (shape, gpu) {
         (Some(s), Some(g)) => {
             if kind.arithmetic_intensity(s, dtype) >= g.ridge_point(dtype) {
@@ -250,9 +254,15 @@ mod tests {
             kind_of_op("aten::_scaled_dot_product_flash_attention"),
             Some(KernelKind::FlashAttention)
         );
-        assert_eq!(kind_of_op("aten::native_layer_norm"), Some(KernelKind::Layernorm));
+        assert_eq!(
+            kind_of_op("aten::native_layer_norm"),
+            Some(KernelKind::Layernorm)
+        );
         assert_eq!(kind_of_op("aten::_softmax"), Some(KernelKind::Softmax));
-        assert_eq!(kind_of_op("aten::nll_loss_nd"), Some(KernelKind::CrossEntropy));
+        assert_eq!(
+            kind_of_op("aten::nll_loss_nd"),
+            Some(KernelKind::CrossEntropy)
+        );
         assert_eq!(kind_of_op("aten::mean"), Some(KernelKind::Reduce));
         assert_eq!(kind_of_op("LlamaRMSNorm"), Some(KernelKind::Rmsnorm));
         assert_eq!(kind_of_op("aten::relu"), None);
@@ -266,12 +276,18 @@ mod tests {
             kind_of_kernel("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8"),
             Some(KernelKind::Matmul)
         );
-        assert_eq!(kind_of_kernel("nvjet_hsh_128x256_64x4_2x1_v_bz_coopB_TNN"), Some(KernelKind::Matmul));
+        assert_eq!(
+            kind_of_kernel("nvjet_hsh_128x256_64x4_2x1_v_bz_coopB_TNN"),
+            Some(KernelKind::Matmul)
+        );
         assert_eq!(
             kind_of_kernel("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>"),
             Some(KernelKind::FlashAttention)
         );
-        assert_eq!(kind_of_kernel("void at::native::vectorized_elementwise_kernel<4>"), None);
+        assert_eq!(
+            kind_of_kernel("void at::native::vectorized_elementwise_kernel<4>"),
+            None
+        );
         // the op decides over the kernel name
         assert_eq!(
             classify_group("aten::relu", ["aten::clamp_min"], ["gemm_like_name"]),
@@ -286,7 +302,11 @@ mod tests {
     #[test]
     fn an_mlp_module_with_silu_is_a_fused_mlp() {
         assert_eq!(
-            classify_group("LlamaMLP", ["aten::linear", "aten::silu", "aten::mul"], ["k"]),
+            classify_group(
+                "LlamaMLP",
+                ["aten::linear", "aten::silu", "aten::mul"],
+                ["k"]
+            ),
             Some(KernelKind::FusedMlp)
         );
         // without silu it is whatever its ops say
@@ -312,10 +332,18 @@ mod tests {
             &[vec![2304], vec![1024, 768], vec![768, 2304]],
         );
         assert_eq!(s, Some(Shape(vec![1024, 2304, 768])));
-        let s = problem_shape(KernelKind::Matmul, "aten::mm", &[vec![256, 128], vec![128, 64]]);
+        let s = problem_shape(
+            KernelKind::Matmul,
+            "aten::mm",
+            &[vec![256, 128], vec![128, 64]],
+        );
         assert_eq!(s, Some(Shape(vec![256, 64, 128])));
         assert_eq!(
-            problem_shape(KernelKind::Matmul, "aten::bmm", &[vec![4, 8, 8], vec![4, 8, 8]]),
+            problem_shape(
+                KernelKind::Matmul,
+                "aten::bmm",
+                &[vec![4, 8, 8], vec![4, 8, 8]]
+            ),
             None
         );
     }
@@ -327,19 +355,31 @@ mod tests {
             Some(Shape(vec![32, 64]))
         );
         assert_eq!(
-            problem_shape(KernelKind::Softmax, "aten::softmax", &[vec![8, 12, 512, 512]]),
+            problem_shape(
+                KernelKind::Softmax,
+                "aten::softmax",
+                &[vec![8, 12, 512, 512]]
+            ),
             Some(Shape(vec![8 * 12 * 512, 512]))
         );
         assert_eq!(
             problem_shape(
                 KernelKind::FlashAttention,
                 "aten::scaled_dot_product_attention",
-                &[vec![1, 12, 1024, 64], vec![1, 12, 1024, 64], vec![1, 12, 1024, 64]]
+                &[
+                    vec![1, 12, 1024, 64],
+                    vec![1, 12, 1024, 64],
+                    vec![1, 12, 1024, 64]
+                ]
             ),
             Some(Shape(vec![1, 12, 1024, 64]))
         );
         assert_eq!(
-            problem_shape(KernelKind::FusedMlp, "SwiGLU", &[vec![1, 512, 768], vec![2048, 768]]),
+            problem_shape(
+                KernelKind::FusedMlp,
+                "SwiGLU",
+                &[vec![1, 512, 768], vec![2048, 768]]
+            ),
             Some(Shape(vec![512, 768, 2048]))
         );
         assert_eq!(problem_shape(KernelKind::Layernorm, "x", &[]), None);
@@ -350,10 +390,19 @@ mod tests {
         let h200 = lookup_gpu("NVIDIA H200").spec().cloned().unwrap();
         // ridge 989.4e12 / 4.8e12 = 206 FLOP/B; a 4096³ fp16 matmul: 2·4096³ / (3·4096²·2) = 1365
         let big = Shape(vec![4096, 4096, 4096]);
-        assert_eq!(bound(KernelKind::Matmul, Some(&big), DType::Float16, Some(&h200)), Bound::Compute);
+        assert_eq!(
+            bound(KernelKind::Matmul, Some(&big), DType::Float16, Some(&h200)),
+            Bound::Compute
+        );
         // a skinny matmul (M = 1): 2·N·K / ((K + K·N + N)·2) ≈ 1 FLOP/B → memory
         let gemv = Shape(vec![1, 4096, 4096]);
-        assert_eq!(bound(KernelKind::Matmul, Some(&gemv), DType::Float16, Some(&h200)), Bound::Memory);
-        assert_eq!(bound(KernelKind::Softmax, None, DType::Float16, None), Bound::Memory);
+        assert_eq!(
+            bound(KernelKind::Matmul, Some(&gemv), DType::Float16, Some(&h200)),
+            Bound::Memory
+        );
+        assert_eq!(
+            bound(KernelKind::Softmax, None, DType::Float16, None),
+            Bound::Memory
+        );
     }
 }

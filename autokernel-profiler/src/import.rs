@@ -514,7 +514,8 @@ pub(crate) fn read_trace(path: &Path) -> Result<Trace, ProfileError> {
     let n = read_full(&mut file, &mut magic).map_err(io)?;
     let file = File::open(path).map_err(io)?;
     if n == 2 && magic == [0x1f, 0x8b] {
-        let gz = flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 20, file));
+        let gz =
+            flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 20, file));
         read_trace_from(gz, path)
     } else {
         read_trace_from(file, path)
@@ -642,9 +643,14 @@ pub(crate) fn read_trace_from(mut reader: impl Read, path: &Path) -> Result<Trac
                         saw_events = true;
                         continue;
                     }
-                    let Some(val) =
-                        scan::scan_value::<false>(data, v, eof, Ctx::ObjValue, &mut stack, &mut fixed)
-                    else {
+                    let Some(val) = scan::scan_value::<false>(
+                        data,
+                        v,
+                        eof,
+                        Ctx::ObjValue,
+                        &mut stack,
+                        &mut fixed,
+                    ) else {
                         pos = i;
                         refill(&mut buf, &mut pos, &mut filled, &mut eof).map_err(io)?;
                         continue;

@@ -29,6 +29,7 @@
 mod classify;
 mod import;
 mod link;
+mod profiler;
 mod rank;
 mod scan;
 
@@ -40,6 +41,7 @@ use autokernel_core::ProfileError;
 pub use classify::{bound, classify_group, kind_of_kernel, kind_of_op, problem_shape};
 pub use import::TransferStats;
 pub use link::MODULE_PREFIX;
+pub use profiler::{ChromeTraceProfiler, ModelRun, EXAMPLES, PROFILE_MODEL_PY};
 pub use rank::{plan, ImportedTrace, RankedOp};
 
 /// Imports a Chrome trace file (`.json`, or gzip-compressed, detected by its magic bytes).

@@ -159,7 +159,9 @@ impl<'t> Index<'t> {
             .iter()
             .take_while(|&&i| self.trace.ranges[i].ts <= r.end)
             .copied()
-            .find(|&i| self.trace.ranges[i].cat == RangeCat::Op && self.trace.ranges[i].end <= r.end)
+            .find(|&i| {
+                self.trace.ranges[i].cat == RangeCat::Op && self.trace.ranges[i].end <= r.end
+            })
     }
 }
 
@@ -184,7 +186,10 @@ fn is_wrapper(name: &str) -> bool {
 }
 
 /// The group an attribution chain names: (op, shapes, dtype).
-fn name_group(index: &Index<'_>, chain: &[usize]) -> Option<(String, Vec<Vec<i64>>, Option<DType>)> {
+fn name_group(
+    index: &Index<'_>,
+    chain: &[usize],
+) -> Option<(String, Vec<Vec<i64>>, Option<DType>)> {
     let trace = index.trace;
     let ranges = &trace.ranges;
     let name = |i: usize| trace.names[ranges[i].name as usize].as_str();
@@ -349,14 +354,23 @@ fn link_cpu_self_time(trace: &Trace, index: &Index<'_>, groups: &mut Groups, lin
     let ranges = &trace.ranges;
     let mut self_us: Vec<f64> = ranges
         .iter()
-        .map(|r| if r.cat == RangeCat::Op { r.end - r.ts } else { 0.0 })
+        .map(|r| {
+            if r.cat == RangeCat::Op {
+                r.end - r.ts
+            } else {
+                0.0
+            }
+        })
         .collect();
     for (i, r) in ranges.iter().enumerate() {
         if r.cat != RangeCat::Op {
             continue;
         }
         // the nearest enclosing op loses this op's time from its self time
-        if let Some(&p) = index.chain(i)[1..].iter().find(|&&p| ranges[p].cat == RangeCat::Op) {
+        if let Some(&p) = index.chain(i)[1..]
+            .iter()
+            .find(|&&p| ranges[p].cat == RangeCat::Op)
+        {
             self_us[p] -= r.end - r.ts;
         }
     }

@@ -257,7 +257,11 @@ impl ImportedTrace {
             "{:>4}  {:<36} {:<16} {:<7} {:<28} {:>12} {:>7} {:>6} {:>6} {:>8}",
             "rank", "op", "kind", "bound", "shapes", unit, "calls", "%", "cum%", "ceiling"
         );
-        let n = if top == 0 { r.ops.len() } else { top.min(r.ops.len()) };
+        let n = if top == 0 {
+            r.ops.len()
+        } else {
+            top.min(r.ops.len())
+        };
         for (op, d) in r.ops.iter().zip(&self.ranked).take(n) {
             let ceiling = if d.amdahl_ceiling.is_finite() {
                 format!("{:.2}x", d.amdahl_ceiling)
@@ -283,7 +287,11 @@ impl ImportedTrace {
             );
         }
         if n < r.ops.len() {
-            let _ = writeln!(s, "      … {} more ops (--top 0 shows all)", r.ops.len() - n);
+            let _ = writeln!(
+                s,
+                "      … {} more ops (--top 0 shows all)",
+                r.ops.len() - n
+            );
         }
         if self.memcpy.events + self.memset.events > 0 {
             let _ = writeln!(
@@ -301,7 +309,11 @@ impl ImportedTrace {
     /// `memcpy`/`memset` totals. `kind` is the kind's name or `"other"`.
     pub fn to_json(&self, top: usize) -> serde_json::Value {
         let r = &self.report;
-        let n = if top == 0 { r.ops.len() } else { top.min(r.ops.len()) };
+        let n = if top == 0 {
+            r.ops.len()
+        } else {
+            top.min(r.ops.len())
+        };
         let ops: Vec<serde_json::Value> = r
             .ops
             .iter()
@@ -339,7 +351,13 @@ impl ImportedTrace {
 mod tests {
     use super::*;
 
-    fn op(rank: usize, name: &str, kind: Option<KernelKind>, shapes: Vec<Vec<i64>>, f: f64) -> OpProfile {
+    fn op(
+        rank: usize,
+        name: &str,
+        kind: Option<KernelKind>,
+        shapes: Vec<Vec<i64>>,
+        f: f64,
+    ) -> OpProfile {
         OpProfile {
             rank,
             op: name.into(),
@@ -360,11 +378,35 @@ mod tests {
             coverage: 1.0,
             warnings: vec![],
             ops: vec![
-                op(1, "Linear", Some(KernelKind::Matmul), vec![vec![1, 512, 768], vec![2304, 768]], 0.4),
+                op(
+                    1,
+                    "Linear",
+                    Some(KernelKind::Matmul),
+                    vec![vec![1, 512, 768], vec![2304, 768]],
+                    0.4,
+                ),
                 op(2, "aten::relu", None, vec![vec![512, 768]], 0.2),
-                op(3, "aten::addmm", Some(KernelKind::Matmul), vec![vec![2304], vec![512, 768], vec![768, 2304]], 0.15),
-                op(4, "LayerNorm", Some(KernelKind::Layernorm), vec![vec![1, 512, 768]], 0.1),
-                op(5, "aten::softmax", Some(KernelKind::Softmax), vec![vec![12, 512, 512]], 0.05),
+                op(
+                    3,
+                    "aten::addmm",
+                    Some(KernelKind::Matmul),
+                    vec![vec![2304], vec![512, 768], vec![768, 2304]],
+                    0.15,
+                ),
+                op(
+                    4,
+                    "LayerNorm",
+                    Some(KernelKind::Layernorm),
+                    vec![vec![1, 512, 768]],
+                    0.1,
+                ),
+                op(
+                    5,
+                    "aten::softmax",
+                    Some(KernelKind::Softmax),
+                    vec![vec![12, 512, 512]],
+                    0.05,
+                ),
             ],
         };
         let t = plan(&report, 2, DType::Float16);
@@ -375,7 +417,9 @@ mod tests {
         assert!((t[0].fraction - 0.55).abs() < 1e-12);
         assert_eq!(t[1].id, "02-layernorm");
         assert_eq!(t[1].shapes, vec![Shape(vec![512, 768])]);
-        assert!(t.iter().all(|t| Target::id_is_valid(&t.id) && t.dtype == DType::Float16));
+        assert!(t
+            .iter()
+            .all(|t| Target::id_is_valid(&t.id) && t.dtype == DType::Float16));
         let all = plan(&report, 10, DType::Float16);
         assert_eq!(all.len(), 3);
         assert_eq!(all[2].id, "03-softmax");

@@ -291,7 +291,16 @@ pub(crate) fn scan_value<const R: bool>(
     let mut expect_key = false;
     // a scalar at the top: number, literal or string
     match buf.get(i) {
-        None => return if eof { Some(Scanned { end: i, dirty: true }) } else { None },
+        None => {
+            return if eof {
+                Some(Scanned {
+                    end: i,
+                    dirty: true,
+                })
+            } else {
+                None
+            }
+        }
         Some(b'"') => {
             let (end, d) = scan_string::<R>(buf, i, eof, ctx, out)?;
             return Some(Scanned { end, dirty: d });
@@ -307,13 +316,19 @@ pub(crate) fn scan_value<const R: bool>(
             if R {
                 out.extend_from_slice(&buf[start..i]);
             }
-            return Some(Scanned { end: i, dirty: false });
+            return Some(Scanned {
+                end: i,
+                dirty: false,
+            });
         }
     }
     loop {
         let Some(&b) = buf.get(i) else {
             return if eof {
-                Some(Scanned { end: i, dirty: true })
+                Some(Scanned {
+                    end: i,
+                    dirty: true,
+                })
             } else {
                 None
             };

@@ -11,11 +11,18 @@ use crate::util::{close, import_case, op};
 fn h200_trace_total_is_kernel_time_only() {
     let t = import_case("triton_driver_launch.json");
     // 1.984 + 4.32 + 2.688 + 1.152; the 28840 µs annotation span is not work
-    assert!(close(t.report.total_device_time_us, 10.144), "{}", t.report.total_device_time_us);
+    assert!(
+        close(t.report.total_device_time_us, 10.144),
+        "{}",
+        t.report.total_device_time_us
+    );
     assert_eq!(t.gpu_annotations, 1);
     assert!(close(t.report.coverage, 1.0));
     assert_eq!(t.report.device, "cuda: NVIDIA H200");
-    assert_eq!(t.gpu.as_ref().map(|g| g.name.as_str()), Some("NVIDIA H200 SXM"));
+    assert_eq!(
+        t.gpu.as_ref().map(|g| g.name.as_str()),
+        Some("NVIDIA H200 SXM")
+    );
 }
 
 #[test]
@@ -59,7 +66,10 @@ fn raw_control_chars_are_repaired_with_a_warning() {
     assert_eq!(t.report.ops.len(), 1);
     assert_eq!(t.report.ops[0].kernels, vec!["my_kernel".to_string()]);
     assert!(
-        t.report.warnings.iter().any(|w| w.contains("repaired 2 event")),
+        t.report
+            .warnings
+            .iter()
+            .any(|w| w.contains("repaired 2 event")),
         "{:?}",
         t.report.warnings
     );
@@ -71,5 +81,12 @@ fn invalid_utf8_is_decoded_lossily_with_a_warning() {
     let t = import_case("invalid_utf8.json");
     assert!(close(t.report.total_device_time_us, 3.0));
     assert_eq!(t.report.ops.len(), 1);
-    assert!(t.report.warnings.iter().any(|w| w.contains("repaired 2 event")), "{:?}", t.report.warnings);
+    assert!(
+        t.report
+            .warnings
+            .iter()
+            .any(|w| w.contains("repaired 2 event")),
+        "{:?}",
+        t.report.warnings
+    );
 }

@@ -4,3 +4,4 @@
 mod cases;
 mod rules;
 mod util;
+mod worker;

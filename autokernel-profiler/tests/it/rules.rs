@@ -15,21 +15,54 @@ fn x(cat: &str, name: &str, pid: i64, tid: i64, ts: f64, dur: f64, args: &str) -
 }
 
 fn cpu_op(name: &str, ts: f64, dur: f64, ext: u64, dims: &str) -> String {
-    x("cpu_op", name, 1, 1, ts, dur, &format!(r#""External id":{ext},"Input Dims":{dims}"#))
+    x(
+        "cpu_op",
+        name,
+        1,
+        1,
+        ts,
+        dur,
+        &format!(r#""External id":{ext},"Input Dims":{dims}"#),
+    )
 }
 
 fn kernel(name: &str, ts: f64, dur: f64, corr: u64) -> String {
-    x("kernel", name, 0, 7, ts, dur, &format!(r#""correlation":{corr}"#))
+    x(
+        "kernel",
+        name,
+        0,
+        7,
+        ts,
+        dur,
+        &format!(r#""correlation":{corr}"#),
+    )
 }
 
 fn launch(cat: &str, ts: f64, corr: u64, ext: Option<u64>) -> String {
-    let name = if cat == "cuda_driver" { "cuLaunchKernel" } else { "cudaLaunchKernel" };
-    let ext = ext.map(|e| format!(r#","External id":{e}"#)).unwrap_or_default();
-    x(cat, name, 1, 1, ts, 1.0, &format!(r#""correlation":{corr}{ext}"#))
+    let name = if cat == "cuda_driver" {
+        "cuLaunchKernel"
+    } else {
+        "cudaLaunchKernel"
+    };
+    let ext = ext
+        .map(|e| format!(r#","External id":{e}"#))
+        .unwrap_or_default();
+    x(
+        cat,
+        name,
+        1,
+        1,
+        ts,
+        1.0,
+        &format!(r#""correlation":{corr}{ext}"#),
+    )
 }
 
 fn trace(events: &[String]) -> String {
-    format!(r#"{{"schemaVersion":1,"traceEvents":[{}]}}"#, events.join(",\n"))
+    format!(
+        r#"{{"schemaVersion":1,"traceEvents":[{}]}}"#,
+        events.join(",\n")
+    )
 }
 
 #[test]
@@ -39,8 +72,24 @@ fn annotations_and_memcpy_are_not_kernel_time() {
         launch("cuda_runtime", 11.0, 100, Some(1)),
         kernel("gemm_k", 40.0, 5.0, 100),
         x("gpu_user_annotation", "region", 0, 7, 40.0, 900.0, ""),
-        x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 0, 7, 50.0, 7.0, r#""correlation":101"#),
-        x("gpu_memset", "Memset (Device)", 0, 7, 60.0, 2.0, r#""correlation":102"#),
+        x(
+            "gpu_memcpy",
+            "Memcpy HtoD (Pageable -> Device)",
+            0,
+            7,
+            50.0,
+            7.0,
+            r#""correlation":101"#,
+        ),
+        x(
+            "gpu_memset",
+            "Memset (Device)",
+            0,
+            7,
+            60.0,
+            2.0,
+            r#""correlation":102"#,
+        ),
     ]));
     assert!(close(t.report.total_device_time_us, 5.0));
     assert_eq!(t.report.ops.len(), 1);
@@ -114,8 +163,10 @@ fn flow_events_link_a_kernel_without_correlation_and_a_missing_half_is_fine() {
     let t = import_text(&trace(&[
         cpu_op("aten::mm", 10.0, 20.0, 1, "[[4,4],[4,4]]"),
         launch("cuda_runtime", 11.0, 100, Some(1)),
-        r#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":40.0,"dur":5.0,"args":{}}"#.to_string(),
-        r#"{"ph":"f","id":100,"pid":0,"tid":7,"ts":40.0,"cat":"ac2g","name":"ac2g","bp":"e"}"#.to_string(),
+        r#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":40.0,"dur":5.0,"args":{}}"#
+            .to_string(),
+        r#"{"ph":"f","id":100,"pid":0,"tid":7,"ts":40.0,"cat":"ac2g","name":"ac2g","bp":"e"}"#
+            .to_string(),
         // a flow start whose end is missing
         r#"{"ph":"s","id":555,"pid":1,"tid":1,"ts":12.0,"cat":"ac2g","name":"ac2g"}"#.to_string(),
     ]));
@@ -134,7 +185,14 @@ fn zero_timestamp_and_duration_events_are_counted_not_summed() {
     ]));
     let mm = op(&t, "aten::mm");
     assert_eq!(mm.calls, 1);
-    assert!(t.report.warnings.iter().any(|w| w.starts_with("1 event(s) with invalid timing")), "{:?}", t.report.warnings);
+    assert!(
+        t.report
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("1 event(s) with invalid timing")),
+        "{:?}",
+        t.report.warnings
+    );
     // the launch whose kernel record is invalid has no device record
     assert!(close(t.report.coverage, 0.5));
 }
@@ -150,7 +208,14 @@ fn launches_without_device_records_lower_coverage_with_a_warning() {
         kernel("k", 40.0, 5.0, 100),
     ]));
     assert!(close(t.report.coverage, 0.25));
-    assert!(t.report.warnings.iter().any(|w| w.contains("3 of 4 kernel launches")), "{:?}", t.report.warnings);
+    assert!(
+        t.report
+            .warnings
+            .iter()
+            .any(|w| w.contains("3 of 4 kernel launches")),
+        "{:?}",
+        t.report.warnings
+    );
 }
 
 #[test]
@@ -164,8 +229,16 @@ fn a_trace_without_device_activity_ranks_cpu_self_time_and_says_so() {
     ]));
     assert!(t.report.device.starts_with("cpu"), "{}", t.report.device);
     assert!(close(t.report.coverage, 0.0));
-    assert!(t.report.warnings.iter().any(|w| w.contains("no device activity")));
-    assert!(t.report.warnings.iter().any(|w| w.contains("1 of 1 kernel launches")));
+    assert!(t
+        .report
+        .warnings
+        .iter()
+        .any(|w| w.contains("no device activity")));
+    assert!(t
+        .report
+        .warnings
+        .iter()
+        .any(|w| w.contains("1 of 1 kernel launches")));
     assert!(close(t.report.total_device_time_us, 13.0));
     let linear = op(&t, "aten::linear");
     assert!(close(linear.device_time_us, 10.0));
@@ -177,11 +250,27 @@ fn a_trace_without_device_activity_ranks_cpu_self_time_and_says_so() {
 #[test]
 fn module_ranges_group_their_ops_and_classify_by_class() {
     // an RMSNorm module made of pow/mean/rsqrt/mul, one kernel each
-    let mut ev = vec![x("user_annotation", "nn.Module: RMSNorm", 1, 1, 0.0, 100.0, "")];
-    for (i, name) in ["aten::pow", "aten::mean", "aten::rsqrt", "aten::mul"].iter().enumerate() {
+    let mut ev = vec![x(
+        "user_annotation",
+        "nn.Module: RMSNorm",
+        1,
+        1,
+        0.0,
+        100.0,
+        "",
+    )];
+    for (i, name) in ["aten::pow", "aten::mean", "aten::rsqrt", "aten::mul"]
+        .iter()
+        .enumerate()
+    {
         let ts = 10.0 + 20.0 * i as f64;
         ev.push(cpu_op(name, ts, 10.0, 10 + i as u64, "[[1,32,64],[]]"));
-        ev.push(launch("cuda_runtime", ts + 1.0, 100 + i as u64, Some(10 + i as u64)));
+        ev.push(launch(
+            "cuda_runtime",
+            ts + 1.0,
+            100 + i as u64,
+            Some(10 + i as u64),
+        ));
         ev.push(kernel("elementwise", 200.0 + ts, 1.5, 100 + i as u64));
     }
     let t = import_text(&trace(&ev));
@@ -193,7 +282,10 @@ fn module_ranges_group_their_ops_and_classify_by_class() {
     assert_eq!(m.shapes, vec![vec![1, 32, 64], vec![]]);
     let targets = autokernel_profiler::plan(&t.report, 5, autokernel_core::DType::Float32);
     assert_eq!(targets[0].id, "01-rmsnorm");
-    assert_eq!(targets[0].shapes, vec![autokernel_core::Shape(vec![32, 64])]);
+    assert_eq!(
+        targets[0].shapes,
+        vec![autokernel_core::Shape(vec![32, 64])]
+    );
 }
 
 #[test]
@@ -201,7 +293,11 @@ fn kernels_with_no_launch_or_op_are_named_after_themselves() {
     let t = import_text(&trace(&[kernel("orphan_softmax_kernel", 5.0, 4.0, 9)]));
     let o = op(&t, "orphan_softmax_kernel");
     assert_eq!(o.kind, Some(KernelKind::Softmax));
-    assert!(t.report.warnings.iter().any(|w| w.contains("no launch record")));
+    assert!(t
+        .report
+        .warnings
+        .iter()
+        .any(|w| w.contains("no launch record")));
 }
 
 #[test]
@@ -217,7 +313,10 @@ fn gzip_and_bare_array_traces_import() {
         .join(",")
     );
     let path = dir.path().join("t.json.gz");
-    let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&path).unwrap(), flate2::Compression::fast());
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::fast(),
+    );
     gz.write_all(text.as_bytes()).unwrap();
     gz.finish().unwrap();
     let t = import_trace(&path).unwrap();
@@ -233,7 +332,11 @@ fn an_unknown_gpu_is_named_with_a_hint() {
     );
     let t = import_text(&text);
     assert_eq!(t.report.device, "cuda: NVIDIA GeForce GTX 1080");
-    assert!(t.report.warnings.iter().any(|w| w.contains("not in autokernel's table")));
+    assert!(t
+        .report
+        .warnings
+        .iter()
+        .any(|w| w.contains("not in autokernel's table")));
 }
 
 #[test]
@@ -247,7 +350,11 @@ fn a_truncated_trace_keeps_what_was_read_and_warns() {
     let cut = &full[..full.len() - 40];
     let t = import_text(cut);
     assert!(close(op(&t, "aten::mm").device_time_us, 5.0));
-    assert!(t.report.warnings.iter().any(|w| w.contains("truncated")), "{:?}", t.report.warnings);
+    assert!(
+        t.report.warnings.iter().any(|w| w.contains("truncated")),
+        "{:?}",
+        t.report.warnings
+    );
 }
 
 #[test]

@@ -7,8 +7,14 @@ use autokernel_profiler::{import_trace, import_trace_from, ImportedTrace};
 /// `../shared/cases/<area>` (the workspace sits at /work/main, the cases at /work/shared);
 /// fails loudly with the path it tried.
 pub fn cases_dir(area: &str) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/cases").join(area);
-    assert!(root.is_dir(), "cases folder not found at {}", root.display());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/cases")
+        .join(area);
+    assert!(
+        root.is_dir(),
+        "cases folder not found at {}",
+        root.display()
+    );
     root
 }
 

@@ -1,0 +1,122 @@
+//! A CPU profile of the bundled `tiny` model through a real bench worker.
+
+use std::sync::Arc;
+
+use autokernel_bench::{Worker, WorkerOptions, WorkerProgram};
+use autokernel_core::{DType, Device, KernelKind, ModelSource, ModelSpec, ProfileError};
+use autokernel_profiler::{plan, ChromeTraceProfiler};
+
+fn profiler() -> ChromeTraceProfiler {
+    let mut options = WorkerOptions::new(Device::Cpu);
+    options.program = WorkerProgram {
+        exe: env!("CARGO_BIN_EXE_autokernel-profiler-worker").into(),
+        args: vec![],
+    };
+    options.python = Some(concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/python").into());
+    ChromeTraceProfiler::new(Arc::new(Worker::new(options)))
+        .with_cache_dir(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("profiler-cache"))
+        .with_iterations(1, 2)
+}
+
+fn spec(source: ModelSource) -> ModelSpec {
+    ModelSpec {
+        source,
+        kwargs: serde_json::json!({}),
+        input_shape: vec![],
+        dtype: DType::Float32,
+        device: Device::Cpu,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiny_example_profiles_on_cpu_and_plans_targets() {
+    let p = profiler();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("profiles/trace.json");
+    let (t, run) = p
+        .profile_imported(
+            &spec(ModelSource::Example {
+                name: "tiny".into(),
+            }),
+            &trace,
+        )
+        .await
+        .expect("profile tiny");
+    assert!(trace.is_file());
+    assert_eq!(run["device"], "cpu");
+    assert_eq!(run["input_kind"], "token_ids");
+    assert_eq!(run["input_shape"], serde_json::json!([1, 32]));
+    let r = &t.report;
+    assert!(r.device.starts_with("cpu"), "{}", r.device);
+    assert!(r.total_device_time_us > 0.0);
+    let kind_of = |op: &str| r.ops.iter().find(|o| o.op == op).map(|o| o.kind);
+    // leaf modules name the groups; the SwiGLU MLP is one group
+    assert_eq!(
+        kind_of("RMSNorm"),
+        Some(Some(KernelKind::Rmsnorm)),
+        "{r:#?}"
+    );
+    assert_eq!(kind_of("Linear"), Some(Some(KernelKind::Matmul)), "{r:#?}");
+    assert_eq!(
+        kind_of("SwiGLU"),
+        Some(Some(KernelKind::FusedMlp)),
+        "{r:#?}"
+    );
+    assert_eq!(
+        kind_of("RotaryEmbedding"),
+        Some(Some(KernelKind::RotaryEmbedding)),
+        "{r:#?}"
+    );
+    let sdpa = r
+        .ops
+        .iter()
+        .find(|o| o.kind == Some(KernelKind::FlashAttention))
+        .expect("sdpa op");
+    assert_eq!(sdpa.shapes[0], vec![1, 2, 32, 32]);
+    let rms = r.ops.iter().find(|o| o.op == "RMSNorm").unwrap();
+    assert_eq!(rms.shapes[0], vec![1, 32, 64]);
+    let targets = plan(r, 20, DType::Float32);
+    let swiglu = targets
+        .iter()
+        .find(|t| t.kind == KernelKind::FusedMlp)
+        .expect("fused_mlp target");
+    // x [1, 32, 64], gate weight [128, 64] → tokens 32, hidden 64, intermediate 128
+    assert_eq!(
+        swiglu.shapes,
+        vec![autokernel_core::Shape(vec![32, 64, 128])]
+    );
+    let rms_t = targets
+        .iter()
+        .find(|t| t.kind == KernelKind::Rmsnorm)
+        .unwrap();
+    assert_eq!(rms_t.shapes, vec![autokernel_core::Shape(vec![32, 64])]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_class_is_a_model_error_naming_it() {
+    let p = profiler();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.py");
+    std::fs::write(
+        &file,
+        "import torch\nclass Net(torch.nn.Module):\n    pass\n",
+    )
+    .unwrap();
+    let e = p
+        .run_model(
+            &spec(ModelSource::File {
+                path: file,
+                class: "Missing".into(),
+            }),
+            &dir.path().join("t.json"),
+        )
+        .await
+        .unwrap_err();
+    match e {
+        ProfileError::Model(m) => assert!(
+            m.contains("`Missing` not found") && m.contains("Net"),
+            "{m}"
+        ),
+        other => panic!("not a model error: {other}"),
+    }
+}
