@@ -1,1 +1,47 @@
-//! placeholder
+//! The default [`VersionStore`](autokernel_core::VersionStore) of autokernel: every
+//! experiment a git commit, written with gix, nothing tried ever lost.
+//!
+//! The workspace is a git repository that people browse with ordinary git tools:
+//!
+//! - one branch per run, `autokernel/<run_tag>`, checked out; its first-parent history is the
+//!   baseline and the kept experiments, in order;
+//! - one commit per experiment, changing `targets/<id>/kernel.py` only, with the message
+//!   `exp <n>: <target>: <description>` and the trailers `Autokernel-Agent`,
+//!   `Autokernel-Experiment`, `Autokernel-Target`;
+//! - a reverted experiment leaves the branch (which returns to the last kept commit; work
+//!   tree and index follow) and stays reachable as `refs/autokernel/reverted/<n>`, so
+//!   `git log --all` shows every attempt;
+//! - the verdict and key metrics of each decided experiment are a git note under
+//!   `refs/notes/autokernel` (`git log --notes=autokernel`): published commits are never
+//!   amended;
+//! - `results.tsv`, logs, reports, profiles, `autokernel.toml`, `program.md` and the scratch
+//!   folder `.autokernel/` are listed in `.git/info/exclude`, so `git status` stays clean.
+//!
+//! [`GixStore::open`] claims the workspace with a pid file, removes provably stale git
+//! locks, refuses a detached `HEAD` or changes it did not make, and creates or continues the
+//! run branch. Every write takes git's locks with a bounded wait.
+//!
+//! ```no_run
+//! use autokernel_vcs::{GixStore, StoreOptions};
+//! # fn main() -> Result<(), autokernel_core::StoreError> {
+//! let store = GixStore::open("autokernel-workspace".as_ref(), StoreOptions::new("2026-11-30-llama"))?;
+//! for e in store.experiments("01-matmul")? {
+//!     println!("{} {} kept={}", e.experiment, e.commit, e.kept);
+//! }
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+mod lock;
+mod message;
+mod store;
+mod worktree;
+
+pub use lock::{RemovedLock, OWNER_PID_FILE, SCRATCH_DIR};
+pub use message::{
+    format_message, parse_message, ParsedMessage, TRAILER_AGENT, TRAILER_EXPERIMENT, TRAILER_TARGET,
+};
+pub use store::{
+    ExperimentCommit, GixStore, OpenReport, StoreOptions, BRANCH_PREFIX, NOTES_REF, REVERTED_PREFIX,
+};
+pub use worktree::EXCLUDES;
