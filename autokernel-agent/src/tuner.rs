@@ -1,0 +1,290 @@
+//! [`TunerAgent`]: coordinate descent over a kernel's `TUNABLES`, editing only `CONFIG`.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+
+use async_trait::async_trait;
+use autokernel_core::{Agent, AgentError, Decision, ExperimentRecord, Proposal, ProposalContext};
+
+use crate::pyliteral::{parse_literal, PyValue, TunableSource};
+
+/// The prefix of every description the tuner writes; [`TunerAgent`] reads measured
+/// configurations back from `results.tsv` rows that start with it.
+pub const TUNE_PREFIX: &str = "tune:";
+
+/// The agent that needs no network: it searches the launch parameters a kernel declares.
+///
+/// The current best `kernel.py` declares `CONFIG = {...}` on one line (the values in use)
+/// and `TUNABLES = {...}` (each key's candidate values, in order, possibly over several
+/// lines). Each proposal changes one key of the best `CONFIG` to another value of its
+/// `TUNABLES` list: coordinate descent. Values are tried nearest first (one step up,
+/// one step down, then two steps, …), keys in turn at each distance, so a kept improvement
+/// moves the centre and the next proposal searches around the new best. A configuration
+/// is never proposed twice for the same kernel structure (the file without its `CONFIG`
+/// literal): the tuner remembers what it proposed, and after a restart re-reads the
+/// configurations measured since the structure last changed from the history's
+/// descriptions (`tune: BLOCK_SIZE=1024 num_warps=8 …`). When every value along every
+/// axis around the best has been measured it answers [`Proposal::Exhausted`].
+///
+/// Only the `CONFIG` literal is rewritten; every other byte of the file, the rest of that
+/// line included, is unchanged. A file without `CONFIG`/`TUNABLES`, or with literals
+/// outside the subset [`crate::pyliteral`] reads, has nothing to tune: `Exhausted`, with a
+/// warning in the log saying why.
+#[derive(Debug, Default)]
+pub struct TunerAgent {
+    /// Per target id, per structure hash: canonical forms of the configurations tried.
+    tried: HashMap<String, HashMap<u64, HashSet<String>>>,
+}
+
+impl TunerAgent {
+    /// A tuner with nothing tried yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The next configuration to try for `context`, as a full candidate, or `None` when
+    /// the neighbourhood of the best is exhausted (or there is nothing to tune).
+    fn next(&mut self, context: &ProposalContext<'_>) -> Option<(String, String)> {
+        let source = context.best_source;
+        let parsed = match TunableSource::parse(source) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(target_id = %context.target.id, error = %e, "nothing to tune");
+                return None;
+            }
+        };
+        let (before, after) = parsed.structure(source);
+        let mut hasher = DefaultHasher::new();
+        (before, after).hash(&mut hasher);
+        let tried = self
+            .tried
+            .entry(context.target.id.clone())
+            .or_default()
+            .entry(hasher.finish())
+            .or_default();
+        tried.insert(canonical(&parsed.config));
+        for measured in measured_since_structure_change(context.history, &parsed.config) {
+            tried.insert(canonical(&measured));
+        }
+        for (key, value) in neighbourhood(&parsed.config, &parsed.tunables) {
+            let mut config = parsed.config.clone();
+            let old = config
+                .iter_mut()
+                .find(|(k, _)| *k == key)
+                .map(|slot| std::mem::replace(&mut slot.1, value.clone()))
+                .expect("neighbourhood only changes keys of CONFIG");
+            if tried.insert(canonical(&config)) {
+                let description = format!(
+                    "{} ({key} {} -> {})",
+                    describe(&config),
+                    compact(&old),
+                    compact(&value)
+                );
+                tracing::debug!(target_id = %context.target.id, %description, "tuner proposes");
+                return Some((description, parsed.with_config(source, &config)));
+            }
+        }
+        tracing::debug!(
+            target_id = %context.target.id,
+            tried = tried.len(),
+            "tuner: every value along every axis around the best was measured"
+        );
+        None
+    }
+}
+
+#[async_trait]
+impl Agent for TunerAgent {
+    fn name(&self) -> String {
+        "tune".to_string()
+    }
+
+    async fn propose(&mut self, context: &ProposalContext<'_>) -> Result<Proposal, AgentError> {
+        Ok(match self.next(context) {
+            Some((description, source)) => Proposal::Candidate {
+                description,
+                source,
+                usage: None,
+            },
+            None => Proposal::Exhausted,
+        })
+    }
+}
+
+/// `tune: KEY=VALUE KEY=VALUE …`, the full configuration in source order.
+pub(crate) fn describe(config: &[(String, PyValue)]) -> String {
+    let parts: Vec<String> = config
+        .iter()
+        .map(|(k, v)| format!("{k}={}", compact(v)))
+        .collect();
+    format!("{TUNE_PREFIX} {}", parts.join(" "))
+}
+
+/// A value as Python source without spaces between items, so that a description splits
+/// on whitespace into `KEY=VALUE` words.
+fn compact(value: &PyValue) -> String {
+    match value {
+        PyValue::List(items) => {
+            let parts: Vec<String> = items.iter().map(compact).collect();
+            format!("[{}]", parts.join(","))
+        }
+        PyValue::Dict(entries) => {
+            let parts: Vec<String> = entries
+                .iter()
+                .map(|(k, v)| format!("{}:{}", PyValue::Str(k.clone()), compact(v)))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// An order-independent form of a configuration, for the set of those tried.
+fn canonical(config: &[(String, PyValue)]) -> String {
+    let mut entries = config.to_vec();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    PyValue::Dict(entries).to_string()
+}
+
+/// Reads a configuration back from a description the tuner wrote: the `KEY=VALUE` words
+/// after [`TUNE_PREFIX`], up to the first word that is not one. `None` when the words do
+/// not parse or do not name exactly the keys of `like`.
+pub(crate) fn parse_description(
+    description: &str,
+    like: &[(String, PyValue)],
+) -> Option<Vec<(String, PyValue)>> {
+    let rest = description.strip_prefix(TUNE_PREFIX)?;
+    let mut config = Vec::new();
+    for word in rest.split_whitespace() {
+        let Some((key, value)) = word.split_once('=') else {
+            break;
+        };
+        config.push((key.to_string(), parse_literal(value).ok()?));
+    }
+    let mut keys: Vec<&str> = config.iter().map(|(k, _)| k.as_str()).collect();
+    let mut want: Vec<&str> = like.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort_unstable();
+    want.sort_unstable();
+    (keys == want).then_some(config)
+}
+
+/// Configurations measured on the current structure: the tuner's rows after the last
+/// kept (or baseline) row that was not the tuner's, since only such a row can have changed
+/// the file outside `CONFIG`. Invalid rows were never measured.
+fn measured_since_structure_change(
+    history: &[ExperimentRecord],
+    like: &[(String, PyValue)],
+) -> Vec<Vec<(String, PyValue)>> {
+    let is_tune = |r: &ExperimentRecord| r.description.starts_with(TUNE_PREFIX);
+    let start = history
+        .iter()
+        .rposition(|r| {
+            matches!(r.decision, Decision::Keep | Decision::Baseline) && !is_tune(r)
+        })
+        .map_or(0, |i| i + 1);
+    history[start..]
+        .iter()
+        .filter(|r| is_tune(r) && r.decision != Decision::Invalid)
+        .filter_map(|r| parse_description(&r.description, like))
+        .collect()
+}
+
+/// The single-key changes of `config`, nearest first: for distance 1, 2, … and each
+/// tunable key in `TUNABLES` order, the value that many steps up the key's list, then the
+/// one that many steps down. A current value that is not in the list is placed by numeric
+/// distance (lists of non-numbers keep their order).
+fn neighbourhood(
+    config: &[(String, PyValue)],
+    tunables: &[(String, Vec<PyValue>)],
+) -> Vec<(String, PyValue)> {
+    let axes: Vec<(String, Vec<PyValue>)> = tunables
+        .iter()
+        .filter_map(|(key, values)| {
+            let current = &config.iter().find(|(k, _)| k == key)?.1;
+            Some((key.clone(), ranked_alternatives(current, values)))
+        })
+        .collect();
+    let longest = axes.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+    let mut out = Vec::new();
+    for rank in 0..longest {
+        for (key, alternatives) in &axes {
+            if let Some(v) = alternatives.get(rank) {
+                out.push((key.clone(), v.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The values of `list` other than `current`, nearest first (up before down).
+fn ranked_alternatives(current: &PyValue, list: &[PyValue]) -> Vec<PyValue> {
+    let mut out: Vec<PyValue> = Vec::new();
+    let mut push = |v: &PyValue| {
+        if v != current && !out.contains(v) {
+            out.push(v.clone());
+        }
+    };
+    if let Some(i) = list.iter().position(|v| v == current) {
+        for step in 1..list.len() {
+            if let Some(v) = list.get(i + step) {
+                push(v);
+            }
+            if let Some(v) = i.checked_sub(step).and_then(|j| list.get(j)) {
+                push(v);
+            }
+        }
+    } else if let Some(c) = current.as_f64() {
+        let mut by_distance: Vec<&PyValue> = list.iter().collect();
+        by_distance.sort_by(|a, b| {
+            let da = a.as_f64().map_or(f64::INFINITY, |x| (x - c).abs());
+            let db = b.as_f64().map_or(f64::INFINITY, |x| (x - c).abs());
+            da.total_cmp(&db)
+        });
+        by_distance.into_iter().for_each(&mut push);
+    } else {
+        list.iter().for_each(&mut push);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ints(v: &[i64]) -> Vec<PyValue> {
+        v.iter().map(|&x| PyValue::Int(x)).collect()
+    }
+
+    #[test]
+    fn alternatives_go_outwards_from_the_current_value_up_first() {
+        let list = ints(&[1, 2, 4, 8, 16]);
+        assert_eq!(
+            ranked_alternatives(&PyValue::Int(4), &list),
+            ints(&[8, 2, 16, 1])
+        );
+        assert_eq!(ranked_alternatives(&PyValue::Int(1), &list), ints(&[2, 4, 8, 16]));
+        // not in the list: by numeric distance (|5-4| = 1, |5-8| = 3, |5-2| = 3, …)
+        assert_eq!(
+            ranked_alternatives(&PyValue::Int(5), &list),
+            ints(&[4, 8, 2, 1, 16])
+        );
+    }
+
+    #[test]
+    fn descriptions_round_trip_and_stop_at_the_first_non_assignment() {
+        let config = vec![
+            ("BLOCK_SIZE".to_string(), PyValue::Int(1024)),
+            ("order".to_string(), PyValue::List(ints(&[1, 0]))),
+            ("mode".to_string(), PyValue::Str("fast".into())),
+        ];
+        let d = format!("{} (BLOCK_SIZE 512 -> 1024)", describe(&config));
+        assert_eq!(
+            d,
+            "tune: BLOCK_SIZE=1024 order=[1,0] mode=\"fast\" (BLOCK_SIZE 512 -> 1024)"
+        );
+        assert_eq!(parse_description(&d, &config), Some(config.clone()));
+        assert_eq!(parse_description("tune: BLOCK_SIZE=1024", &config), None);
+        assert_eq!(parse_description("vectorised loads", &config), None);
+    }
+}
