@@ -271,17 +271,18 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
 
     if kind == "matmul":
         m, n, k = dims
-        # |C| ≲ 8·√K·σ_A·σ_B over up to ~1e8 entries (a Gaussian tail bound); keep it ≤ max/4.
-        cap = dmax / 4.0 / (8.0 * math.sqrt(k))
         if mode == "large":
-            # A near the dtype's max; B scaled so that C stays ≤ max/4 (uniform σ = L/√3).
+            # A near the dtype's max, B scaled by its inverse so that C has the spread of the
+            # normal mode (σ ≈ √K). Bigger outputs cannot be judged elementwise: tensor-core
+            # accumulation differs from cuBLAS by ~1e-5 of the partial sums, which exceeds
+            # float16's atol (1e-2) at entries near zero once C reaches ~1e3.
             a = _uniform(g, [m, k], -large, large)
-            b_amp = cap / (large / math.sqrt(3.0)) * math.sqrt(3.0)
+            b_amp = 3.0 / large
             b = _uniform(g, [k, n], -b_amp, b_amp)
         elif mode == "mixed":
-            hi = max(0.0, 0.5 * math.log10(cap))
-            a = _randn(g, [m, k]) * _row_scales(g, [m, k], -2.0, hi)
-            b = _randn(g, [k, n]) * _row_scales(g, [n, k], -2.0, hi).reshape(1, n)
+            # Rows of A and columns of B scaled by 10^u, u in [-3, 0] (see "large" for the top).
+            a = _randn(g, [m, k]) * _row_scales(g, [m, k], -3.0, 0.0)
+            b = _randn(g, [k, n]) * _row_scales(g, [n, k], -3.0, 0.0).reshape(1, n)
         elif mode == "small":
             # Entries ~0.03: C ~ 1e-3·√K stays a normal float16 number.
             a = _randn(g, [m, k]) * 0.03
@@ -332,14 +333,18 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
     elif kind == "flash_attention":
         b, h, s, d = dims
         if mode == "large":
-            # Scores q·k/√d ≤ √d·L² stay finite in float32; V near the dtype's max (the output
-            # is a convex combination of V rows, so it stays ≤ max|V|).
-            qk_amp = large if dtype == torch.float16 else 1.0e15
+            # Raw scores q·k reach ~1.2× float16's max (a kernel holding scores in float16
+            # overflows); float32 keeps scaled scores ≲ 100. Not larger: every FlashAttention
+            # kernel computes exp2(s·c − m) with a fused multiply-add whose rounding is relative
+            # to |s| (at |s| ~ 1e10 it zeroes whole rows). V stays O(1): P is rounded to the
+            # input dtype before P·V (FlashAttention's design), an error relative to max|V|.
+            if dtype == torch.float32:
+                qk_amp = math.sqrt(100.0 * math.sqrt(d) / d)
+            else:
+                qk_amp = math.sqrt(1.2 * 65504.0 / d)
             q = _uniform(g, [b, h, s, d], -qk_amp, qk_amp)
             kk = _uniform(g, [b, h, s, d], -qk_amp, qk_amp)
-            v = _uniform(g, [b, h, s, d], -large, large) if dtype == torch.float16 else _uniform(
-                g, [b, h, s, d], -1.0e30, 1.0e30
-            )
+            v = _uniform(g, [b, h, s, d], -1.0, 1.0)
         elif mode == "zeros":
             # Q = K = 0: uniform attention, the output is the causal running mean of V.
             q = torch.zeros(b, h, s, d)
@@ -387,8 +392,10 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
         b, h, s, d = dims
         if d % 2:
             raise ValueError(f"rotary_embedding needs an even head_dim, got {d}")
-        # |out| ≤ √2·|x|: "large" stays at 3e4·√2 < 65504 in float16.
-        x = _data(g, [b, h, s, d], mode, large=large)
+        # |out| ≤ √2·|x|: "large" stays at 3e4·√2 < 65504 in float16. For the 8-bit-exponent
+        # dtypes "large" is 256: x0·c − x1·s cancels, and a kernel using a fused multiply-add
+        # differs from PyTorch by ~2⁻²⁴·|x|, which must stay below float32's atol (1e-4).
+        x = _data(g, [b, h, s, d], mode, large=large if dtype == torch.float16 else 256.0)
         cos, sin = rotary_tables(s, d)
         t = {"x": x, "cos": cos, "sin": sin}
 

@@ -4,8 +4,8 @@ loss = mean over rows of (logsumexp(logits[r]) − logits[r, targets[r]]), a 0-d
 
 Starter kernel of autokernel (kind `cross_entropy`). Memory-bound: the logits are read
 once. Each program handles BLOCK_ROWS rows, reading them in chunks of up to BLOCK_N
-columns with an online logsumexp (per-lane running max and sum of exp, rescaled when the
-max grows; Milakov & Gimelshein 2018), then gathers the target logit and writes one float32
+columns with an online logsumexp (running row max and sum of exp, rescaled when the max
+grows; Milakov & Gimelshein 2018), then gathers the target logit and writes one float32
 loss per row. A second, one-program kernel sums the row losses in a fixed order and
 divides by rows (deterministic: no atomics). All arithmetic in float32.
 """
@@ -39,18 +39,17 @@ def _row_loss_kernel(x_ptr, t_ptr, loss_ptr, n_rows, n_cols,
     safe_rows = tl.minimum(rows, n_rows - 1)
     offs_row = safe_rows.to(tl.int64)[:, None] * n_cols
     cols = tl.arange(0, BLOCK_N)
-    m = tl.full([BLOCK_ROWS, BLOCK_N], float("-inf"), tl.float32)
-    s = tl.zeros([BLOCK_ROWS, BLOCK_N], tl.float32)
+    # Running row max m and sum s of exp(x − m), one chunk at a time (one exp per element:
+    # the rescale exp(m_old − m_new) is per row, not per lane).
+    m = tl.full([BLOCK_ROWS], float("-inf"), tl.float32)
+    s = tl.zeros([BLOCK_ROWS], tl.float32)
     for start in range(0, n_cols, BLOCK_N):
         c = start + cols
         x = tl.load(x_ptr + offs_row + c[None, :], mask=(c < n_cols)[None, :], other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, x)
-        # A lane that has seen only padding keeps m = -inf: use 0 there (no -inf - -inf).
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-        s = s * tl.exp(m - m_ref) + tl.exp(x - m_ref)
+        m_new = tl.maximum(m, tl.max(x, axis=1))  # finite: every chunk has a real column
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new[:, None]), axis=1)
         m = m_new
-    row_max = tl.max(m, axis=1)
-    lse = row_max + tl.log(tl.sum(s * tl.exp(m - row_max[:, None]), axis=1))
+    lse = m + tl.log(s)
     target = tl.load(t_ptr + safe_rows)
     x_t = tl.load(x_ptr + safe_rows.to(tl.int64) * n_cols + target).to(tl.float32)
     tl.store(loss_ptr + rows, lse - x_t, mask=row_ok)

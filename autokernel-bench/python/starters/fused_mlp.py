@@ -12,7 +12,7 @@ Weights are read in their stored [out, in] layout (B[k, n] = w[n, k]; the K dim 
 contiguous). Tiles are ordered in groups of GROUP_M tile-rows for L2 reuse; float32
 inputs use `input_precision="ieee"` (no TF32). silu(g) = g·sigmoid(g) is computed in
 float32. Launch parameters that would not fit in shared memory are shrunk by the wrapper:
-CONFIG values are hints, never correctness conditions.
+the CONFIG values are hints, never correctness conditions.
 """
 
 import torch
@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 KERNEL_KIND = "fused_mlp"
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 4}
 TUNABLES = {
     "BLOCK_M": [64, 128],
     "BLOCK_N": [64, 128, 256],

@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 KERNEL_KIND = "reduce"
-CONFIG = {"BLOCK_ROWS": 4, "BLOCK_N": 1024, "num_warps": 8, "num_stages": 2}
+CONFIG = {"BLOCK_ROWS": 1, "BLOCK_N": 2048, "num_warps": 16, "num_stages": 2}
 TUNABLES = {
     "BLOCK_ROWS": [1, 2, 4, 8],
     "BLOCK_N": [512, 1024, 2048, 4096],

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 KERNEL_KIND = "rotary_embedding"
-CONFIG = {"BLOCK_ROWS": 16, "num_warps": 4, "num_stages": 1}
+CONFIG = {"BLOCK_ROWS": 4, "num_warps": 4, "num_stages": 1}
 TUNABLES = {
     "BLOCK_ROWS": [1, 2, 4, 8, 16, 32, 64],
     "num_warps": [1, 2, 4, 8],

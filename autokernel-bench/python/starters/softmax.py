@@ -3,9 +3,9 @@
 Starter kernel of autokernel (kind `softmax`). Memory-bound: one read, one write. Each
 program handles BLOCK_ROWS rows. A row of up to MAX_ROW_BLOCK columns is held in
 registers (max, exp, sum, scale: one read). A wider row (a vocabulary, 50257) is read in
-chunks of LOOP_BLOCK with an online softmax (per-lane running max and sum, rescaled when
-the max grows; Milakov & Gimelshein 2018), then read again to write the output; the second
-read mostly hits L2, since the rows in flight are a few MB. All arithmetic in float32.
+chunks of LOOP_BLOCK with an online softmax (running row max and sum, rescaled when the
+max grows; Milakov & Gimelshein 2018), then read again to write the output; the second
+read mostly hits L2, since the rows in flight are a few tens of MB. All arithmetic in float32.
 """
 
 import torch
@@ -25,18 +25,22 @@ TUNABLES = {
 MAX_ROW_BLOCK = 16384
 # Most float32 values one program holds at once (BLOCK_ROWS · block width).
 MAX_TILE = 32768
+# Wide rows (looped path): programs per SM of a persistent grid that walks the rows, so
+# that the rows in flight (and re-read by pass 2) stay in L2; 0 = one program per row block.
+LOOP_PROGRAMS_PER_SM = 2
+_SM_COUNT = {}
 
 
 @triton.jit
 def _softmax_kernel(x_ptr, y_ptr, n_rows, n_cols,
                     BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, ONE_PASS: tl.constexpr):
     pid = tl.program_id(0)
-    rows = pid * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    row_ok = rows < n_rows
-    # Rows past the end re-read the last row (no NaN, no mask on the loads); not stored.
-    offs_row = tl.minimum(rows, n_rows - 1).to(tl.int64)[:, None] * n_cols
     cols = tl.arange(0, BLOCK_N)
     if ONE_PASS:
+        rows = pid * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+        row_ok = rows < n_rows
+        # Rows past the end re-read the last row (no NaN, no mask on the loads); not stored.
+        offs_row = tl.minimum(rows, n_rows - 1).to(tl.int64)[:, None] * n_cols
         col_ok = cols < n_cols
         x = tl.load(x_ptr + offs_row + cols[None, :], mask=col_ok[None, :], other=float("-inf")).to(tl.float32)
         e = tl.exp(x - tl.max(x, axis=1)[:, None])
@@ -44,28 +48,30 @@ def _softmax_kernel(x_ptr, y_ptr, n_rows, n_cols,
         tl.store(y_ptr + offs_row + cols[None, :], y.to(y_ptr.dtype.element_ty),
                  mask=row_ok[:, None] & col_ok[None, :])
     else:
-        # Pass 1: per-lane running max m and sum s of exp(x - m).
-        m = tl.full([BLOCK_ROWS, BLOCK_N], float("-inf"), tl.float32)
-        s = tl.zeros([BLOCK_ROWS, BLOCK_N], tl.float32)
-        for start in range(0, n_cols, BLOCK_N):
-            c = start + cols
-            x = tl.load(x_ptr + offs_row + c[None, :], mask=(c < n_cols)[None, :], other=float("-inf")).to(tl.float32)
-            m_new = tl.maximum(m, x)
-            # A lane that has seen only padding keeps m = -inf: use 0 there (no -inf - -inf).
-            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-            s = s * tl.exp(m - m_ref) + tl.exp(x - m_ref)
-            m = m_new
-        row_max = tl.max(m, axis=1)
-        row_sum = tl.sum(s * tl.exp(m - row_max[:, None]), axis=1)
-        inv = 1.0 / row_sum
-        # Pass 2: normalise and write.
-        for start in range(0, n_cols, BLOCK_N):
-            c = start + cols
-            col_ok = c < n_cols
-            x = tl.load(x_ptr + offs_row + c[None, :], mask=col_ok[None, :], other=float("-inf")).to(tl.float32)
-            y = tl.exp(x - row_max[:, None]) * inv[:, None]
-            tl.store(y_ptr + offs_row + c[None, :], y.to(y_ptr.dtype.element_ty),
-                     mask=row_ok[:, None] & col_ok[None, :])
+        # Persistent: program pid handles row blocks pid, pid + programs, ...
+        for rb in range(pid, tl.cdiv(n_rows, BLOCK_ROWS), tl.num_programs(0)):
+            rows = rb * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+            row_ok = rows < n_rows
+            offs_row = tl.minimum(rows, n_rows - 1).to(tl.int64)[:, None] * n_cols
+            # Pass 1: running row max m and sum s of exp(x − m), one chunk at a time (one exp
+            # per element: the rescale exp(m_old − m_new) is per row, not per lane).
+            m = tl.full([BLOCK_ROWS], float("-inf"), tl.float32)
+            s = tl.zeros([BLOCK_ROWS], tl.float32)
+            for start in range(0, n_cols, BLOCK_N):
+                c = start + cols
+                x = tl.load(x_ptr + offs_row + c[None, :], mask=(c < n_cols)[None, :], other=float("-inf")).to(tl.float32)
+                m_new = tl.maximum(m, tl.max(x, axis=1))  # finite: every chunk has a real column
+                s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new[:, None]), axis=1)
+                m = m_new
+            inv = 1.0 / s
+            # Pass 2: normalise and write (these rows were just read: mostly L2 hits).
+            for start in range(0, n_cols, BLOCK_N):
+                c = start + cols
+                col_ok = c < n_cols
+                x = tl.load(x_ptr + offs_row + c[None, :], mask=col_ok[None, :], other=float("-inf")).to(tl.float32)
+                y = tl.exp(x - m[:, None]) * inv[:, None]
+                tl.store(y_ptr + offs_row + c[None, :], y.to(y_ptr.dtype.element_ty),
+                         mask=row_ok[:, None] & col_ok[None, :])
 
 
 def kernel_fn(x):
@@ -79,6 +85,11 @@ def kernel_fn(x):
     block_n = full if one_pass else min(CONFIG["LOOP_BLOCK"], full)
     block_rows = max(1, min(CONFIG["BLOCK_ROWS"], MAX_TILE // block_n))
     grid = (triton.cdiv(n_rows, block_rows),)
+    if not one_pass and LOOP_PROGRAMS_PER_SM > 0:
+        dev = x.device
+        if dev not in _SM_COUNT:
+            _SM_COUNT[dev] = torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 4
+        grid = (min(grid[0], _SM_COUNT[dev] * LOOP_PROGRAMS_PER_SM),)
     _softmax_kernel[grid](x, y, n_rows, n_cols,
                           BLOCK_ROWS=block_rows, BLOCK_N=block_n, ONE_PASS=one_pass,
                           num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"])

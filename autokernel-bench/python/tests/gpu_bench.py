@@ -23,7 +23,7 @@ PYDIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PYDIR))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import catalogue  # noqa: E402
-from check_starters import compare  # noqa: E402
+from judge import compare  # noqa: E402
 
 GPU = {
     "matmul": [[4096, 4096, 4096], [4096, 11008, 4096]],
@@ -80,14 +80,24 @@ def bench(fn):
 def throughput(kind, shape, us):
     d = shape
     e = 2
-    if kind in COMPUTE:
-        fl = {"matmul": 2 * d[0] * d[1] * d[2], "flash_attention": 2 * d[0] * d[1] * d[2] ** 2 * d[3],
-              "fused_mlp": 6 * d[0] * d[1] * d[2]}[kind]
-        return fl / us / 1e6  # TFLOP/s
-    b = {"softmax": 2 * d[0] * d[1] * e, "layernorm": (2 * d[0] * d[1] + 2 * d[1]) * e,
-         "rmsnorm": (2 * d[0] * d[1] + d[1]) * e, "cross_entropy": d[0] * d[1] * e + d[0] * 8 + 4,
-         "rotary_embedding": 2 * d[0] * d[1] * d[2] * d[3] * e + d[2] * d[3] * e,
-         "reduce": (d[0] * d[1] + d[0]) * e}[kind]
+    if kind == "matmul":
+        return 2 * d[0] * d[1] * d[2] / us / 1e6  # TFLOP/s
+    if kind == "flash_attention":
+        return 2 * d[0] * d[1] * d[2] ** 2 * d[3] / us / 1e6
+    if kind == "fused_mlp":
+        return 6 * d[0] * d[1] * d[2] / us / 1e6
+    if kind == "softmax":
+        b = 2 * d[0] * d[1] * e
+    elif kind == "layernorm":
+        b = (2 * d[0] * d[1] + 2 * d[1]) * e
+    elif kind == "rmsnorm":
+        b = (2 * d[0] * d[1] + d[1]) * e
+    elif kind == "cross_entropy":
+        b = d[0] * d[1] * e + d[0] * 8 + 4
+    elif kind == "rotary_embedding":
+        b = 2 * d[0] * d[1] * d[2] * d[3] * e + d[2] * d[3] * e
+    else:
+        b = (d[0] * d[1] + d[0]) * e
     return b / us / 1e3  # GB/s
 
 
@@ -156,6 +166,15 @@ def main():
                     err = compare(kind, mod.kernel_fn(**ii), catalogue.reference(kind, ii), ii, torch.float16)
                     if err:
                         fails.append(f"best config {mode}: {err}")
+            if kind == "softmax" and shape[1] > mod.MAX_ROW_BLOCK:
+                mod.CONFIG.clear(); mod.CONFIG.update(best)
+                for pps in [0, 1, 2, 3, 4, 8]:
+                    mod.LOOP_PROGRAMS_PER_SM = pps
+                    us = bench(lambda: mod.kernel_fn(**i))
+                    print(f"  softmax LOOP_PROGRAMS_PER_SM={pps}: {us:.1f} us", flush=True)
+                    if us < best_us:
+                        best_us = us
+                mod.LOOP_PROGRAMS_PER_SM = 2
             unit = "TFLOP/s" if kind in COMPUTE else "GB/s"
             row = {"shape": shape, "eager_us": ref_us, "default_us": base_us, "best_us": best_us,
                    "best_config": best, "default_tp": throughput(kind, shape, base_us),
