@@ -63,8 +63,9 @@ pub struct OpenAiConfig {
     /// Output-token budget of one request (default 8192). A reply cut at this limit is
     /// retried once with twice the budget.
     pub max_output_tokens: u32,
-    /// Which request field carries `max_output_tokens`.
-    pub token_limit_field: TokenLimitField,
+    /// Which request field carries `max_output_tokens`; `None` (the default) picks by
+    /// `base_url` ([`TokenLimitField::for_base_url`]).
+    pub token_limit_field: Option<TokenLimitField>,
     /// Wall-clock limit of one HTTP request, reply included (default 300 s).
     pub request_timeout: Duration,
     /// The server's context window in tokens (default 32768). The prompt is kept within
@@ -119,7 +120,7 @@ impl OpenAiConfig {
             model: model.into(),
             temperature: None,
             max_output_tokens: 8192,
-            token_limit_field: TokenLimitField::for_base_url(DEFAULT_BASE_URL),
+            token_limit_field: None,
             request_timeout: Duration::from_secs(300),
             context_tokens: 32768,
             stream: false,
@@ -154,7 +155,6 @@ impl OpenAiConfig {
         let mut c = OpenAiConfig::new(model);
         if let Some(url) = get(env::OPENAI_BASE_URL) {
             c.base_url = url.trim().trim_end_matches('/').to_string();
-            c.token_limit_field = TokenLimitField::for_base_url(&c.base_url);
         }
         c.api_key = get(env::OPENAI_API_KEY);
         fn num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, AgentError> {
@@ -348,7 +348,11 @@ impl OpenAiAgent {
             ],
             "stream": self.config.stream,
         });
-        body[self.config.token_limit_field.name()] = json!(max_tokens);
+        let field = self
+            .config
+            .token_limit_field
+            .unwrap_or_else(|| TokenLimitField::for_base_url(&self.config.base_url));
+        body[field.name()] = json!(max_tokens);
         if let Some(t) = self.config.temperature {
             body["temperature"] = json!(t);
         }
@@ -809,7 +813,7 @@ mod tests {
         assert_eq!(c.context_tokens, 4096);
         assert!(c.stream);
         assert_eq!(c.program_md, PathBuf::from("/w/program.md"));
-        assert_eq!(c.token_limit_field, TokenLimitField::MaxTokens);
+        assert_eq!(c.token_limit_field, None);
 
         let err = OpenAiConfig::from_lookup(|n| (n == "OPENAI_BASE_URL").then(|| "x".into()))
             .unwrap_err();
@@ -821,9 +825,14 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.to_string().contains("AUTOKERNEL_LLM_MAX_TOKENS=`lots`"), "{err}");
-        let c = OpenAiConfig::from_lookup(|n| (n == "AUTOKERNEL_LLM_MODEL").then(|| "gpt".into()))
-            .unwrap();
-        assert_eq!(c.token_limit_field, TokenLimitField::MaxCompletionTokens);
+        assert_eq!(
+            TokenLimitField::for_base_url(DEFAULT_BASE_URL),
+            TokenLimitField::MaxCompletionTokens
+        );
+        assert_eq!(
+            TokenLimitField::for_base_url("http://127.0.0.1:11434/v1"),
+            TokenLimitField::MaxTokens
+        );
     }
 
     #[test]

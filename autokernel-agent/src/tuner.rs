@@ -193,7 +193,7 @@ fn measured_since_structure_change(
 /// The single-key changes of `config`, nearest first: for distance 1, 2, … and each
 /// tunable key in `TUNABLES` order, the value that many steps up the key's list, then the
 /// one that many steps down. A current value that is not in the list is placed by numeric
-/// distance (lists of non-numbers keep their order).
+/// distance, ties in list order (lists of non-numbers keep their order).
 fn neighbourhood(
     config: &[(String, PyValue)],
     tunables: &[(String, Vec<PyValue>)],
@@ -264,10 +264,11 @@ mod tests {
             ints(&[8, 2, 16, 1])
         );
         assert_eq!(ranked_alternatives(&PyValue::Int(1), &list), ints(&[2, 4, 8, 16]));
-        // not in the list: by numeric distance (|5-4| = 1, |5-8| = 3, |5-2| = 3, …)
+        // not in the list: by numeric distance (|5-4| = 1, |5-2| = |5-8| = 3, ties in
+        // list order, |5-1| = 4, |5-16| = 11)
         assert_eq!(
             ranked_alternatives(&PyValue::Int(5), &list),
-            ints(&[4, 8, 2, 1, 16])
+            ints(&[4, 2, 8, 1, 16])
         );
     }
 

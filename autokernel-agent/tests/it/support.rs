@@ -1,0 +1,133 @@
+use std::path::{Path, PathBuf};
+
+use autokernel_core::{
+    lookup_gpu, DType, Decision, ExperimentRecord, GpuSpec, KernelKind, ProposalContext, Shape,
+    Target,
+};
+
+/// The shared cases folder of `area`; fails loudly with the path it tried.
+pub fn cases_dir(area: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/cases")
+        .join(area);
+    assert!(
+        dir.is_dir(),
+        "shared cases folder not found at `{}`",
+        dir.display()
+    );
+    dir
+}
+
+pub fn case(area: &str, name: &str) -> String {
+    let p = cases_dir(area).join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("cannot read `{}`: {e}", p.display()))
+}
+
+/// A starter-like softmax kernel.py: CONFIG on one line with a trailing comment,
+/// TUNABLES over several lines with comments.
+pub const KERNEL: &str = r#""""Row-wise softmax (test kernel)."""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_KIND = "softmax"
+CONFIG = {"BLOCK_SIZE": 1024, "num_warps": 4, "num_stages": 2}  # launch parameters
+TUNABLES = {
+    "BLOCK_SIZE": [256, 512, 1024, 2048, 4096],  # columns per program
+    "num_warps": [2, 4, 8],
+    "num_stages": [1, 2, 3],
+}
+
+
+@triton.jit
+def _softmax(x_ptr, y_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=float("-inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=cols < n_cols)
+
+
+def kernel_fn(x):
+    y = torch.empty_like(x)
+    _softmax[(x.shape[0],)](x, y, x.shape[1], BLOCK_SIZE=CONFIG["BLOCK_SIZE"],
+                            num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"])
+    return y
+"#;
+
+pub fn target(id: &str) -> Target {
+    Target {
+        id: id.into(),
+        kind: KernelKind::Softmax,
+        shapes: vec![Shape(vec![4096, 4096])],
+        dtype: DType::Float16,
+        fraction: 0.25,
+        op: "aten::_softmax".into(),
+    }
+}
+
+pub fn h200() -> GpuSpec {
+    lookup_gpu("NVIDIA H200").spec().cloned().expect("the H200 is in the table")
+}
+
+pub fn row(n: u64, decision: Decision, description: &str) -> ExperimentRecord {
+    ExperimentRecord {
+        experiment: n,
+        timestamp: "2026-11-29T22:00:00Z".into(),
+        target: "01-softmax".into(),
+        kind: KernelKind::Softmax,
+        agent: "tune".into(),
+        description: description.into(),
+        commit: (decision != Decision::Invalid).then(|| format!("{n:040}")),
+        decision,
+        correctness: if decision == Decision::Invalid { "NOT_RUN" } else { "PASS" }.into(),
+        latency_us: Some(10.0 + n as f64),
+        throughput: Some(2000.0),
+        throughput_unit: "GB/s".into(),
+        pct_peak: Some(41.7),
+        speedup_vs_reference: Some(1.2),
+        peak_vram_mb: Some(64.0),
+        duration_s: 1.0,
+    }
+}
+
+/// Owns everything a [`ProposalContext`] borrows.
+pub struct Fixture {
+    pub target: Target,
+    pub gpu: Option<GpuSpec>,
+    pub source: String,
+    pub history: Vec<ExperimentRecord>,
+    pub failures: Vec<(u64, String)>,
+}
+
+impl Fixture {
+    pub fn new(source: &str) -> Self {
+        Fixture {
+            target: target("01-softmax"),
+            gpu: Some(h200()),
+            source: source.to_string(),
+            history: vec![row(1, Decision::Baseline, "baseline: softmax starter kernel")],
+            failures: Vec::new(),
+        }
+    }
+
+    pub fn ctx(&self) -> ProposalContext<'_> {
+        ProposalContext {
+            target: &self.target,
+            gpu: self.gpu.as_ref(),
+            best_source: &self.source,
+            best_result: None,
+            history: &self.history,
+            failures: &self.failures,
+            experiment: self.history.iter().map(|r| r.experiment).max().unwrap_or(0) + 1,
+        }
+    }
+}
+
+/// Indices of the lines where `a` and `b` differ (both must have as many lines).
+pub fn differing_lines(a: &str, b: &str) -> Vec<usize> {
+    let (la, lb): (Vec<&str>, Vec<&str>) = (a.split('\n').collect(), b.split('\n').collect());
+    assert_eq!(la.len(), lb.len(), "line counts differ:\n{a}\n---\n{b}");
+    (0..la.len()).filter(|&i| la[i] != lb[i]).collect()
+}

@@ -1,0 +1,177 @@
+use std::collections::HashSet;
+use std::path::Path;
+
+use autokernel_agent::pyliteral::{PyValue, TunableSource};
+use autokernel_agent::TunerAgent;
+use autokernel_core::{Agent, Decision, Proposal};
+
+use crate::support::{differing_lines, row, Fixture, KERNEL};
+
+/// `(BLOCK_SIZE, num_warps, num_stages)` of a source's CONFIG.
+fn triple(source: &str) -> (i64, i64, i64) {
+    let config = TunableSource::parse(source).unwrap().config;
+    let get = |k: &str| match config.iter().find(|(key, _)| key == k).map(|(_, v)| v) {
+        Some(PyValue::Int(v)) => *v,
+        other => panic!("{k} = {other:?}"),
+    };
+    (get("BLOCK_SIZE"), get("num_warps"), get("num_stages"))
+}
+
+async fn candidate(agent: &mut TunerAgent, fx: &Fixture) -> Option<(String, String)> {
+    match agent.propose(&fx.ctx()).await.unwrap() {
+        Proposal::Candidate {
+            description,
+            source,
+            usage,
+        } => {
+            assert_eq!(usage, None, "the tuner spends no tokens");
+            Some((description, source))
+        }
+        Proposal::Exhausted => None,
+        other => panic!("the tuner never answers {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn proposals_change_only_the_config_line_never_repeat_and_cover_every_axis_then_stop() {
+    let fx = Fixture::new(KERNEL);
+    let mut agent = TunerAgent::new();
+    assert_eq!(agent.name(), "tune");
+    let config_line = KERNEL.lines().position(|l| l.starts_with("CONFIG")).unwrap();
+    let mut seen = Vec::new();
+    while let Some((description, source)) = candidate(&mut agent, &fx).await {
+        assert_eq!(differing_lines(KERNEL, &source), vec![config_line], "{source}");
+        // the rest of the CONFIG line, its trailing comment included, is kept
+        let line = source.lines().nth(config_line).unwrap();
+        assert!(line.starts_with("CONFIG = {") && line.ends_with("}  # launch parameters"), "{line}");
+        let t = triple(&source);
+        assert!(description.starts_with(&format!(
+            "tune: BLOCK_SIZE={} num_warps={} num_stages={} (",
+            t.0, t.1, t.2
+        )), "{description}");
+        seen.push(t);
+        assert!(seen.len() <= 20, "the tuner does not stop: {seen:?}");
+    }
+    // nearest values first, keys in turn: one step up, one step down, then two steps
+    assert_eq!(
+        seen,
+        vec![
+            (2048, 4, 2),
+            (1024, 8, 2),
+            (1024, 4, 3),
+            (512, 4, 2),
+            (1024, 2, 2),
+            (1024, 4, 1),
+            (4096, 4, 2),
+            (256, 4, 2),
+        ]
+    );
+    // and it stays exhausted
+    assert!(candidate(&mut agent, &fx).await.is_none());
+}
+
+/// A stand-in for the benchmark: a separable cost with its minimum at 2048 / 8 / 1.
+fn cost((bs, warps, stages): (i64, i64, i64)) -> f64 {
+    ((bs as f64).log2() - 11.0).abs() + ((warps as f64).log2() - 3.0).abs() + (stages - 1).abs() as f64
+}
+
+#[tokio::test]
+async fn kept_improvements_move_the_search_to_the_optimum_without_repeats() {
+    let mut fx = Fixture::new(KERNEL);
+    let mut agent = TunerAgent::new();
+    let mut measured: HashSet<(i64, i64, i64)> = HashSet::from([triple(KERNEL)]);
+    let mut n = 1;
+    while let Some((description, source)) = candidate(&mut agent, &fx).await {
+        n += 1;
+        let t = triple(&source);
+        assert!(measured.insert(t), "{t:?} was proposed twice");
+        let kept = cost(t) < cost(triple(&fx.source));
+        let decision = if kept { Decision::Keep } else { Decision::Revert };
+        fx.history.push(row(n, decision, &description));
+        if kept {
+            fx.source = source;
+        }
+        assert!(n < 60, "no convergence");
+    }
+    assert_eq!(triple(&fx.source), (2048, 8, 1));
+    // 1024/4/2 → 2048/4/2 → 2048/8/2 → 2048/8/1, each move found among the nearest values
+    assert!(fx.history.iter().filter(|r| r.decision == Decision::Keep).count() == 3);
+}
+
+#[tokio::test]
+async fn a_restarted_tuner_skips_configurations_the_history_measured() {
+    let mut fx = Fixture::new(KERNEL);
+    let mut first = TunerAgent::new();
+    let mut earlier = Vec::new();
+    for n in 2..=4 {
+        let (description, source) = candidate(&mut first, &fx).await.unwrap();
+        earlier.push(triple(&source));
+        fx.history.push(row(n, Decision::Revert, &description));
+    }
+    // an invalid row does not count as measured, whatever its text
+    fx.history.push(row(5, Decision::Invalid, "tune: BLOCK_SIZE=512 num_warps=4 num_stages=2"));
+    let mut restarted = TunerAgent::new();
+    let mut later = Vec::new();
+    while let Some((_, source)) = candidate(&mut restarted, &fx).await {
+        later.push(triple(&source));
+    }
+    assert_eq!(earlier, vec![(2048, 4, 2), (1024, 8, 2), (1024, 4, 3)]);
+    assert_eq!(
+        later,
+        vec![(512, 4, 2), (1024, 2, 2), (1024, 4, 1), (4096, 4, 2), (256, 4, 2)]
+    );
+}
+
+#[tokio::test]
+async fn configurations_measured_on_an_older_structure_may_be_tried_again() {
+    let mut fx = Fixture::new(KERNEL);
+    fx.history.push(row(2, Decision::Revert, "tune: BLOCK_SIZE=2048 num_warps=4 num_stages=2 (BLOCK_SIZE 1024 -> 2048)"));
+    let mut llm_row = row(3, Decision::Keep, "Online softmax: one pass");
+    llm_row.agent = "openai:m".into();
+    fx.history.push(llm_row);
+    fx.source = KERNEL.replace("e / tl.sum(e, axis=0)", "e * (1.0 / tl.sum(e, axis=0))");
+    let (_, source) = candidate(&mut TunerAgent::new(), &fx).await.unwrap();
+    assert_eq!(triple(&source), (2048, 4, 2));
+}
+
+#[tokio::test]
+async fn a_file_without_tunables_has_nothing_to_tune() {
+    let without = KERNEL.replace("TUNABLES = {", "OPTIONS = {");
+    let fx = Fixture::new(&without);
+    assert!(candidate(&mut TunerAgent::new(), &fx).await.is_none());
+    let expression = KERNEL.replace("\"num_warps\": 4,", "\"num_warps\": 2 * 2,");
+    let fx = Fixture::new(&expression);
+    assert!(candidate(&mut TunerAgent::new(), &fx).await.is_none());
+}
+
+#[tokio::test]
+async fn every_starter_kernel_parses_and_gets_a_config_only_proposal() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../autokernel-bench/python/starters");
+    assert!(dir.is_dir(), "starters not found at `{}`", dir.display());
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("py") {
+            continue;
+        }
+        count += 1;
+        let source = std::fs::read_to_string(&path).unwrap();
+        let parsed = TunableSource::parse(&source)
+            .unwrap_or_else(|e| panic!("`{}`: {e}", path.display()));
+        for (key, values) in &parsed.tunables {
+            assert!(
+                parsed.config.iter().any(|(k, _)| k == key),
+                "`{}`: TUNABLES key {key} is not in CONFIG",
+                path.display()
+            );
+            assert!(!values.is_empty(), "`{}`: {key} has no values", path.display());
+        }
+        let fx = Fixture::new(&source);
+        let config_line = source.lines().position(|l| l.starts_with("CONFIG =")).unwrap();
+        let (_, proposed) = candidate(&mut TunerAgent::new(), &fx)
+            .await
+            .unwrap_or_else(|| panic!("`{}`: nothing to tune", path.display()));
+        assert_eq!(differing_lines(&source, &proposed), vec![config_line], "{}", path.display());
+    }
+    assert_eq!(count, 9, "one starter per kernel kind");
+}
