@@ -73,8 +73,13 @@ def init(device):
     import catalogue
 
     # The precision policy (see catalogue.py): no TF32 for reference or candidate.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    if hasattr(catalogue, "apply_precision_policy"):
+        catalogue.apply_precision_policy()
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    if not use_cuda and hasattr(catalogue, "patch_triton_interpreter"):
+        catalogue.patch_triton_interpreter()
 
     _STATE["device"] = "cuda" if use_cuda else "cpu"
     _STATE["initialised"] = True

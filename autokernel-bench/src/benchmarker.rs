@@ -55,12 +55,11 @@ fn declared_kind(source: &str) -> Option<KernelKind> {
 #[async_trait]
 impl Benchmarker for PyWorkerBenchmarker {
     async fn bench(&self, request: &BenchRequest) -> Result<BenchResult, BenchError> {
-        let path = std::path::absolute(&request.kernel_path).map_err(|source| {
-            BenchError::KernelFile {
+        let path =
+            std::path::absolute(&request.kernel_path).map_err(|source| BenchError::KernelFile {
                 path: request.kernel_path.clone(),
                 source,
-            }
-        })?;
+            })?;
         let bytes = std::fs::read(&path).map_err(|source| BenchError::KernelFile {
             path: request.kernel_path.clone(),
             source,
@@ -166,9 +165,11 @@ impl Benchmarker for PyWorkerBenchmarker {
             .request(request.device, Request::Compare(job), request.timeout)
             .await?
         {
-            ReplyBody::Ok { value } => serde_json::from_value(value).map_err(|e| BenchError::Worker {
-                message: format!("unreadable comparison: {e}"),
-            }),
+            ReplyBody::Ok { value } => {
+                serde_json::from_value(value).map_err(|e| BenchError::Worker {
+                    message: format!("unreadable comparison: {e}"),
+                })
+            }
             ReplyBody::Error { message } => Err(BenchError::Request(message)),
             ReplyBody::PythonError { message, traceback } => Err(BenchError::Worker {
                 message: format!("{message}\n{traceback}"),
@@ -196,7 +197,10 @@ mod tests {
             declared_kind("import torch\nKERNEL_KIND = \"softmax\"\n"),
             Some(KernelKind::Softmax)
         );
-        assert_eq!(declared_kind("KERNEL_KIND='matmul'"), Some(KernelKind::Matmul));
+        assert_eq!(
+            declared_kind("KERNEL_KIND='matmul'"),
+            Some(KernelKind::Matmul)
+        );
         assert_eq!(declared_kind("KERNEL_KIND = kind_from_somewhere()"), None);
         assert_eq!(declared_kind("KERNEL_KINDS = 'x'"), None);
     }

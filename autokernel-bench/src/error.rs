@@ -61,7 +61,10 @@ pub enum WorkerError {
         stderr_tail: String,
     },
     /// No reply within the deadline; the worker's process group was killed.
-    #[error("bench worker gave no reply within {limit_s} s (killed; it restarts on the next request){}", tail_suffix(stderr_tail))]
+    #[error(
+        "bench worker gave no reply within {limit_s} s (killed; it restarts on the next request){}",
+        tail_suffix(stderr_tail)
+    )]
     Timeout {
         /// The limit, in seconds.
         limit_s: f64,

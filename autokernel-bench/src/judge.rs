@@ -248,7 +248,10 @@ fn likely_cause(ctx: &CaseContext<'_>, all_zero: bool, tail: bool, rel_l2: f64) 
         _ => {}
     }
     if matches!(ctx.dtype, DType::Float16 | DType::Bfloat16) && rel_l2 < 0.1 {
-        return format!("{} accumulation? accumulate in float32 and cast once at the store", ctx.dtype);
+        return format!(
+            "{} accumulation? accumulate in float32 and cast once at the store",
+            ctx.dtype
+        );
     }
     if rel_l2 > 0.5 {
         "a wrong formula, wrong strides or indexing, or uninitialised output?".into()
@@ -339,7 +342,8 @@ mod tests {
 
     #[test]
     fn a_close_answer_passes_and_reports_its_error() {
-        let reference = ArrayD::from_shape_vec(IxDyn(&[2, 2]), vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
+        let reference =
+            ArrayD::from_shape_vec(IxDyn(&[2, 2]), vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
         let out = ArrayD::from_shape_vec(IxDyn(&[2, 2]), vec![1.0f32, 2.0, 3.0, 4.001]).unwrap();
         let shape = Shape(vec![2, 2]);
         let a = compare_outputs(
@@ -370,7 +374,8 @@ mod tests {
         // 60000 fits in float16: inf is an overflow
         let reference = ArrayD::from_shape_vec(IxDyn(&[1, 2]), vec![60000.0f32, 1.0]).unwrap();
         let out = ArrayD::from_shape_vec(IxDyn(&[1, 2]), vec![f32::INFINITY, 1.0]).unwrap();
-        let err = compare_outputs(out.view(), reference.view(), DType::Float16, tol, &c).unwrap_err();
+        let err =
+            compare_outputs(out.view(), reference.view(), DType::Float16, tol, &c).unwrap_err();
         assert!(err.contains("1 of 2 outputs are not finite"), "{err}");
         assert!(err.contains("overflow"), "{err}");
     }
@@ -417,24 +422,35 @@ mod tests {
 
     #[test]
     fn a_transposed_view_is_compared_in_logical_order() {
-        let base = ArrayD::from_shape_vec(IxDyn(&[2, 3]), vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+        let base =
+            ArrayD::from_shape_vec(IxDyn(&[2, 3]), vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
         let transposed = base.t(); // logical [[1,4],[2,5],[3,6]]
-        let expected = ArrayD::from_shape_vec(IxDyn(&[3, 2]), vec![1.0f32, 4.0, 2.0, 5.0, 3.0, 6.0]).unwrap();
+        let expected =
+            ArrayD::from_shape_vec(IxDyn(&[3, 2]), vec![1.0f32, 4.0, 2.0, 5.0, 3.0, 6.0]).unwrap();
         let shape = Shape(vec![3, 2]);
         let c = ctx(&shape, DType::Float32, Stage::Smoke, "normal");
         let tol = KernelKind::Softmax.tolerance(DType::Float32);
-        assert!(compare_outputs(transposed.view(), expected.view(), DType::Float32, tol, &c).is_ok());
+        assert!(
+            compare_outputs(transposed.view(), expected.view(), DType::Float32, tol, &c).is_ok()
+        );
     }
 
     #[test]
     fn determinism_detects_a_single_bit_flip() {
         let shape = Shape(vec![1, 2]);
         let a = ArrayD::from_shape_vec(IxDyn(&[1, 2]), vec![1.0f32, 2.0]).unwrap();
-        let b = ArrayD::from_shape_vec(IxDyn(&[1, 2]), vec![1.0f32, f32::from_bits(2.0f32.to_bits() + 1)]).unwrap();
+        let b = ArrayD::from_shape_vec(
+            IxDyn(&[1, 2]),
+            vec![1.0f32, f32::from_bits(2.0f32.to_bits() + 1)],
+        )
+        .unwrap();
         let c = ctx(&shape, DType::Float32, Stage::Determinism, "normal");
         assert!(check_bitwise_identical(&[a.view(), a.view(), a.view()], &c).is_ok());
         let err = check_bitwise_identical(&[a.view(), a.view(), b.view()], &c).unwrap_err();
-        assert!(err.contains("run 3 differs bitwise from run 1 in 1 of 2"), "{err}");
+        assert!(
+            err.contains("run 3 differs bitwise from run 1 in 1 of 2"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -443,6 +459,9 @@ mod tests {
         let e = check_spec(&[3, 2], "float16", &[2, 3], "float16").unwrap_err();
         assert!(e.contains("[3, 2]") && e.contains("[2, 3]"), "{e}");
         let e = check_spec(&[2, 3], "float32", &[2, 3], "float16").unwrap_err();
-        assert!(e.contains("float32") && e.contains("expected float16"), "{e}");
+        assert!(
+            e.contains("float32") && e.contains("expected float16"),
+            "{e}"
+        );
     }
 }

@@ -140,7 +140,10 @@ mod tests {
         let fake = dir.path().join("python");
         std::fs::write(
             &fake,
-            format!("#!/bin/sh\necho {}\necho triton numpy\n", linked_python_version()),
+            format!(
+                "#!/bin/sh\necho {}\necho triton numpy\n",
+                linked_python_version()
+            ),
         )
         .unwrap();
         let mut perms = std::fs::metadata(&fake).unwrap().permissions();
@@ -149,6 +152,9 @@ mod tests {
         let err = preflight(&fake).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("lacks triton, numpy"), "{text}");
-        assert!(text.contains("-m pip install -r python/requirements.txt"), "{text}");
+        assert!(
+            text.contains("-m pip install -r python/requirements.txt"),
+            "{text}"
+        );
     }
 }

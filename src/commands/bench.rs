@@ -1,14 +1,259 @@
-//! `autokernel bench` (not implemented yet).
+//! `autokernel bench`: judge one kernel.py (every correctness stage, then timing) and print
+//! a stage table or one JSON object.
 
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use autokernel_bench::{PyWorkerBenchmarker, WorkerOptions, WorkerProgram};
+use autokernel_core::{BenchRequest, BenchResult, Benchmarker, DType, Device, KernelKind, Shape};
+use serde_json::json;
 
 use crate::cli::GlobalArgs;
 
+const EXAMPLES: &str = "Examples:
+  autokernel bench kernel.py                      all stages, then timing on the GPU
+  autokernel bench kernel.py --device cpu --quick a quick look with Triton's interpreter
+  autokernel bench kernel.py --shape 4096,4096 --dtype float16 --json
+
+Exit codes: 0 the verdict is PASS; 1 any other verdict (FAIL, TIMEOUT, CRASH, TAMPER);
+2 usage or environment error (missing file, unusable python).";
+
 /// Arguments of `autokernel bench`.
 #[derive(Debug, clap::Args)]
-pub struct BenchArgs {}
+#[command(after_long_help = EXAMPLES)]
+pub struct BenchArgs {
+    /// The kernel.py to judge (defines KERNEL_KIND and kernel_fn)
+    pub path: PathBuf,
+    /// Where to run: auto (CUDA when available), cuda, or cpu (Triton's interpreter; timings
+    /// are then not representative)
+    #[arg(
+        long,
+        default_value = "auto",
+        env = "AUTOKERNEL_DEVICE",
+        help_heading = "Bench"
+    )]
+    pub device: Device,
+    /// Fewer shapes, dtypes and repetitions
+    #[arg(long, help_heading = "Bench")]
+    pub quick: bool,
+    /// A problem shape to add to the sweep and to time, e.g. 4096,4096 (dims of the kind:
+    /// matmul M,N,K; softmax rows,cols; ...)
+    #[arg(long, value_name = "DIMS", help_heading = "Bench")]
+    pub shape: Option<Shape>,
+    /// The dtype to time at --shape (default float16 on a GPU, float32 on the CPU)
+    #[arg(long, requires = "shape", help_heading = "Bench")]
+    pub dtype: Option<DType>,
+    /// Judge the file as this kind (default: its KERNEL_KIND)
+    #[arg(long, help_heading = "Bench")]
+    pub kind: Option<KernelKind>,
+    /// Also time torch.compile of the reference
+    #[arg(long, help_heading = "Bench")]
+    pub compile: bool,
+    /// The Python interpreter whose environment (torch, triton) the worker adopts
+    #[arg(long, env = "AUTOKERNEL_PYTHON", help_heading = "Bench")]
+    pub python: Option<PathBuf>,
+    /// Time limit of the whole evaluation, in seconds (the worker is killed after it)
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 600,
+        help_heading = "Bench"
+    )]
+    pub timeout: u64,
+    /// Print one JSON object instead of the stage table
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
+}
 
-/// Runs `autokernel bench`.
-pub async fn run(_args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`autokernel bench` is not implemented yet")
+/// Runs `autokernel bench`: exit 0 on PASS, 1 on any other verdict, 2 (an `Err`) when the
+/// file is missing or the environment cannot run the worker.
+pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    if !args.path.is_file() {
+        anyhow::bail!(
+            "kernel file `{}` not found\nhint: `autokernel new-kernel softmax -o {}` writes a starter",
+            args.path.display(),
+            args.path.display()
+        );
+    }
+    let options = WorkerOptions {
+        python: args.python.clone(),
+        program: WorkerProgram::default(),
+        device: args.device,
+        gpu_bandwidth_gb_s: None,
+    };
+    let bench = PyWorkerBenchmarker::new(options);
+    let mut request = BenchRequest::new(&args.path);
+    request.kind = args.kind;
+    request.device = args.device;
+    request.quick = args.quick;
+    request.time_compiled = args.compile;
+    request.timeout = Duration::from_secs(args.timeout);
+    if let Some(shape) = &args.shape {
+        request.extra_shapes.push(shape.clone());
+        if let Some(dtype) = args.dtype {
+            request.timing = Some((shape.clone(), dtype));
+        }
+    }
+    let result = bench
+        .bench(&request)
+        .await
+        .with_context(|| format!("cannot bench `{}`", args.path.display()))?;
+    bench.worker().shutdown().await;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&to_json(&result))?)?;
+    } else {
+        write!(out, "{}", table(&args.path, &result))?;
+    }
+    Ok(if result.correctness.is_pass() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The JSON object of `bench --json`: the contract's keys (nulls where absent) plus `shape`,
+/// `dtype` and `compiled_latency_us`.
+fn to_json(r: &BenchResult) -> serde_json::Value {
+    let m = r.metrics.as_ref();
+    let on_gpu = r.device.starts_with("cuda");
+    json!({
+        "kind": r.kind.name(),
+        "correctness": r.correctness.label(),
+        "failed_stage": r.correctness.failed_stage().map(|s| s.name()),
+        "reason": r.correctness.reason(),
+        "stages": r.stages,
+        "latency_us": m.map(|m| m.latency_us),
+        "reference_latency_us": m.map(|m| m.reference_latency_us),
+        "speedup_vs_reference": m.map(|m| m.speedup_vs_reference),
+        "throughput": m.map(|m| m.throughput),
+        "throughput_unit": m.map(|m| m.throughput_unit.clone()),
+        "pct_peak": m.and_then(|m| m.pct_peak),
+        "peak_vram_mb": m.filter(|_| on_gpu).map(|m| m.peak_vram_mb),
+        "device": r.device,
+        "timing_representative": r.timing_representative,
+        "source_sha256": r.source_sha256,
+        "shape": m.map(|m| m.shape.to_string()),
+        "dtype": m.map(|m| m.dtype.name()),
+        "compiled_latency_us": m.and_then(|m| m.compiled_latency_us),
+    })
+}
+
+/// The readable report: a stage table, then `key: value` lines with units in the keys.
+fn table(path: &std::path::Path, r: &BenchResult) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "kernel: {} ({})", path.display(), r.kind);
+    let _ = writeln!(
+        s,
+        "device: {}{}",
+        r.device,
+        if r.timing_representative {
+            ""
+        } else {
+            " (Triton interpreter: correctness is real, timings are not representative)"
+        }
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:<12} {:<6} {:>5} {:>8}  detail",
+        "stage", "result", "cases", "time_s"
+    );
+    for st in &r.stages {
+        let detail: String = st
+            .detail
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(160)
+            .collect();
+        let _ = writeln!(
+            s,
+            "{:<12} {:<6} {:>5} {:>8.2}  {}",
+            st.stage.name(),
+            if st.passed { "ok" } else { "FAIL" },
+            st.cases,
+            st.duration_s,
+            detail
+        );
+    }
+    let _ = writeln!(s, "---");
+    let _ = writeln!(s, "correctness: {}", r.correctness.label());
+    if let Some(stage) = r.correctness.failed_stage() {
+        let _ = writeln!(s, "failed_stage: {stage}");
+    }
+    if let Some(reason) = r.correctness.reason() {
+        let _ = writeln!(s, "reason: {reason}");
+    }
+    if let Some(m) = &r.metrics {
+        let _ = writeln!(s, "timed_at: {} {}", m.dtype, m.shape);
+        let _ = writeln!(s, "latency_us: {:.2}", m.latency_us);
+        let _ = writeln!(s, "reference_latency_us: {:.2}", m.reference_latency_us);
+        if let Some(c) = m.compiled_latency_us {
+            let _ = writeln!(s, "compiled_latency_us: {c:.2}");
+        }
+        let _ = writeln!(s, "speedup_vs_reference: {:.3}", m.speedup_vs_reference);
+        let _ = writeln!(s, "throughput: {:.2} {}", m.throughput, m.throughput_unit);
+        if let Some(p) = m.pct_peak {
+            let _ = writeln!(s, "pct_peak: {p:.1}");
+        }
+        if r.timing_representative {
+            let _ = writeln!(s, "peak_vram_mb: {:.1}", m.peak_vram_mb);
+        }
+    }
+    let _ = writeln!(s, "source_sha256: {}", r.source_sha256);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autokernel_core::{Correctness, Stage, StageReport};
+
+    fn failed() -> BenchResult {
+        BenchResult {
+            kind: KernelKind::Softmax,
+            correctness: Correctness::Fail {
+                stage: Stage::Edge,
+                reason: "masking bug".into(),
+            },
+            stages: vec![StageReport {
+                stage: Stage::Load,
+                passed: true,
+                cases: 1,
+                detail: "ok".into(),
+                duration_s: 0.0,
+            }],
+            metrics: None,
+            device: "cpu".into(),
+            timing_representative: false,
+            source_sha256: "ab".into(),
+        }
+    }
+
+    #[test]
+    fn json_has_exactly_the_contract_keys_with_nulls_where_absent() {
+        let v = to_json(&failed());
+        for key in "kind correctness failed_stage reason stages latency_us reference_latency_us speedup_vs_reference throughput throughput_unit pct_peak peak_vram_mb device timing_representative source_sha256".split(' ') {
+            assert!(v.get(key).is_some(), "missing {key}");
+        }
+        assert_eq!(v["correctness"], "FAIL");
+        assert_eq!(v["failed_stage"], "edge");
+        assert_eq!(v["reason"], "masking bug");
+        assert!(v["latency_us"].is_null());
+        assert!(v["peak_vram_mb"].is_null());
+    }
+
+    #[test]
+    fn the_table_ends_with_greppable_summary_lines() {
+        let t = table(std::path::Path::new("k.py"), &failed());
+        assert!(t.contains("\ncorrectness: FAIL\n"), "{t}");
+        assert!(t.contains("\nfailed_stage: edge\n"), "{t}");
+        assert!(t.contains("load         ok"), "{t}");
+    }
 }

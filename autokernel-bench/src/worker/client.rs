@@ -125,7 +125,10 @@ impl Running {
         if let Some(task) = self.stderr_task.take() {
             // the pipe closes once the group is dead; give the reader a moment to drain it
             let abort = task.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(2), task).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(2), task)
+                .await
+                .is_err()
+            {
                 abort.abort();
             }
         }
@@ -189,7 +192,9 @@ pub struct Worker {
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Worker").field("options", &self.options).finish_non_exhaustive()
+        f.debug_struct("Worker")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
     }
 }
 
@@ -256,7 +261,10 @@ impl Worker {
     /// # Errors
     /// As [`Worker::call_script`].
     pub async fn status(&self, timeout: Duration) -> Result<WorkerStatus, WorkerError> {
-        match self.request(self.options.device, Request::Status, timeout).await? {
+        match self
+            .request(self.options.device, Request::Status, timeout)
+            .await?
+        {
             ReplyBody::Ok { value } => {
                 serde_json::from_value(value).map_err(|e| WorkerError::Protocol {
                     message: e.to_string(),

@@ -28,9 +28,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::judge::{self, CaseContext};
-use crate::protocol::{
-    env, BenchJob, CompareJob, Envelope, Hello, Reply, ReplyBody, Request,
-};
+use crate::protocol::{env, BenchJob, CompareJob, Envelope, Hello, Reply, ReplyBody, Request};
 
 /// Entry point of the worker process; any binary can host it (the `autokernel` binary's
 /// hidden `worker` verb, or a test-only bin). It reads its configuration from environment
@@ -119,7 +117,7 @@ fn apply_memory_limit() {
 fn write_python_files() -> Result<PathBuf, String> {
     let mut h = Sha256::new();
     h.update(crate::HARNESS_PY);
-    h.update(crate::python_files::CATALOGUE_PY);
+    h.update(crate::CATALOGUE_PY);
     let digest = format!("{:x}", h.finalize());
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
@@ -127,7 +125,7 @@ fn write_python_files() -> Result<PathBuf, String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
     for (name, text) in [
         ("harness.py", crate::HARNESS_PY),
-        ("catalogue.py", crate::python_files::CATALOGUE_PY),
+        ("catalogue.py", crate::CATALOGUE_PY),
     ] {
         let path = dir.join(name);
         if std::fs::read_to_string(&path).is_ok_and(|t| t == text) {
@@ -161,7 +159,10 @@ fn serve() -> Result<(), String> {
     let Some(python) = std::env::var_os(env::PYTHON).map(PathBuf::from) else {
         return hello_err(
             &mut ch,
-            format!("{} is not set (the worker is started by autokernel itself)", env::PYTHON),
+            format!(
+                "{} is not set (the worker is started by autokernel itself)",
+                env::PYTHON
+            ),
         );
     };
     let device = std::env::var(env::DEVICE).unwrap_or_else(|_| "auto".into());
@@ -427,7 +428,11 @@ impl Harness {
     ) -> Result<(serde_json::Value, bool), Failure> {
         let text: String = self
             .func(py, "call_script")
-            .call1((script.to_string_lossy().as_ref(), function, kwargs.to_string()))?
+            .call1((
+                script.to_string_lossy().as_ref(),
+                function,
+                kwargs.to_string(),
+            ))?
             .extract()?;
         let value = serde_json::from_str(&text).map_err(|e| Failure::Harness(e.to_string()))?;
         Ok((value, false))
@@ -529,8 +534,14 @@ impl Harness {
                 };
                 return Ok((result, true));
             }
-            let at = meta.line.map(|l| format!(" (kernel.py line {l})")).unwrap_or_default();
-            load_fail(&mut result, format!("{}{at}", meta.message.unwrap_or_default()));
+            let at = meta
+                .line
+                .map(|l| format!(" (kernel.py line {l})"))
+                .unwrap_or_default();
+            load_fail(
+                &mut result,
+                format!("{}{at}", meta.message.unwrap_or_default()),
+            );
             let restart = !self.tampered(py).is_empty();
             return Ok((result, restart));
         };
@@ -551,7 +562,9 @@ impl Harness {
         if let Some(wanted) = job.kind.filter(|w| *w != kind) {
             load_fail(
                 &mut result,
-                format!("kernel.py declares KERNEL_KIND = \"{kind}\", but it is judged as {wanted}"),
+                format!(
+                    "kernel.py declares KERNEL_KIND = \"{kind}\", but it is judged as {wanted}"
+                ),
             );
             return Ok((result, false));
         }
@@ -608,7 +621,12 @@ fn python_error_text(py: Python<'_>, e: &PyErr) -> String {
 }
 
 /// Refuses shapes of the wrong rank and bfloat16 on the CPU.
-fn check_request(kind: KernelKind, shape: &Shape, dtype: DType, on_gpu: bool) -> Result<(), String> {
+fn check_request(
+    kind: KernelKind,
+    shape: &Shape,
+    dtype: DType,
+    on_gpu: bool,
+) -> Result<(), String> {
     if shape.0.len() != kind.dim_names().len() {
         return Err(format!(
             "a {kind} shape has {} dims ({}), got `{shape}`",
@@ -632,7 +650,9 @@ pub(crate) fn comparison_from(incumbent_us: &[f64], candidate_us: &[f64]) -> Com
     let med = median(&ratios);
     let (lo, hi) = ratios
         .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| {
+            (lo.min(*r), hi.max(*r))
+        });
     Comparison {
         incumbent_latency_us: median(incumbent_us),
         candidate_latency_us: median(candidate_us),
@@ -690,11 +710,14 @@ impl Run<'_, '_> {
         let (timing_shape, timing_dtype) = match &job.timing {
             Some((s, d)) => (s.clone(), *d),
             None => (
-                job.extra_shapes
-                    .first()
-                    .cloned()
-                    .unwrap_or_else(|| kind.shapes(if on_gpu { ShapeSet::Gpu } else { ShapeSet::Cpu })[0].clone()),
-                if on_gpu { DType::Float16 } else { DType::Float32 },
+                job.extra_shapes.first().cloned().unwrap_or_else(|| {
+                    kind.shapes(if on_gpu { ShapeSet::Gpu } else { ShapeSet::Cpu })[0].clone()
+                }),
+                if on_gpu {
+                    DType::Float16
+                } else {
+                    DType::Float32
+                },
             ),
         };
         check_request(kind, &timing_shape, timing_dtype, on_gpu).map_err(Failure::Harness)?;
@@ -706,14 +729,21 @@ impl Run<'_, '_> {
         let small = kind.shapes(ShapeSet::Cpu)[0].clone();
         let dtypes = kind.dtypes(on_gpu);
         let quick = job.quick;
-        let sweep_dtypes: Vec<DType> = if quick { dtypes[..1].to_vec() } else { dtypes.clone() };
-        let case = |shape: &Shape, dtype: DType, mode: &'static str, repeats: u32, record_ops: bool| Case {
-            shape: shape.clone(),
-            dtype,
-            mode,
-            repeats,
-            record_ops,
+        let sweep_dtypes: Vec<DType> = if quick {
+            dtypes[..1].to_vec()
+        } else {
+            dtypes.clone()
         };
+        let case =
+            |shape: &Shape, dtype: DType, mode: &'static str, repeats: u32, record_ops: bool| {
+                Case {
+                    shape: shape.clone(),
+                    dtype,
+                    mode,
+                    repeats,
+                    record_ops,
+                }
+            };
 
         // smoke: one small call of each dtype; the first under the op recorder
         let smoke: Vec<Case> = dtypes
@@ -722,7 +752,11 @@ impl Run<'_, '_> {
             .map(|(i, d)| case(&small, *d, "normal", 1, i == 0))
             .collect();
         // shape sweep: the set's shapes (the first only when quick) plus the extra shapes
-        let mut shapes: Vec<Shape> = if quick { set[..1].to_vec() } else { set.clone() };
+        let mut shapes: Vec<Shape> = if quick {
+            set[..1].to_vec()
+        } else {
+            set.clone()
+        };
         for s in &job.extra_shapes {
             if !shapes.contains(s) {
                 shapes.push(s.clone());
@@ -748,7 +782,11 @@ impl Run<'_, '_> {
             .map(|d| case(&set[0], *d, "normal", 3, false))
             .collect();
         let edge_shapes = kind.shapes(ShapeSet::Edge);
-        let edge_shapes = if quick { edge_shapes[..1].to_vec() } else { edge_shapes };
+        let edge_shapes = if quick {
+            edge_shapes[..1].to_vec()
+        } else {
+            edge_shapes
+        };
         let edge: Vec<Case> = edge_shapes
             .iter()
             .flat_map(|s| sweep_dtypes.iter().map(move |d| (s.clone(), *d)))
@@ -788,10 +826,21 @@ impl Run<'_, '_> {
             Ok(t) => t,
             Err(e) => {
                 let (message, _tb, cuda) = self.h.describe(self.py, &e);
-                return Ok((self.candidate_raised(Stage::Timing, &timing_shape, timing_dtype, message, None, cuda), None));
+                return Ok((
+                    self.candidate_raised(
+                        Stage::Timing,
+                        &timing_shape,
+                        timing_dtype,
+                        message,
+                        None,
+                        cuda,
+                    ),
+                    None,
+                ));
             }
         };
-        let t: TimingMeta = serde_json::from_str(&timed).map_err(|e| Failure::Harness(e.to_string()))?;
+        let t: TimingMeta =
+            serde_json::from_str(&timed).map_err(|e| Failure::Harness(e.to_string()))?;
         let metrics = self.metrics(&t, &timing_shape, timing_dtype, job.gpu_bandwidth_gb_s);
         let compiled_note = t
             .compiled_error
@@ -832,7 +881,13 @@ impl Run<'_, '_> {
         Ok((Correctness::Pass, Some(metrics)))
     }
 
-    fn metrics(&self, t: &TimingMeta, shape: &Shape, dtype: DType, bandwidth: Option<f64>) -> Metrics {
+    fn metrics(
+        &self,
+        t: &TimingMeta,
+        shape: &Shape,
+        dtype: DType,
+        bandwidth: Option<f64>,
+    ) -> Metrics {
         let kind = self.kind;
         let throughput = kind.throughput(shape, dtype, t.latency_us);
         let unit = kind.bound().throughput_unit().to_string();
@@ -917,7 +972,10 @@ impl Run<'_, '_> {
             stage,
             passed: true,
             cases: cases.len() as u32,
-            detail: format!("{} cases, worst relative L2 error {worst_l2:.2e}", cases.len()),
+            detail: format!(
+                "{} cases, worst relative L2 error {worst_l2:.2e}",
+                cases.len()
+            ),
             duration_s: t0.elapsed().as_secs_f64(),
         });
         Ok(None)
@@ -932,7 +990,9 @@ impl Run<'_, '_> {
         line: Option<u32>,
         cuda: bool,
     ) -> Correctness {
-        let at = line.map(|l| format!(" (kernel.py line {l})")).unwrap_or_default();
+        let at = line
+            .map(|l| format!(" (kernel.py line {l})"))
+            .unwrap_or_default();
         if cuda {
             self.restart = true;
             return Correctness::Crash {
@@ -968,7 +1028,9 @@ impl Run<'_, '_> {
                 // the harness itself raised: inputs/reference generation, or the candidate broke it
                 let (message, traceback, cuda) = self.h.describe(py, &e);
                 if cuda {
-                    return Ok(Err(self.candidate_raised(stage, &c.shape, c.dtype, message, None, true)));
+                    return Ok(Err(
+                        self.candidate_raised(stage, &c.shape, c.dtype, message, None, true)
+                    ));
                 }
                 return Err(Failure::Harness(format!(
                     "the harness failed at {stage} {} {}: {message}\n{traceback}",
@@ -978,8 +1040,18 @@ impl Run<'_, '_> {
         };
         let (meta, outputs, reference): (String, Vec<Bound<'_, PyAny>>, Bound<'_, PyAny>) =
             res.extract()?;
-        let meta: CaseMeta = serde_json::from_str(&meta).map_err(|e| Failure::Harness(e.to_string()))?;
-        let where_ = format!("{} {}{}", c.dtype, c.shape, if c.mode == "normal" { String::new() } else { format!(" {} inputs", c.mode) });
+        let meta: CaseMeta =
+            serde_json::from_str(&meta).map_err(|e| Failure::Harness(e.to_string()))?;
+        let where_ = format!(
+            "{} {}{}",
+            c.dtype,
+            c.shape,
+            if c.mode == "normal" {
+                String::new()
+            } else {
+                format!(" {} inputs", c.mode)
+            }
+        );
         if let Some(p) = meta.problems.first() {
             let reason = format!("{where_}: {}", p.message);
             return Ok(Err(match p.kind.as_str() {
@@ -991,20 +1063,41 @@ impl Run<'_, '_> {
             }));
         }
         if let Some(e) = meta.error {
-            let last = e.traceback.lines().rev().find(|l| l.trim_start().starts_with("File ")).unwrap_or_default();
+            let last = e
+                .traceback
+                .lines()
+                .rev()
+                .find(|l| l.trim_start().starts_with("File "))
+                .unwrap_or_default();
             tracing::debug!(last, "candidate traceback");
-            return Ok(Err(self.candidate_raised(stage, &c.shape, c.dtype, e.message, e.line, e.cuda_error)));
+            return Ok(Err(self.candidate_raised(
+                stage,
+                &c.shape,
+                c.dtype,
+                e.message,
+                e.line,
+                e.cuda_error,
+            )));
         }
         let (Some(out_shape), Some(out_dtype)) = (meta.out_shape, meta.out_dtype) else {
-            return Err(Failure::Harness("the harness returned no output description".into()));
+            return Err(Failure::Harness(
+                "the harness returned no output description".into(),
+            ));
         };
-        if let Err(reason) = judge::check_spec(&out_shape, &out_dtype, &meta.expected_shape, &meta.expected_dtype) {
+        if let Err(reason) = judge::check_spec(
+            &out_shape,
+            &out_dtype,
+            &meta.expected_shape,
+            &meta.expected_dtype,
+        ) {
             return Ok(Err(Correctness::Fail {
                 stage,
                 reason: format!("{where_}: {reason}"),
             }));
         }
-        let reference = reference.cast_into::<PyArrayDyn<f32>>().map_err(PyErr::from)?;
+        let reference = reference
+            .cast_into::<PyArrayDyn<f32>>()
+            .map_err(PyErr::from)?;
         let reference = reference.readonly();
         let arrays: Vec<Bound<'_, PyArrayDyn<f32>>> = outputs
             .into_iter()
@@ -1025,10 +1118,11 @@ impl Run<'_, '_> {
             return Err(Failure::Harness("the harness returned no outputs".into()));
         };
         let tol = self.kind.tolerance(c.dtype);
-        let agreement = match judge::compare_outputs(first.view(), reference.as_array(), out_dt, tol, &ctx) {
-            Ok(a) => a,
-            Err(reason) => return Ok(Err(Correctness::Fail { stage, reason })),
-        };
+        let agreement =
+            match judge::compare_outputs(first.view(), reference.as_array(), out_dt, tol, &ctx) {
+                Ok(a) => a,
+                Err(reason) => return Ok(Err(Correctness::Fail { stage, reason })),
+            };
         if views.len() > 1 {
             if let Err(reason) = judge::check_bitwise_identical(&views, &ctx) {
                 return Ok(Err(Correctness::Fail { stage, reason }));

@@ -13,7 +13,11 @@ async fn verdicts(bodies: &[(&str, &str)]) -> Vec<(String, Correctness)> {
     let b = PyWorkerBenchmarker::with_worker(worker());
     let mut out = Vec::new();
     for (name, body) in bodies {
-        let k = write(dir.path(), &format!("{name}.py"), &format!("{HEADER}{body}"));
+        let k = write(
+            dir.path(),
+            &format!("{name}.py"),
+            &format!("{HEADER}{body}"),
+        );
         let r = bench(&b, &k, true, 120).await;
         out.push((name.to_string(), r.correctness));
     }
@@ -38,37 +42,81 @@ async fn integrity_violations_are_tamper_and_bad_outputs_fail() {
     ])
     .await;
     let reason = |i: usize| got[i].1.reason().unwrap_or_default().to_string();
-    assert!(matches!(got[0].1, Correctness::Tamper { .. }), "{:?}", got[0]);
+    assert!(
+        matches!(got[0].1, Correctness::Tamper { .. }),
+        "{:?}",
+        got[0]
+    );
     assert!(reason(0).contains("aten::_softmax"), "{}", reason(0));
-    assert!(matches!(got[1].1, Correctness::Tamper { .. }), "{:?}", got[1]);
-    assert!(reason(1).contains("modified its input `x`"), "{}", reason(1));
-    assert!(matches!(got[2].1, Correctness::Tamper { .. }), "{:?}", got[2]);
+    assert!(
+        matches!(got[1].1, Correctness::Tamper { .. }),
+        "{:?}",
+        got[1]
+    );
+    assert!(
+        reason(1).contains("modified its input `x`"),
+        "{}",
+        reason(1)
+    );
+    assert!(
+        matches!(got[2].1, Correctness::Tamper { .. }),
+        "{:?}",
+        got[2]
+    );
     assert!(reason(2).contains("torch.equal"), "{}", reason(2));
-    assert!(matches!(got[3].1, Correctness::Tamper { .. }), "{:?}", got[3]);
+    assert!(
+        matches!(got[3].1, Correctness::Tamper { .. }),
+        "{:?}",
+        got[3]
+    );
     assert!(reason(3).contains("earlier call"), "{}", reason(3));
-    assert!(matches!(got[4].1, Correctness::Fail { stage: Stage::Smoke, .. }), "{:?}", got[4]);
-    assert!(reason(4).contains("not a plain torch.Tensor"), "{}", reason(4));
+    assert!(
+        matches!(
+            got[4].1,
+            Correctness::Fail {
+                stage: Stage::Smoke,
+                ..
+            }
+        ),
+        "{:?}",
+        got[4]
+    );
+    assert!(
+        reason(4).contains("not a plain torch.Tensor"),
+        "{}",
+        reason(4)
+    );
     assert!(matches!(got[5].1, Correctness::Fail { .. }), "{:?}", got[5]);
-    assert!(reason(5).contains("output dtype float32, expected float16"), "{}", reason(5));
+    assert!(
+        reason(5).contains("output dtype float32, expected float16"),
+        "{}",
+        reason(5)
+    );
 }
 
 #[tokio::test]
 async fn a_kernel_that_is_wrong_only_at_non_power_of_two_widths_fails_edge() {
     // correct where cols is a power of two; leaves the tail of other rows unnormalised
-    let body = "import triton\n\
-def kernel_fn(x):\n\
-    cols = x.shape[-1]\n\
-    p = triton.next_power_of_2(cols)\n\
-    if p == cols:\n\
-        e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n\
-        return (e / e.sum(-1, keepdim=True)).to(x.dtype)\n\
-    half = p // 2\n\
-    y = torch.zeros_like(x, dtype=torch.float32)\n\
-    e = torch.exp(x[:, :half].float() - x[:, :half].float().amax(-1, keepdim=True))\n\
-    y[:, :half] = e / e.sum(-1, keepdim=True)\n\
-    return y.to(x.dtype)\n";
+    let body = r#"import triton
+def kernel_fn(x):
+    cols = x.shape[-1]
+    p = triton.next_power_of_2(cols)
+    if p == cols:
+        e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))
+        return (e / e.sum(-1, keepdim=True)).to(x.dtype)
+    half = p // 2
+    y = torch.zeros_like(x, dtype=torch.float32)
+    e = torch.exp(x[:, :half].float() - x[:, :half].float().amax(-1, keepdim=True))
+    y[:, :half] = e / e.sum(-1, keepdim=True)
+    return y.to(x.dtype)
+"#;
     let got = verdicts(&[("masking", body)]).await;
-    let Correctness::Fail { stage, reason } = &got[0].1 else { panic!("{:?}", got[0]) };
+    let Correctness::Fail { stage, reason } = &got[0].1 else {
+        panic!("{:?}", got[0])
+    };
     assert_eq!(*stage, Stage::Edge, "{reason}");
-    assert!(reason.contains("masking bug at non-power-of-two shape?"), "{reason}");
+    assert!(
+        reason.contains("masking bug at non-power-of-two shape?"),
+        "{reason}"
+    );
 }

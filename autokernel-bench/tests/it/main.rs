@@ -46,19 +46,20 @@ pub fn worker() -> std::sync::Arc<Worker> {
 
 /// `../shared/cases/<area>`; fails loudly with the path it tried.
 pub fn cases_dir(area: &str) -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cases").join(area);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/cases")
+        .join(area);
     assert!(p.is_dir(), "cases directory not found at `{}`", p.display());
     p
 }
 
-/// The starter for `kind` (the temporary softmax fixture until the catalogue's starters land).
-pub fn starter_path(kind: &str) -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let p = root.join("python/starters").join(format!("{kind}.py"));
-    if p.exists() {
-        return Some(p);
-    }
-    (kind == "softmax").then(|| root.join("tests/fixtures/softmax_starter.py"))
+/// The starter file for `kind` in `python/starters/`.
+pub fn starter_path(kind: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("python/starters")
+        .join(format!("{kind}.py"));
+    assert!(p.exists(), "starter not found at `{}`", p.display());
+    p
 }
 
 /// Writes `source` to `dir/name` and returns the path.
@@ -69,7 +70,12 @@ pub fn write(dir: &Path, name: &str, source: &str) -> PathBuf {
 }
 
 /// Benches `path` on the CPU with `timeout`.
-pub async fn bench(b: &PyWorkerBenchmarker, path: &Path, quick: bool, timeout_s: u64) -> BenchResult {
+pub async fn bench(
+    b: &PyWorkerBenchmarker,
+    path: &Path,
+    quick: bool,
+    timeout_s: u64,
+) -> BenchResult {
     let mut r = BenchRequest::new(path);
     r.device = Device::Cpu;
     r.quick = quick;
@@ -77,8 +83,7 @@ pub async fn bench(b: &PyWorkerBenchmarker, path: &Path, quick: bool, timeout_s:
     b.bench(&r).await.expect("the harness runs")
 }
 
-/// A softmax kernel body that is correct (the fixture starter), for "the next request
-/// succeeds" checks.
+/// The softmax starter, for "the next request succeeds" checks.
 pub fn good_softmax() -> PathBuf {
-    starter_path("softmax").expect("a softmax starter")
+    starter_path("softmax")
 }

@@ -8,19 +8,29 @@ use super::*;
 #[tokio::test]
 async fn every_starter_passes_all_stages_on_the_cpu() {
     let b = PyWorkerBenchmarker::with_worker(worker());
-    let mut ran = 0;
     for kind in KernelKind::ALL {
-        let Some(path) = starter_path(kind.name()) else {
-            eprintln!("no starter for {kind} yet");
-            continue;
-        };
+        let path = starter_path(kind.name());
         let t = std::time::Instant::now();
         let r = bench(&b, &path, false, 300).await;
-        assert!(r.correctness.is_pass(), "{kind}: {:?}\n{:#?}", r.correctness, r.stages);
+        assert!(
+            r.correctness.is_pass(),
+            "{kind}: {:?}\n{:#?}",
+            r.correctness,
+            r.stages
+        );
         let stages: Vec<Stage> = r.stages.iter().map(|s| s.stage).collect();
         assert_eq!(
             stages,
-            [Stage::Load, Stage::Smoke, Stage::ShapeSweep, Stage::Stability, Stage::Determinism, Stage::Edge, Stage::Timing, Stage::Integrity],
+            [
+                Stage::Load,
+                Stage::Smoke,
+                Stage::ShapeSweep,
+                Stage::Stability,
+                Stage::Determinism,
+                Stage::Edge,
+                Stage::Timing,
+                Stage::Integrity
+            ],
             "{kind}"
         );
         let m = r.metrics.as_ref().expect("timed");
@@ -28,7 +38,5 @@ async fn every_starter_passes_all_stages_on_the_cpu() {
         assert!(!r.timing_representative);
         assert_eq!(r.device, "cpu");
         eprintln!("{kind}: {:.1} s", t.elapsed().as_secs_f64());
-        ran += 1;
     }
-    assert!(ran >= 1);
 }

@@ -18,7 +18,10 @@ async fn a_second_request_on_a_warm_worker_does_not_reimport_torch() {
     let second = b.worker().status(Duration::from_secs(120)).await.unwrap();
     let warm = t.elapsed();
     assert_eq!(first.pid, second.pid, "same process");
-    assert!(second.imported_s_ago > first.imported_s_ago, "{first:?} {second:?}");
+    assert!(
+        second.imported_s_ago > first.imported_s_ago,
+        "{first:?} {second:?}"
+    );
     // importing torch + triton takes seconds; a warm status is a JSON round trip
     assert!(warm * 20 < cold, "warm {warm:?} vs cold {cold:?}");
     assert!(warm < Duration::from_millis(500), "warm {warm:?}");
