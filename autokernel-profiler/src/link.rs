@@ -9,7 +9,8 @@
 //! - The chain of ranges enclosing that op is walked to name the group: the innermost
 //!   module range (`nn.Module: Class`), else the outermost aten op, else the innermost user
 //!   annotation, else the kernel's own name. Shapes are the `Input Dims` of the op that
-//!   names the group (for a module: of its first op).
+//!   names the group (for a module: of the op directly inside it with the highest-rank
+//!   first input, its activation).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -150,18 +151,46 @@ impl<'t> Index<'t> {
         out
     }
 
-    /// The first op that starts inside `range` on its thread (a module's first op).
-    fn first_op_inside(&self, range: usize) -> Option<usize> {
+    /// The op whose inputs stand for a module's: among the ops directly inside `range`
+    /// (no other op between them and it), the first whose first input has the highest
+    /// rank. A leaf module's first op is often shape-less (`arange`) or a side input
+    /// (`outer(t, inv_freq)`); the highest-rank first input is the module's activation.
+    fn module_input_op(&self, range: usize) -> Option<usize> {
         let r = &self.trace.ranges[range];
         let (thread, pos) = self.where_is[range];
         let t = &self.threads[thread as usize];
-        t.order[pos + 1..]
-            .iter()
-            .take_while(|&&i| self.trace.ranges[i].ts <= r.end)
-            .copied()
-            .find(|&i| {
-                self.trace.ranges[i].cat == RangeCat::Op && self.trace.ranges[i].end <= r.end
-            })
+        let mut best: Option<(usize, usize)> = None;
+        for p in pos + 1..t.order.len() {
+            let i = t.order[p];
+            let c = &self.trace.ranges[i];
+            if c.ts > r.end {
+                break;
+            }
+            if c.cat != RangeCat::Op || c.end > r.end {
+                continue;
+            }
+            // directly inside: no op between it and the module
+            let mut q = t.parent[p];
+            let mut direct = false;
+            while let Some(pp) = q {
+                if pp == pos {
+                    direct = true;
+                    break;
+                }
+                if self.trace.ranges[t.order[pp]].cat == RangeCat::Op {
+                    break;
+                }
+                q = t.parent[pp];
+            }
+            if !direct {
+                continue;
+            }
+            let rank = c.dims.as_ref().and_then(|d| d.first()).map_or(0, Vec::len);
+            if best.is_none_or(|(_, b)| rank > b) {
+                best = Some((i, rank));
+            }
+        }
+        best.map(|(i, _)| i)
     }
 }
 
@@ -198,7 +227,7 @@ fn name_group(
     if let Some(&m) = chain.iter().find(|&&i| module_class(name(i)).is_some()) {
         let class = module_class(name(m)).unwrap_or_default().to_string();
         let (shapes, dtype) = index
-            .first_op_inside(m)
+            .module_input_op(m)
             .map(|o| op_shapes(&ranges[o]))
             .unwrap_or_default();
         return Some((class, shapes, dtype));

@@ -2,6 +2,7 @@
 //! (`python/profile_model.py`) and imports the Chrome trace it writes.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -91,19 +92,23 @@ impl ChromeTraceProfiler {
     /// Writes the script and the examples into the cache folder (each file written to a
     /// temporary name, then renamed, so concurrent runs never read half a file).
     fn materialise(&self) -> Result<(PathBuf, PathBuf), ProfileError> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
         let examples = self.cache_dir.join("examples");
-        let io = |path: &Path, source| ProfileError::Io {
-            path: path.to_path_buf(),
-            source,
+        let failed = |path: &Path, e: std::io::Error| {
+            ProfileError::Worker(format!(
+                "cannot write the profiling scripts to `{}`: {e}",
+                path.display()
+            ))
         };
-        std::fs::create_dir_all(&examples).map_err(|e| io(&examples, e))?;
+        std::fs::create_dir_all(&examples).map_err(|e| failed(&examples, e))?;
         let write = |path: PathBuf, text: &str| -> Result<PathBuf, ProfileError> {
             if std::fs::read_to_string(&path).ok().as_deref() == Some(text) {
                 return Ok(path);
             }
-            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::write(&tmp, text).map_err(|e| io(&tmp, e))?;
-            std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
+            std::fs::write(&tmp, text).map_err(|e| failed(&tmp, e))?;
+            std::fs::rename(&tmp, &path).map_err(|e| failed(&path, e))?;
             Ok(path)
         };
         let script = write(self.cache_dir.join("profile_model.py"), PROFILE_MODEL_PY)?;
@@ -119,8 +124,7 @@ impl ChromeTraceProfiler {
     /// # Errors
     /// [`ProfileError::Model`] when the model cannot be loaded, built or run at the input
     /// shape (the Python message says what to change); [`ProfileError::Worker`] when the
-    /// worker fails (environment, crash, timeout); [`ProfileError::Io`] when the cache
-    /// folder cannot be written.
+    /// worker fails (environment, crash, timeout) or the cache folder cannot be written.
     pub async fn run_model(
         &self,
         model: &ModelSpec,

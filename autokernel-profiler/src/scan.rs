@@ -359,11 +359,7 @@ pub(crate) fn scan_value<const R: bool>(
                     return Some(Scanned { end: i + 1, dirty });
                 }
             }
-            b',' => {
-                if stack.last() == Some(&b'{') {
-                    expect_key = true;
-                }
-            }
+            b',' if stack.last() == Some(&b'{') => expect_key = true,
             b':' => expect_key = false,
             _ => {}
         }

@@ -367,3 +367,33 @@ fn a_file_that_is_not_a_trace_is_an_error_naming_it() {
     let e = import_trace("/no/such/trace.json".as_ref()).unwrap_err();
     assert!(matches!(e, ProfileError::Io { .. }));
 }
+
+#[test]
+fn a_module_takes_the_shapes_of_its_activation_not_of_a_side_input() {
+    // RotaryEmbedding: arange (no tensor input), outer(t, inv_freq) [32] [16], then
+    // slices of x [1, 2, 32, 32]; an op nested in another op does not count
+    let t = import_text(&trace(&[
+        x(
+            "user_annotation",
+            "nn.Module: RotaryEmbedding",
+            1,
+            1,
+            0.0,
+            100.0,
+            "",
+        ),
+        cpu_op("aten::arange", 1.0, 2.0, 1, "[[],[],[],[],[]]"),
+        cpu_op("aten::outer", 5.0, 10.0, 2, "[[32],[16]]"),
+        cpu_op("aten::mul", 6.0, 2.0, 3, "[[32,16,2,2,2],[16]]"),
+        cpu_op("aten::slice", 20.0, 2.0, 4, "[[1,2,32,32],[],[],[],[]]"),
+        cpu_op("aten::mul", 30.0, 10.0, 5, "[[1,2,32,16],[32,16]]"),
+        launch("cuda_runtime", 31.0, 100, Some(5)),
+        kernel("elementwise", 200.0, 2.0, 100),
+    ]));
+    let r = op(&t, "RotaryEmbedding");
+    assert_eq!(
+        r.shapes,
+        vec![vec![1, 2, 32, 32], vec![], vec![], vec![], vec![]]
+    );
+    assert_eq!(r.kind, Some(KernelKind::RotaryEmbedding));
+}
