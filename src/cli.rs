@@ -52,20 +52,45 @@ pub enum Command {
     Worker,
 }
 
-/// Sets up `tracing` on stderr: `-v` = autokernel debug, `-vv` = trace, `RUST_LOG` overrides.
-pub fn init_logging(global: &GlobalArgs) {
-    use tracing_subscriber::EnvFilter;
+/// Sets up `tracing`: stderr gets warnings (`-v` = autokernel debug, `-vv` = trace,
+/// `RUST_LOG` overrides); `log_file`, when given (the workspace's `autokernel.log`), gets
+/// every autokernel event at debug level so a night's run can be read back.
+pub fn init_logging(global: &GlobalArgs, log_file: Option<&std::path::Path>) {
+    use tracing_subscriber::{
+        fmt, layer::SubscriberExt, util::SubscriberInitExt, EnvFilter, Layer,
+    };
+    let crates = "autokernel=LEVEL,autokernel_core=LEVEL,autokernel_bench=LEVEL,autokernel_profiler=LEVEL,autokernel_agent=LEVEL,autokernel_vcs=LEVEL";
     let default = match (global.quiet, global.verbose) {
-        (true, _) => "error",
-        (false, 0) => "warn,autokernel=info",
-        (false, 1) => "warn,autokernel=debug,autokernel_core=debug,autokernel_bench=debug,autokernel_profiler=debug,autokernel_agent=debug,autokernel_vcs=debug",
-        (false, _) => "trace",
+        (true, _) => "error".to_string(),
+        (false, 0) => format!("warn,{}", crates.replace("LEVEL", "warn")),
+        (false, 1) => format!("warn,{}", crates.replace("LEVEL", "debug")),
+        (false, _) => "trace".to_string(),
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let stderr = fmt::layer()
         .with_writer(std::io::stderr)
         .without_time()
+        .with_filter(filter);
+    let file = log_file.and_then(|p| {
+        let _ = std::fs::create_dir_all(p.parent()?);
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .ok()?;
+        Some(
+            fmt::layer()
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(f))
+                .with_filter(EnvFilter::new(format!(
+                    "info,{}",
+                    crates.replace("LEVEL", "debug")
+                ))),
+        )
+    });
+    let _ = tracing_subscriber::registry()
+        .with(stderr)
+        .with(file)
         .try_init();
 }
 

@@ -4,6 +4,13 @@
 
 mod cli;
 mod commands;
+mod defaults;
+
+mod fonts;
+mod model_args;
+mod progress;
+mod report;
+mod workspace;
 
 use std::process::ExitCode;
 
@@ -16,7 +23,11 @@ fn main() -> ExitCode {
     if let cli::Command::Worker = cli.command {
         return autokernel_bench::serve_worker();
     }
-    cli::init_logging(&cli.global);
+    let log_file = match &cli.command {
+        cli::Command::Run(args) => Some(args.workspace.join("autokernel.log")),
+        _ => None,
+    };
+    cli::init_logging(&cli.global, log_file.as_deref());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -34,4 +45,13 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Writes data for the user to stdout (the one place the binary prints results).
+#[allow(clippy::print_stdout)]
+pub fn print_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // a closed pipe (`| head`) is not an error worth reporting
+    let _ = writeln!(out, "{}", text.trim_end_matches('\n'));
 }

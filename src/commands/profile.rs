@@ -32,14 +32,25 @@ pub struct ProfileArgs {
     pub import: Option<PathBuf>,
     /// Where to run the model: auto (CUDA when available), cuda, or cpu (then CPU self
     /// times are ranked, and said so)
-    #[arg(long, default_value = "auto", value_name = "auto|cuda|cpu", help_heading = "Model")]
+    #[arg(
+        long,
+        default_value = "auto",
+        value_name = "auto|cuda|cpu",
+        help_heading = "Model"
+    )]
     pub device: String,
     /// Python interpreter whose torch runs the model [env: AUTOKERNEL_PYTHON, else
     /// $VIRTUAL_ENV/bin/python, else python3]
     #[arg(long, value_name = "PATH", help_heading = "Model")]
     pub python: Option<PathBuf>,
     /// Where to write the Chrome trace of the model run
-    #[arg(short = 'o', long = "output", value_name = "TRACE", default_value = "autokernel-workspace/profiles/trace.json", help_heading = "Output")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "TRACE",
+        default_value = "autokernel-workspace/profiles/trace.json",
+        help_heading = "Output"
+    )]
     pub output: PathBuf,
     /// Print JSON (device, total_device_time_us, coverage, warnings, ops) instead of a table
     #[arg(long, help_heading = "Output")]
@@ -56,7 +67,11 @@ pub async fn run(args: ProfileArgs, _global: &GlobalArgs) -> anyhow::Result<Exit
         Some(trace) => {
             let imported = import_trace(trace)?;
             // the dtype the model ran in: that of the top op that recorded one
-            let dtype = imported.ranked.iter().find_map(|r| r.dtype).unwrap_or(DType::Float16);
+            let dtype = imported
+                .ranked
+                .iter()
+                .find_map(|r| r.dtype)
+                .unwrap_or(DType::Float16);
             (imported, dtype, None)
         }
         None => {
@@ -70,7 +85,10 @@ pub async fn run(args: ProfileArgs, _global: &GlobalArgs) -> anyhow::Result<Exit
                 .profile_imported(&spec, &args.output)
                 .await
                 .context("profiling failed")?;
-            let dtype = run["dtype"].as_str().and_then(|d| d.parse().ok()).unwrap_or(spec.dtype);
+            let dtype = run["dtype"]
+                .as_str()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(spec.dtype);
             (imported, dtype, Some(run))
         }
     };
@@ -83,13 +101,20 @@ fn emit(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("cannot write to stdout"),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("cannot write to stdout")
+        }
         _ => Ok(()),
     }
 }
 
 #[allow(clippy::print_stderr)]
-fn print(args: &ProfileArgs, imported: &ImportedTrace, dtype: DType, run: Option<&serde_json::Value>) -> anyhow::Result<()> {
+fn print(
+    args: &ProfileArgs,
+    imported: &ImportedTrace,
+    dtype: DType,
+    run: Option<&serde_json::Value>,
+) -> anyhow::Result<()> {
     use std::fmt::Write;
     let targets = plan(&imported.report, 5, dtype);
     if args.json {
@@ -116,7 +141,11 @@ fn print(args: &ProfileArgs, imported: &ImportedTrace, dtype: DType, run: Option
     }
     let mut text = imported.table(args.top.unwrap_or(20));
     if !targets.is_empty() {
-        writeln!(text, "targets (top {} classified ops, {dtype}):", targets.len())?;
+        writeln!(
+            text,
+            "targets (top {} classified ops, {dtype}):",
+            targets.len()
+        )?;
         for t in &targets {
             let shapes: Vec<String> = t
                 .shapes
@@ -138,7 +167,11 @@ fn print(args: &ProfileArgs, imported: &ImportedTrace, dtype: DType, run: Option
                 t.id,
                 t.fraction * 100.0,
                 t.op,
-                if shapes.is_empty() { "(shape unknown)".to_string() } else { shapes.join("; ") }
+                if shapes.is_empty() {
+                    "(shape unknown)".to_string()
+                } else {
+                    shapes.join("; ")
+                }
             )?;
         }
     } else if imported.report.ops.iter().all(|o| o.kind.is_none()) {

@@ -1,14 +1,343 @@
-//! `autokernel run` (not implemented yet).
+//! `autokernel run`: the main job. Profile the model, plan targets, run the loop over each
+//! target, verify the kept kernels in the model, and write the report. Running the same
+//! command again on the same workspace resumes where it stopped.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use autokernel_core::{
+    lookup_gpu, Agent, Device, Interrupt, LoopOptions, OptimizationLoop, ResultsLog, StopReason,
+};
 
 use crate::cli::GlobalArgs;
+use crate::model_args::ModelArgs;
+use crate::progress::{spinner, ProgressReporter};
+use crate::workspace::{ModelIdentity, Workspace};
+use crate::{defaults, report};
+
+/// Which agent proposes candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AgentChoice {
+    /// Coordinate descent over each kernel's TUNABLES; needs no network
+    Tune,
+    /// An OpenAI-compatible chat-completions server (OpenAI, vLLM, Ollama, llama.cpp)
+    Openai,
+    /// The LLM proposes structure; the tuner refines each kept candidate's CONFIG
+    Hybrid,
+}
 
 /// Arguments of `autokernel run`.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {}
+#[command(after_long_help = "Examples:
+  autokernel run --example tiny --device cpu --max-experiments 6
+  autokernel run --example gpt2 --agent tune --budget 20m
+  autokernel run --model transformers:GPT2LMHeadModel --model-kwargs '{\"n_layer\": 12}' --input-shape 1,1024
+  OPENAI_BASE_URL=http://127.0.0.1:8000/v1 autokernel run --example llama --agent openai --llm-model qwen3-coder
+
+Run the same command again on the same workspace to resume; `autokernel report` and
+`autokernel verify` work on a workspace at any time.")]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Who proposes candidates
+    #[arg(long, value_enum, default_value_t = AgentChoice::Tune, help_heading = "Agent")]
+    pub agent: AgentChoice,
+    /// Base URL of an OpenAI-compatible server (for --agent openai|hybrid)
+    #[arg(
+        long,
+        env = "OPENAI_BASE_URL",
+        value_name = "URL",
+        help_heading = "Agent"
+    )]
+    pub llm_base_url: Option<String>,
+    /// Model name on that server
+    #[arg(
+        long,
+        env = "AUTOKERNEL_LLM_MODEL",
+        value_name = "NAME",
+        help_heading = "Agent"
+    )]
+    pub llm_model: Option<String>,
+    /// Stop after this many experiments (baselines not counted)
+    #[arg(long, value_name = "N", help_heading = "Budget")]
+    pub max_experiments: Option<u64>,
+    /// Stop after this much wall time, e.g. 45m, 8h, 1h30m
+    #[arg(long, value_name = "DURATION", value_parser = defaults::parse_duration, help_heading = "Budget")]
+    pub budget: Option<Duration>,
+    /// Wall time per target before moving on, e.g. 30m
+    #[arg(long, value_name = "DURATION", value_parser = defaults::parse_duration, help_heading = "Budget")]
+    pub target_budget: Option<Duration>,
+    /// Consecutive experiments not kept before moving on to the next target
+    #[arg(long, value_name = "N", help_heading = "Budget")]
+    pub plateau: Option<u32>,
+    /// Number of kernels from the plan to optimise [default: 5]
+    #[arg(long, value_name = "N", help_heading = "Budget")]
+    pub top: Option<usize>,
+    /// Keep a candidate only when this much faster than the best, in percent [default: 1]
+    #[arg(long, value_name = "PCT", help_heading = "Budget")]
+    pub keep_threshold_pct: Option<f64>,
+    /// The workspace folder (a git repository: one commit per experiment)
+    #[arg(
+        long,
+        short = 'w',
+        default_value = "autokernel-workspace",
+        value_name = "DIR",
+        help_heading = "Output"
+    )]
+    pub workspace: PathBuf,
+    /// Branch name suffix: experiments go to autokernel/<TAG> [default: date and model]
+    #[arg(long, value_name = "TAG", help_heading = "Output")]
+    pub run_tag: Option<String>,
+    /// Skip the end-to-end verification after the loop
+    #[arg(long, help_heading = "Output")]
+    pub no_verify: bool,
+    /// Where kernels run: auto (CUDA if present), cuda, or cpu (Triton's interpreter)
+    #[arg(
+        long,
+        default_value = "auto",
+        value_name = "auto|cuda|cpu",
+        help_heading = "Bench"
+    )]
+    pub device: Device,
+    /// The Python interpreter whose torch and triton to use [default: $AUTOKERNEL_PYTHON, $VIRTUAL_ENV, python3]
+    #[arg(long, value_name = "PATH", help_heading = "Bench")]
+    pub python: Option<PathBuf>,
+    /// Time limit of one benchmark, in seconds
+    #[arg(
+        long,
+        default_value_t = 600,
+        value_name = "SECS",
+        help_heading = "Bench"
+    )]
+    pub bench_timeout: u64,
+}
 
 /// Runs `autokernel run`.
-pub async fn run(_args: RunArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`autokernel run` is not implemented yet")
+pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let mut ws = Workspace::open(&args.workspace)?;
+    let device = args.device;
+    let spec = args.model.spec(device)?;
+    let identity = ModelIdentity::of(&spec);
+    if let Some(previous) = &ws.settings.model {
+        if previous != &identity {
+            bail!(
+                "workspace `{}` belongs to another model ({}), not {}\nhint: pass a new --workspace, or delete that folder to start over",
+                ws.root.display(),
+                previous.label(),
+                identity.label()
+            );
+        }
+    }
+    ws.settings.model = Some(identity.clone());
+    let run_tag = args
+        .run_tag
+        .clone()
+        .or_else(|| ws.settings.run_tag.clone())
+        .unwrap_or_else(|| {
+            format!(
+                "{}-{}",
+                chrono::Utc::now().format("%Y%m%d-%H%M"),
+                identity.slug()
+            )
+        });
+    ws.settings.run_tag = Some(run_tag.clone());
+    ws.save_settings()?;
+    defaults::install_program_md(&ws)?;
+
+    let mut services = defaults::Services::start(
+        args.python.as_deref(),
+        device,
+        ws.settings.measured_bandwidth_gb_s,
+    )?;
+    let scripts = crate::commands::verify::install_scripts(&ws)?;
+
+    // 1. plan: reuse the saved one when resuming, else profile the model
+    let targets = match ws.load_plan()? {
+        Some(t) => {
+            tracing::info!(targets = t.len(), "resuming with the saved plan");
+            t
+        }
+        None => {
+            let bar = spinner(global, &format!("profiling {}", identity.label()));
+            let trace = ws.path("profiles/trace.json");
+            std::fs::create_dir_all(ws.path("profiles"))?;
+            let profiled = services
+                .profile(&spec, args.model.dtype.is_none(), &scripts, &trace)
+                .await;
+            bar.finish_and_clear();
+            let (imported, dtype) = profiled.context("profiling the model failed")?;
+            if !global.quiet {
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("{}", imported.table(15));
+                }
+            }
+            let top = args.top.or(ws.settings.top).unwrap_or(5);
+            let t = autokernel_profiler::plan(&imported.report, top, dtype);
+            if t.is_empty() {
+                bail!("the profile has no kernel autokernel can optimise (no op classified as one of its nine kinds)");
+            }
+            ws.save_plan(&t)?;
+            t
+        }
+    };
+    crate::print_stdout(&format!(
+        "plan: {} target(s): {}",
+        targets.len(),
+        targets
+            .iter()
+            .map(|t| t.id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+
+    // 2–3. the loop
+    let agent: Box<dyn Agent> = defaults::agent(
+        args.agent,
+        &ws,
+        args.llm_base_url.clone(),
+        args.llm_model.clone(),
+    )?;
+    let store = defaults::store(&ws, &run_tag)?;
+    let log = ResultsLog::open(ws.path("results.tsv"))?;
+    if log.repaired_torn_line() {
+        tracing::warn!("results.tsv had a torn last row (a killed run); it was cut off and saved to results.tsv.torn");
+    }
+    let mut options = LoopOptions::new(ws.path(".autokernel/scratch"));
+    options.device = device;
+    options.max_experiments = args.max_experiments;
+    options.budget = args.budget;
+    options.bench_timeout = Duration::from_secs(args.bench_timeout);
+    options.keep_threshold = args
+        .keep_threshold_pct
+        .map(|p| p / 100.0)
+        .or(ws.settings.keep_threshold)
+        .unwrap_or(options.keep_threshold);
+    options.orchestrator.plateau = args
+        .plateau
+        .or(ws.settings.plateau)
+        .unwrap_or(options.orchestrator.plateau);
+    options.orchestrator.target_budget = args.target_budget;
+    if let Some(goal) = ws.settings.roofline_goal_pct {
+        options.orchestrator.roofline_goal_pct = goal;
+    }
+    let resolved_device = services.device_name(&scripts, device).await?;
+    options.gpu = services
+        .gpu_name
+        .as_deref()
+        .and_then(|n| lookup_gpu(n).spec().cloned());
+    tracing::info!(device = %resolved_device, gpu = ?services.gpu_name, "bench device");
+    let reporter = Arc::new(ProgressReporter::new(global));
+    let mut the_loop = OptimizationLoop::new(agent, services.benchmarker(), store, log, options)
+        .with_reporter(Box::new(SharedReporter(reporter.clone())));
+    let interrupt = Arc::new(Interrupt::new());
+    spawn_ctrl_c(interrupt.clone(), global.quiet);
+    let starters: Vec<_> = targets
+        .iter()
+        .map(|t| {
+            (
+                t.clone(),
+                autokernel_bench::starter_source(t.kind).to_string(),
+            )
+        })
+        .collect();
+    let outcome = the_loop.run(starters, &interrupt).await;
+    reporter.finish();
+    let outcome = outcome?;
+    let rows = the_loop.log().rows().to_vec();
+
+    // 4. verify, unless interrupted or asked not to
+    let interrupted = outcome.stop == StopReason::Interrupted;
+    if !args.no_verify && !interrupted {
+        let bar = spinner(global, "verifying the kept kernels inside the model");
+        let v =
+            crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets).await;
+        bar.finish_and_clear();
+        match v {
+            Ok(v) => ws.save_verification(&v)?,
+            Err(e) => tracing::warn!("verification could not run: {e:#}"),
+        }
+    }
+
+    // 5. report
+    let verification = ws.load_verification()?;
+    crate::commands::report::write_report(&ws, &targets, &rows, verification.as_ref())?;
+    let summaries = report::summarize(&targets, &rows);
+    crate::print_stdout(&report::summary_table(&summaries));
+    let stop = match outcome.stop {
+        StopReason::AllTargetsDone => "all_targets_done",
+        StopReason::ExperimentCap => "experiment_cap",
+        StopReason::Budget => "budget",
+        StopReason::Interrupted => "interrupted",
+    };
+    let mut summary = format!(
+        "---\nstop_reason: {stop}\nexperiments: {}\nprojected_speedup: {:.3}\n",
+        outcome.experiments,
+        report::projected(&summaries)
+    );
+    if let Some(v) = &verification {
+        summary.push_str(&format!(
+            "verified: {}\nend_to_end_speedup: {}\n",
+            v.passed,
+            v.speedup.map_or("n/a".into(), |s| format!("{s:.3}"))
+        ));
+    }
+    summary.push_str(&format!("report: {}\n", ws.path("report.md").display()));
+    crate::print_stdout(&summary);
+    Ok(if interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Lets the loop own a boxed reporter while `run` keeps a handle to clear the spinner.
+struct SharedReporter(Arc<ProgressReporter>);
+
+impl autokernel_core::Reporter for SharedReporter {
+    fn on_target_start(&self, s: &autokernel_core::TargetState) {
+        self.0.on_target_start(s)
+    }
+    fn on_experiment_start(&self, t: &autokernel_core::Target, n: u64) {
+        self.0.on_experiment_start(t, n)
+    }
+    fn on_candidate(&self, t: &autokernel_core::Target, n: u64, d: &str) {
+        self.0.on_candidate(t, n, d)
+    }
+    fn on_decision(
+        &self,
+        r: &autokernel_core::ExperimentRecord,
+        b: Option<&autokernel_core::BenchResult>,
+    ) {
+        self.0.on_decision(r, b)
+    }
+    fn on_target_end(&self, t: &autokernel_core::Target, w: &autokernel_core::MoveOn) {
+        self.0.on_target_end(t, w)
+    }
+    fn on_warning(&self, m: &str) {
+        self.0.on_warning(m)
+    }
+}
+
+/// First Ctrl-C: finish the experiment in flight, then stop. Second: abandon it.
+fn spawn_ctrl_c(interrupt: Arc<Interrupt>, quiet: bool) {
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            interrupt.request();
+            if quiet {
+                continue;
+            }
+            #[allow(clippy::print_stderr)]
+            if interrupt.abandon_requested() {
+                eprintln!("\nabandoning the experiment in flight (it is reverted and logged)");
+            } else {
+                eprintln!(
+                    "\nstopping after the current experiment; press Ctrl-C again to abandon it"
+                );
+            }
+        }
+    });
 }

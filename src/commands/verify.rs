@@ -1,14 +1,176 @@
-//! `autokernel verify` (not implemented yet).
+//! `autokernel verify`: plug a workspace's kept kernels into its model and check the model
+//! end to end (outputs against the unmodified model, and both timed).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use autokernel_core::{DType, Device, ModelSource, ModelSpec, Target};
 
 use crate::cli::GlobalArgs;
+use crate::defaults::Services;
+use crate::progress::spinner;
+use crate::report::Verification;
+use crate::workspace::Workspace;
+
+/// The verification script, run inside the bench worker.
+pub const VERIFY_PY: &str = include_str!("../../python/verify_model.py");
 
 /// Arguments of `autokernel verify`.
 #[derive(Debug, clap::Args)]
-pub struct VerifyArgs {}
+pub struct VerifyArgs {
+    /// The workspace to verify
+    #[arg(
+        long,
+        short = 'w',
+        default_value = "autokernel-workspace",
+        value_name = "DIR"
+    )]
+    pub workspace: PathBuf,
+    /// Where to run: auto, cuda or cpu [default: the workspace's]
+    #[arg(long, value_name = "auto|cuda|cpu")]
+    pub device: Option<Device>,
+    /// The Python interpreter whose torch and triton to use
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
+}
 
-/// Runs `autokernel verify`.
-pub async fn run(_args: VerifyArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`autokernel verify` is not implemented yet")
+/// Runs `autokernel verify`; exit 1 when the model with the kernels does not match.
+pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let ws = Workspace::open_existing(&args.workspace)?;
+    let Some(identity) = ws.settings.model.clone() else {
+        bail!(
+            "workspace `{}` records no model (autokernel.toml has no [model])",
+            ws.root.display()
+        );
+    };
+    let Some(targets) = ws.load_plan()? else {
+        bail!(
+            "workspace `{}` has no plan.json yet\nhint: run `autokernel run` first",
+            ws.root.display()
+        );
+    };
+    let device = args
+        .device
+        .or_else(|| ws.settings.device.as_deref().and_then(|d| d.parse().ok()))
+        .unwrap_or(Device::Auto);
+    let spec = ModelSpec {
+        source: identity.source.clone(),
+        kwargs: if identity.kwargs.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_str(&identity.kwargs)?
+        },
+        input_shape: identity.input_shape.clone(),
+        dtype: identity.dtype.parse::<DType>()?,
+        device,
+    };
+    let mut services = Services::start(
+        args.python.as_deref(),
+        device,
+        ws.settings.measured_bandwidth_gb_s,
+    )?;
+    let bar = spinner(global, "verifying the kept kernels inside the model");
+    let v = verify_workspace(&mut services, &ws, &spec, &targets).await;
+    bar.finish_and_clear();
+    let v = v?;
+    ws.save_verification(&v)?;
+    if args.json {
+        crate::print_stdout(&serde_json::to_string_pretty(&v)?);
+    } else {
+        crate::print_stdout(&format!(
+            "verified: {}\nincluded: {}\n{}eager_ms: {}\noptimized_ms: {}\nspeedup: {}",
+            v.passed,
+            v.included.join(", "),
+            v.excluded
+                .iter()
+                .map(|e| format!("excluded: {}: {}\n", e.target, e.reason))
+                .collect::<String>(),
+            v.eager_ms.map_or("n/a".into(), |x| format!("{x:.3}")),
+            v.optimized_ms.map_or("n/a".into(), |x| format!("{x:.3}")),
+            v.speedup.map_or("n/a".into(), |x| format!("{x:.3}")),
+        ));
+    }
+    Ok(if v.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Writes the Python scripts the worker runs for a workspace (the verifier, the profiler's
+/// model loader and the bundled example models) into `.autokernel/scripts`; returns that folder.
+pub fn install_scripts(ws: &Workspace) -> anyhow::Result<PathBuf> {
+    let scripts = ws.path(".autokernel/scripts");
+    let examples = scripts.join("examples");
+    std::fs::create_dir_all(&examples)
+        .with_context(|| format!("cannot create `{}`", examples.display()))?;
+    let mut files = vec![
+        (scripts.join("verify_model.py"), VERIFY_PY),
+        (
+            scripts.join("profile_model.py"),
+            autokernel_profiler::PROFILE_MODEL_PY,
+        ),
+    ];
+    for (name, text) in autokernel_profiler::EXAMPLES {
+        files.push((examples.join(format!("{name}.py")), text));
+    }
+    for (path, text) in files {
+        std::fs::write(&path, text)
+            .with_context(|| format!("cannot write `{}`", path.display()))?;
+    }
+    Ok(scripts)
+}
+
+/// Runs the verification script in the worker over the workspace's current kernels (the
+/// branch tip: the best kept kernel of each target).
+pub async fn verify_workspace(
+    services: &mut Services,
+    ws: &Workspace,
+    spec: &ModelSpec,
+    targets: &[Target],
+) -> anyhow::Result<Verification> {
+    let scripts = install_scripts(ws)?;
+    let script = scripts.join("verify_model.py");
+    let present: Vec<serde_json::Value> = targets
+        .iter()
+        .filter(|t| ws.path(&t.kernel_relpath()).exists())
+        .map(|t| serde_json::json!({"id": t.id, "kind": t.kind.name(), "path": ws.path(&t.kernel_relpath())}))
+        .collect();
+    let model = match &spec.source {
+        ModelSource::File { path, class } => {
+            serde_json::json!({"source": "file", "path": path, "class": class})
+        }
+        ModelSource::Import { module, class } => {
+            serde_json::json!({"source": "import", "module": module, "class": class})
+        }
+        ModelSource::Example { name } => serde_json::json!({"source": "example", "name": name}),
+    };
+    let device = services.device_name(&scripts, spec.device).await?;
+    let kwargs = serde_json::json!({
+        "model": model,
+        "model_kwargs": if spec.kwargs.is_null() { serde_json::json!({}) } else { spec.kwargs.clone() },
+        "targets": present,
+        "dtype": dtype_for(spec.dtype, &device, ws),
+        "device": device,
+        "input_shape": spec.input_shape,
+        "loader_dir": scripts,
+    });
+    let reply = services
+        .worker()
+        .call_script(&script, "verify", kwargs, Duration::from_secs(1800))
+        .await?;
+    serde_json::from_value(reply).context("the verification script returned an unexpected reply")
+}
+
+/// The dtype the model was planned in (`plan.json` records it per target), else the spec's.
+fn dtype_for(spec_dtype: DType, _device: &str, ws: &Workspace) -> &'static str {
+    match ws.load_plan() {
+        Ok(Some(t)) if !t.is_empty() => t[0].dtype.name(),
+        _ => spec_dtype.name(),
+    }
 }

@@ -1,0 +1,337 @@
+"""End-to-end verification of a workspace: the model with the kept kernels plugged in,
+compared with the unmodified model, and both timed.
+
+Run inside the bench worker (``Worker::call_script(.., "verify", kwargs)``), which has already
+chosen the device (and set ``TRITON_INTERPRET=1`` on the CPU). The model is loaded by the
+profiler's loader (``profile_model.py``, written beside this file), so a model that profiles
+also verifies.
+
+How each kind is plugged in, for the duration of the check only:
+
+- matmul: every ``nn.Linear`` (``x @ Wᵀ + b`` with ``Wᵀ`` made contiguous once);
+- layernorm: every ``nn.LayerNorm`` over the last dim with eps 1e-5 and an affine weight and bias;
+- rmsnorm: every module whose class name contains ``RMSNorm`` with a 1-D weight and eps 1e-6;
+- softmax: ``torch.nn.functional.softmax`` / ``torch.softmax`` over the last dim;
+- flash_attention: ``F.scaled_dot_product_attention`` when causal, unmasked, no dropout, default scale;
+- cross_entropy: ``F.cross_entropy`` with mean reduction and no weights, smoothing or ignored ids;
+- fused_mlp: modules with bias-free ``gate_proj/up_proj/down_proj`` or ``w_gate/w_up/w_down`` linears;
+- rotary_embedding and reduce have no standard call site and are reported as not pluggable.
+
+A kernel that breaks the model is left out and named: each kernel is checked alone first.
+"""
+
+import contextlib
+import importlib.util
+import statistics
+import sys
+import time
+import types
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# dtype -> (atol, rtol, max relative L2 error) for whole-model outputs: looser than a single
+# kernel's, since rounding differences compound over layers.
+MODEL_TOLERANCE = {
+    torch.float32: (1e-3, 1e-3, 1e-3),
+    torch.float16: (5e-2, 5e-2, 2e-2),
+    torch.bfloat16: (1e-1, 1e-1, 5e-2),
+}
+
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+def _load_kernel(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "kernel_fn", None)):
+        raise ValueError(f"{path} defines no kernel_fn")
+    return module
+
+
+def _rows(x):
+    """x as a contiguous 2-D [rows, last dim] view."""
+    return x.reshape(-1, x.shape[-1]).contiguous()
+
+
+class _Plug:
+    """Installs one kernel into a model (module forwards or functional patches) and counts
+    how often the model called it."""
+
+    def __init__(self, target_id, kind, fn):
+        self.target_id, self.kind, self.fn, self.calls = target_id, kind, fn, 0
+
+    def _count(self, out):
+        self.calls += 1
+        return out
+
+    @contextlib.contextmanager
+    def installed(self, model):
+        undo = []
+        try:
+            getattr(self, "_plug_" + self.kind, self._not_pluggable)(model, undo)
+            yield self
+        finally:
+            for restore in reversed(undo):
+                restore()
+
+    def _not_pluggable(self, model, undo):
+        raise NotImplementedError(f"{self.kind} has no standard call site to plug into")
+
+    def _replace_forward(self, module, forward, undo):
+        had = "forward" in module.__dict__
+        old = module.__dict__.get("forward")
+        module.forward = types.MethodType(forward, module)
+        undo.append(lambda: setattr(module, "forward", old) if had else module.__dict__.pop("forward", None))
+
+    def _patch(self, owner, name, wrapper, undo):
+        old = getattr(owner, name)
+        setattr(owner, name, wrapper(old))
+        undo.append(lambda: setattr(owner, name, old))
+
+    def _plug_matmul(self, model, undo):
+        plug = self
+        for m in model.modules():
+            if isinstance(m, nn.Linear):
+                m._ak_weight_t = m.weight.detach().t().contiguous()
+
+                def forward(self, x):
+                    out = plug._count(plug.fn(A=_rows(x), B=self._ak_weight_t))
+                    if self.bias is not None:
+                        out = out + self.bias
+                    return out.reshape(*x.shape[:-1], out.shape[-1])
+
+                self._replace_forward(m, forward, undo)
+
+    def _plug_layernorm(self, model, undo):
+        plug = self
+        for m in model.modules():
+            if isinstance(m, nn.LayerNorm) and len(m.normalized_shape) == 1 and m.weight is not None \
+                    and m.bias is not None and abs(m.eps - 1e-5) < 1e-12:
+                def forward(self, x):
+                    out = plug._count(plug.fn(x=_rows(x), weight=self.weight, bias=self.bias))
+                    return out.reshape(x.shape)
+
+                self._replace_forward(m, forward, undo)
+
+    def _plug_rmsnorm(self, model, undo):
+        plug = self
+        for m in model.modules():
+            eps = getattr(m, "eps", getattr(m, "variance_epsilon", None))
+            weight = getattr(m, "weight", None)
+            if "RMSNorm" in type(m).__name__ and isinstance(weight, torch.Tensor) and weight.dim() == 1 \
+                    and eps is not None and abs(eps - 1e-6) < 1e-12:
+                def forward(self, x):
+                    out = plug._count(plug.fn(x=_rows(x), weight=self.weight))
+                    return out.reshape(x.shape)
+
+                self._replace_forward(m, forward, undo)
+
+    def _plug_softmax(self, model, undo):
+        plug = self
+
+        def wrapper(original):
+            def softmax(input, dim=None, *args, **kwargs):
+                extra = kwargs.get("dtype") is not None or (args and args[0] is not None)
+                if isinstance(input, torch.Tensor) and dim in (-1, input.dim() - 1) and not extra:
+                    return plug._count(plug.fn(x=_rows(input))).reshape(input.shape)
+                return original(input, dim, *args, **kwargs)
+            return softmax
+
+        self._patch(F, "softmax", wrapper, undo)
+        self._patch(torch, "softmax", wrapper, undo)
+
+    def _plug_flash_attention(self, model, undo):
+        plug = self
+
+        def wrapper(original):
+            def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
+                if is_causal and attn_mask is None and dropout_p == 0.0 and scale is None and not kw \
+                        and q.dim() == 4 and q.shape == k.shape == v.shape:
+                    return plug._count(plug.fn(Q=q.contiguous(), K=k.contiguous(), V=v.contiguous()))
+                return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, **kw)
+            return sdpa
+
+        self._patch(F, "scaled_dot_product_attention", wrapper, undo)
+
+    def _plug_cross_entropy(self, model, undo):
+        plug = self
+
+        def wrapper(original):
+            def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                              reduction="mean", label_smoothing=0.0):
+                simple = (weight is None and size_average is None and reduce is None and reduction == "mean"
+                          and label_smoothing == 0.0 and input.dim() == 2 and target.dim() == 1
+                          and not bool((target == ignore_index).any()))
+                if simple:
+                    return plug._count(plug.fn(logits=input.contiguous(), targets=target))
+                return original(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+            return cross_entropy
+
+        self._patch(F, "cross_entropy", wrapper, undo)
+
+    def _plug_fused_mlp(self, model, undo):
+        plug = self
+        names = [("gate_proj", "up_proj", "down_proj"), ("w_gate", "w_up", "w_down")]
+        for m in model.modules():
+            for g, u, d in names:
+                parts = [getattr(m, n, None) for n in (g, u, d)]
+                if all(isinstance(p, nn.Linear) and p.bias is None for p in parts):
+                    def forward(self, x, _names=(g, u, d)):
+                        gate, up, down = (getattr(self, n).weight for n in _names)
+                        out = plug._count(plug.fn(x=_rows(x), w_gate=gate, w_up=up, w_down=down))
+                        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+                    self._replace_forward(m, forward, undo)
+                    break
+
+
+def _first_tensor(out):
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, dict) or hasattr(out, "values"):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        for item in out:
+            t = _first_tensor(item)
+            if t is not None:
+                return t
+    return None
+
+
+def _compare(out, ref, dtype):
+    """None when out matches ref within the model tolerance of dtype, else the reason."""
+    atol, rtol, max_l2 = MODEL_TOLERANCE[dtype]
+    if out is None or out.shape != ref.shape:
+        return f"output shape {None if out is None else tuple(out.shape)} differs from {tuple(ref.shape)}"
+    o, r = out.detach().float().cpu(), ref.detach().float().cpu()
+    finite = torch.isfinite(r)
+    if not bool(torch.equal(torch.isfinite(o), finite)):
+        return "non-finite values where the unmodified model has finite ones (or the reverse)"
+    o, r = o[finite], r[finite]
+    diff = (o - r).abs()
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    rel_l2 = float(torch.linalg.vector_norm(o - r) / max(float(torch.linalg.vector_norm(r)), 1e-30))
+    if bool((diff > atol + rtol * r.abs()).any()) or rel_l2 > max_l2:
+        return f"max abs error {max_abs:.3g}, relative L2 error {rel_l2:.3g} (limits atol {atol}, rtol {rtol}, L2 {max_l2})"
+    return None
+
+
+def _max_abs(out, ref):
+    return float((out.detach().float().cpu() - ref.detach().float().cpu()).abs().max())
+
+
+def _time_ms(call, on_gpu):
+    if on_gpu:
+        import triton.testing
+        return float(triton.testing.do_bench(call, warmup=25, rep=200))
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, loader_dir=None):
+    """Checks the model with each target's kernel plugged in against the unmodified model.
+
+    model: the model source as ``profile_model.load_model`` takes it; targets: a list of
+    ``{"id", "kind", "path"}``; dtype: a dtype name; device: ``cuda`` or ``cpu``;
+    loader_dir: the folder holding ``profile_model.py`` and ``examples/``.
+    Returns a JSON-able dict matching the Rust ``Verification`` struct.
+    """
+    if loader_dir and loader_dir not in sys.path:
+        sys.path.insert(0, loader_dir)
+    import os
+
+    import profile_model
+
+    torch_dtype = DTYPES[dtype]
+    on_gpu = device == "cuda"
+    examples_dir = os.path.join(loader_dir, "examples") if loader_dir else None
+    net, default_shape, _ = profile_model.load_model(model, model_kwargs or {}, examples_dir)
+    shape = list(input_shape or []) or list(default_shape or [])
+    net = net.to(device=device, dtype=torch_dtype).eval()
+    x, _ = profile_model.make_inputs(net, shape, torch_dtype, device)
+
+    def forward():
+        with torch.no_grad():
+            return net(x)
+
+    ref = _first_tensor(forward())
+    if ref is None:
+        raise ValueError("the model returned no tensor to compare")
+    plugs, excluded = [], []
+    for i, t in enumerate(targets):
+        try:
+            module = _load_kernel(t["path"], f"_ak_verify_{i}_{t['id'].replace('-', '_')}")
+        except Exception as e:  # noqa: BLE001 - any failure to load is a reason to leave it out
+            excluded.append({"target": t["id"], "reason": f"cannot load {t['path']}: {e}"})
+            continue
+        plugs.append(_Plug(t["id"], t["kind"], module.kernel_fn))
+
+    def run_with(selected):
+        with contextlib.ExitStack() as stack:
+            for p in selected:
+                stack.enter_context(p.installed(net))
+            return _first_tensor(forward())
+
+    # each kernel alone first, so a kernel that breaks the model is named
+    good = []
+    for p in plugs:
+        try:
+            p.calls = 0
+            out = run_with([p])
+        except NotImplementedError as e:
+            excluded.append({"target": p.target_id, "reason": f"not pluggable: {e}"})
+            continue
+        except Exception as e:  # noqa: BLE001 - a crashing kernel is left out and named
+            excluded.append({"target": p.target_id, "reason": f"raised {type(e).__name__}: {e}"})
+            continue
+        if p.calls == 0:
+            excluded.append({"target": p.target_id, "reason": "the model never called it through a standard call site"})
+            continue
+        why = _compare(out, ref, torch_dtype)
+        if why:
+            excluded.append({"target": p.target_id, "reason": f"breaks the model: {why}"})
+            continue
+        good.append(p)
+
+    result = {
+        "passed": True,
+        "included": [p.target_id for p in good],
+        "excluded": excluded,
+        "max_abs_error": 0.0,
+        "eager_ms": None,
+        "optimized_ms": None,
+        "speedup": None,
+        "device": f"cuda {torch.cuda.get_device_name()}" if on_gpu else "cpu",
+        "timing_representative": on_gpu,
+    }
+    if good:
+        out = run_with(good)
+        why = _compare(out, ref, torch_dtype)
+        result["passed"] = why is None
+        result["max_abs_error"] = _max_abs(out, ref)
+        if why:
+            result["excluded"].append({"target": "+".join(p.target_id for p in good), "reason": f"together: {why}"})
+    result["eager_ms"] = _time_ms(forward, on_gpu)
+    with contextlib.ExitStack() as stack:
+        for p in good:
+            stack.enter_context(p.installed(net))
+        result["optimized_ms"] = _time_ms(forward, on_gpu)
+    if result["optimized_ms"]:
+        result["speedup"] = result["eager_ms"] / result["optimized_ms"]
+    return result
+
+
+def device_info(requested):
+    """The device a request for ``requested`` (auto/cuda/cpu) resolves to, and the GPU's name."""
+    if requested != "cpu" and torch.cuda.is_available():
+        return {"device": "cuda", "gpu_name": torch.cuda.get_device_name()}
+    if requested == "cuda":
+        raise RuntimeError("--device cuda was asked for, but torch sees no CUDA device")
+    return {"device": "cpu", "gpu_name": None}

@@ -1,0 +1,191 @@
+//! The model flags shared by `run` and `verify`: which model, its constructor arguments,
+//! its input shape and dtype.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use autokernel_core::{DType, Device, ModelSource, ModelSpec};
+
+/// Bundled example models (`examples/models/<name>.py`).
+pub const EXAMPLES: &[&str] = &["tiny", "gpt2", "llama", "bert"];
+
+/// Which model to optimise.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelArgs {
+    /// A model: `FILE.py` (with --class) or an importable `module.path:Class`
+    /// (e.g. `transformers:GPT2LMHeadModel`)
+    #[arg(
+        long,
+        value_name = "FILE.py|MODULE:CLASS",
+        help_heading = "Model",
+        conflicts_with = "example"
+    )]
+    pub model: Option<String>,
+    /// The nn.Module class in FILE.py
+    #[arg(long = "class", value_name = "NAME", help_heading = "Model")]
+    pub class_name: Option<String>,
+    /// A bundled example model: tiny (CPU-sized), gpt2, llama, bert
+    #[arg(long, value_name = "NAME", help_heading = "Model")]
+    pub example: Option<String>,
+    /// Constructor keyword arguments as a JSON object, e.g. '{"n_layer": 2}'
+    #[arg(long, value_name = "JSON", help_heading = "Model")]
+    pub model_kwargs: Option<String>,
+    /// Input shape, e.g. 1,1024 (batch, sequence) for a language model [default: the example's]
+    #[arg(long, value_name = "DIMS", help_heading = "Model")]
+    pub input_shape: Option<String>,
+    /// Dtype to run the model in [default: float16 on a GPU, float32 on the CPU]
+    #[arg(long, value_name = "float16|bfloat16|float32", help_heading = "Model")]
+    pub dtype: Option<String>,
+}
+
+impl ModelArgs {
+    /// Resolves the flags into a [`ModelSpec`] for `device`.
+    ///
+    /// # Errors
+    /// Unknown example, a `.py` file without `--class`, bad JSON, a bad shape or dtype.
+    pub fn spec(&self, device: Device) -> anyhow::Result<ModelSpec> {
+        let source = match (&self.model, &self.example) {
+            (Some(m), None) if m.ends_with(".py") => {
+                let path = PathBuf::from(m);
+                if !path.is_file() {
+                    bail!("model file `{m}` not found");
+                }
+                let Some(class) = self.class_name.clone() else {
+                    bail!("`--model {m}` needs `--class NAME`, the nn.Module class to load from it");
+                };
+                let path = path.canonicalize().with_context(|| format!("cannot resolve `{m}`"))?;
+                ModelSource::File { path, class }
+            }
+            (Some(m), None) => match m.split_once(':') {
+                Some((module, class)) if !module.is_empty() && !class.is_empty() => {
+                    ModelSource::Import { module: module.into(), class: class.into() }
+                }
+                _ => bail!("`--model {m}` is neither a .py file nor `module.path:Class`"),
+            },
+            (None, Some(e)) => {
+                if !EXAMPLES.contains(&e.as_str()) {
+                    bail!("unknown example `{e}`; the bundled examples are: {}", EXAMPLES.join(", "));
+                }
+                ModelSource::Example { name: e.clone() }
+            }
+            (None, None) => bail!("no model given\nhint: pass `--example tiny`, `--model FILE.py --class NAME` or `--model module:Class`"),
+            (Some(_), Some(_)) => bail!("give either --model or --example, not both"),
+        };
+        let kwargs = match &self.model_kwargs {
+            Some(text) => {
+                let v: serde_json::Value = serde_json::from_str(text)
+                    .with_context(|| format!("--model-kwargs `{text}` is not valid JSON"))?;
+                if !v.is_object() {
+                    bail!("--model-kwargs must be a JSON object, got `{text}`");
+                }
+                v
+            }
+            None => serde_json::Value::Null,
+        };
+        let input_shape = match &self.input_shape {
+            Some(s) => s
+                .split([',', 'x'])
+                .map(|p| p.trim().parse::<u64>().ok().filter(|v| *v > 0))
+                .collect::<Option<Vec<u64>>>()
+                .filter(|v| !v.is_empty())
+                .with_context(|| {
+                    format!("--input-shape `{s}` is not positive integers separated by commas")
+                })?,
+            None => Vec::new(),
+        };
+        let dtype = match &self.dtype {
+            Some(d) => d.parse::<DType>()?,
+            None if device == Device::Cpu => DType::Float32,
+            None => DType::Float16,
+        };
+        Ok(ModelSpec {
+            source,
+            kwargs,
+            input_shape,
+            dtype,
+            device,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> ModelArgs {
+        ModelArgs {
+            model: None,
+            class_name: None,
+            example: None,
+            model_kwargs: None,
+            input_shape: None,
+            dtype: None,
+        }
+    }
+
+    #[test]
+    fn unknown_example_lists_the_bundled_ones() {
+        let a = ModelArgs {
+            example: Some("gpt5".into()),
+            ..args()
+        };
+        let e = a.spec(Device::Cpu).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown example `gpt5`") && e.contains("tiny, gpt2, llama, bert"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn module_class_and_defaults_resolve() {
+        let a = ModelArgs {
+            model: Some("transformers:GPT2LMHeadModel".into()),
+            input_shape: Some("1,1024".into()),
+            ..args()
+        };
+        let s = a.spec(Device::Cuda).unwrap();
+        assert_eq!(
+            s.source,
+            ModelSource::Import {
+                module: "transformers".into(),
+                class: "GPT2LMHeadModel".into()
+            }
+        );
+        assert_eq!(s.input_shape, vec![1, 1024]);
+        assert_eq!(s.dtype, DType::Float16);
+        assert_eq!(
+            args()
+                .spec(Device::Cpu)
+                .unwrap_err()
+                .to_string()
+                .lines()
+                .next()
+                .unwrap(),
+            "no model given"
+        );
+    }
+
+    #[test]
+    fn missing_model_file_and_bad_kwargs_are_clear() {
+        let a = ModelArgs {
+            model: Some("/nope/model.py".into()),
+            class_name: Some("M".into()),
+            ..args()
+        };
+        assert!(a
+            .spec(Device::Cpu)
+            .unwrap_err()
+            .to_string()
+            .contains("`/nope/model.py` not found"));
+        let a = ModelArgs {
+            example: Some("tiny".into()),
+            model_kwargs: Some("[1]".into()),
+            ..args()
+        };
+        assert!(a
+            .spec(Device::Cpu)
+            .unwrap_err()
+            .to_string()
+            .contains("must be a JSON object"));
+    }
+}

@@ -1,0 +1,404 @@
+//! The workspace report: `report.md`, `progress.png` and the terminal summary, all derived
+//! from `results.tsv`, the saved plan and the saved verification (never from memory, so
+//! `autokernel report` gives the same answer at any time, during or after a run).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context;
+use autokernel_core::{keep::end_to_end_speedup, Decision, ExperimentRecord, Target};
+use serde::{Deserialize, Serialize};
+
+use crate::workspace::Workspace;
+
+/// The end-to-end check of the kept kernels plugged into the model (`verify.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Verification {
+    /// Whether the model with the included kernels matched the unmodified model.
+    pub passed: bool,
+    /// Target ids whose kernels were plugged in.
+    pub included: Vec<String>,
+    /// Targets left out, with the reason (broke the model, not pluggable).
+    pub excluded: Vec<Excluded>,
+    /// Largest absolute difference of the outputs.
+    pub max_abs_error: Option<f64>,
+    /// Eager model latency, in milliseconds.
+    pub eager_ms: Option<f64>,
+    /// Model latency with the kernels plugged in, in milliseconds.
+    pub optimized_ms: Option<f64>,
+    /// `eager_ms / optimized_ms`.
+    pub speedup: Option<f64>,
+    /// Where it ran (`cuda` + name, or `cpu`).
+    pub device: String,
+    /// False on the CPU: Triton's interpreter is not a speed.
+    pub timing_representative: bool,
+}
+
+/// A target left out of verification.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Excluded {
+    /// The target id.
+    pub target: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Per-target figures of the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetSummary {
+    /// Target id.
+    pub id: String,
+    /// Kind name.
+    pub kind: String,
+    /// Share of model time.
+    pub fraction: f64,
+    /// Baseline latency, µs.
+    pub baseline_us: Option<f64>,
+    /// Best kept latency, µs.
+    pub best_us: Option<f64>,
+    /// `baseline_us / best_us`.
+    pub speedup: Option<f64>,
+    /// Best kernel's % of roofline.
+    pub pct_peak: Option<f64>,
+    /// Experiments after the baseline.
+    pub experiments: usize,
+    /// Experiments kept.
+    pub kept: usize,
+}
+
+/// Summarises each target from its rows (kept rows give the best; the baseline the start).
+pub fn summarize(targets: &[Target], rows: &[ExperimentRecord]) -> Vec<TargetSummary> {
+    targets
+        .iter()
+        .map(|t| {
+            let mine: Vec<&ExperimentRecord> = rows.iter().filter(|r| r.target == t.id).collect();
+            let baseline = mine.iter().find(|r| r.decision == Decision::Baseline);
+            let best = mine
+                .iter()
+                .rev()
+                .find(|r| r.decision == Decision::Keep)
+                .or(baseline)
+                .filter(|r| r.correctness == "PASS");
+            let baseline_us = baseline.and_then(|r| r.latency_us);
+            let best_us = best.and_then(|r| r.latency_us);
+            TargetSummary {
+                id: t.id.clone(),
+                kind: t.kind.to_string(),
+                fraction: t.fraction,
+                baseline_us,
+                best_us,
+                speedup: match (baseline_us, best_us) {
+                    (Some(b), Some(x)) if x > 0.0 => Some(b / x),
+                    _ => None,
+                },
+                pct_peak: best.and_then(|r| r.pct_peak),
+                experiments: mine
+                    .iter()
+                    .filter(|r| r.decision != Decision::Baseline)
+                    .count(),
+                kept: mine.iter().filter(|r| r.decision == Decision::Keep).count(),
+            }
+        })
+        .collect()
+}
+
+fn opt(v: Option<f64>, decimals: usize, suffix: &str) -> String {
+    v.map_or_else(|| "—".to_string(), |x| format!("{x:.decimals$}{suffix}"))
+}
+
+/// The per-target table in Markdown (also printed on the terminal).
+pub fn summary_table(summaries: &[TargetSummary]) -> String {
+    let mut out = String::from(
+        "| target | kind | share of time | baseline µs | best µs | speedup | % roofline | experiments | kept |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for s in summaries {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.1}% | {} | {} | {} | {} | {} | {} |",
+            s.id,
+            s.kind,
+            s.fraction * 100.0,
+            opt(s.baseline_us, 2, ""),
+            opt(s.best_us, 2, ""),
+            opt(s.speedup, 3, "x"),
+            opt(s.pct_peak, 1, "%"),
+            s.experiments,
+            s.kept
+        );
+    }
+    out
+}
+
+/// Projected end-to-end speedup from the per-target speedups (Amdahl).
+pub fn projected(summaries: &[TargetSummary]) -> f64 {
+    let parts: Vec<(f64, f64)> = summaries
+        .iter()
+        .map(|s| (s.fraction, s.speedup.unwrap_or(1.0)))
+        .collect();
+    end_to_end_speedup(&parts)
+}
+
+/// Builds `report.md`.
+pub fn render_markdown(
+    ws: &Workspace,
+    targets: &[Target],
+    rows: &[ExperimentRecord],
+    verification: Option<&Verification>,
+) -> String {
+    let summaries = summarize(targets, rows);
+    let mut md = String::new();
+    let _ = writeln!(md, "# autokernel report\n");
+    let _ = writeln!(md, "Workspace: `{}`  ", ws.root.display());
+    if let Some(model) = &ws.settings.model {
+        let _ = writeln!(md, "Model: `{}`  ", model.label());
+    }
+    let _ = writeln!(md, "Experiments logged: {}\n", rows.len());
+    let _ = writeln!(md, "## Plan\n");
+    let _ = writeln!(md, "| target | kind | op | shapes | share of time | Amdahl ceiling at 2x |\n| --- | --- | --- | --- | --- | --- |");
+    for t in targets {
+        let shapes: Vec<String> = t.shapes.iter().map(|s| s.to_string()).collect();
+        let _ = writeln!(
+            md,
+            "| {} | {} | `{}` | {} | {:.1}% | {:.3}x |",
+            t.id,
+            t.kind,
+            t.op,
+            shapes.join(", "),
+            t.fraction * 100.0,
+            end_to_end_speedup(&[(t.fraction, 2.0)])
+        );
+    }
+    let _ = writeln!(md, "\n## Targets\n\n{}", summary_table(&summaries));
+    let _ = writeln!(
+        md,
+        "Projected end-to-end speedup (Amdahl over the targets): **{:.3}x**\n",
+        projected(&summaries)
+    );
+    let _ = writeln!(md, "## End-to-end verification\n");
+    match verification {
+        None => {
+            let _ = writeln!(
+                md,
+                "Not run yet (`autokernel verify --workspace {}`).",
+                ws.root.display()
+            );
+        }
+        Some(v) => {
+            let _ = writeln!(
+                md,
+                "- result: **{}** on {}",
+                if v.passed { "PASS" } else { "FAIL" },
+                v.device
+            );
+            let _ = writeln!(
+                md,
+                "- kernels plugged in: {}",
+                if v.included.is_empty() {
+                    "none".into()
+                } else {
+                    v.included.join(", ")
+                }
+            );
+            for e in &v.excluded {
+                let _ = writeln!(md, "- left out `{}`: {}", e.target, e.reason);
+            }
+            let _ = writeln!(
+                md,
+                "- max abs error vs the unmodified model: {}",
+                opt(v.max_abs_error, 6, "")
+            );
+            let _ = writeln!(
+                md,
+                "- eager {} ms, with kernels {} ms: **{}**{}",
+                opt(v.eager_ms, 3, ""),
+                opt(v.optimized_ms, 3, ""),
+                opt(v.speedup, 3, "x"),
+                if v.timing_representative {
+                    ""
+                } else {
+                    " (CPU interpreter: not representative)"
+                }
+            );
+        }
+    }
+    let _ = writeln!(md, "\n![progress](progress.png)\n\nEvery experiment is a row of `results.tsv` and a commit: `git log --all` in the workspace.");
+    md
+}
+
+/// One point of the progress chart.
+struct Point {
+    experiment: f64,
+    speedup: f64,
+    kept: bool,
+}
+
+/// Draws `progress.png`: speedup over each target's baseline per experiment (kept ones
+/// filled, reverted ones hollow), and the running best per target as a step line.
+pub fn draw_progress(
+    path: &Path,
+    targets: &[Target],
+    rows: &[ExperimentRecord],
+) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    let font = crate::fonts::register();
+    let mut series: BTreeMap<String, Vec<Point>> = BTreeMap::new();
+    for t in targets {
+        let mine: Vec<&ExperimentRecord> = rows.iter().filter(|r| r.target == t.id).collect();
+        let Some(base) = mine
+            .iter()
+            .find(|r| r.decision == Decision::Baseline)
+            .and_then(|r| r.latency_us)
+        else {
+            continue;
+        };
+        let points = mine
+            .iter()
+            .filter_map(|r| {
+                let l = r.latency_us.filter(|l| *l > 0.0)?;
+                (r.correctness == "PASS").then(|| Point {
+                    experiment: r.experiment as f64,
+                    speedup: base / l,
+                    kept: matches!(r.decision, Decision::Keep | Decision::Baseline),
+                })
+            })
+            .collect();
+        series.insert(t.id.clone(), points);
+    }
+    let max_x = rows.iter().map(|r| r.experiment).max().unwrap_or(1) as f64 + 1.0;
+    let max_y = series
+        .values()
+        .flatten()
+        .map(|p| p.speedup)
+        .fold(1.0f64, f64::max)
+        * 1.1;
+    let root = BitMapBackend::new(path, (1000, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(56);
+    if font {
+        builder.caption(
+            "speedup over each target's baseline, per experiment",
+            ("sans-serif", 20),
+        );
+    }
+    let mut chart = builder.build_cartesian_2d(0f64..max_x, 0f64..max_y)?;
+    let mut mesh = chart.configure_mesh();
+    if font {
+        mesh.x_desc("experiment").y_desc("speedup (x)");
+    } else {
+        mesh.disable_x_mesh()
+            .disable_y_mesh()
+            .x_labels(0)
+            .y_labels(0);
+    }
+    mesh.draw()?;
+    for (i, (id, points)) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let mut best = 0f64;
+        let steps: Vec<(f64, f64)> = points
+            .iter()
+            .filter(|p| p.kept)
+            .map(|p| {
+                best = best.max(p.speedup);
+                (p.experiment, best)
+            })
+            .collect();
+        let line = chart.draw_series(LineSeries::new(steps, color.stroke_width(2)))?;
+        if font {
+            line.label(id.clone()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
+        }
+        chart.draw_series(points.iter().map(|p| {
+            let style = if p.kept {
+                color.filled()
+            } else {
+                color.stroke_width(1)
+            };
+            Circle::new((p.experiment, p.speedup), if p.kept { 5 } else { 3 }, style)
+        }))?;
+    }
+    if font && !series.is_empty() {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()
+        .with_context(|| format!("cannot write `{}`", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autokernel_core::{DType, KernelKind, Shape};
+
+    fn row(n: u64, target: &str, decision: Decision, latency: f64) -> ExperimentRecord {
+        ExperimentRecord {
+            experiment: n,
+            timestamp: String::new(),
+            target: target.into(),
+            kind: KernelKind::Softmax,
+            agent: "tune".into(),
+            description: String::new(),
+            commit: None,
+            decision,
+            correctness: "PASS".into(),
+            latency_us: Some(latency),
+            throughput: None,
+            throughput_unit: String::new(),
+            pct_peak: Some(50.0),
+            speedup_vs_reference: None,
+            peak_vram_mb: None,
+            duration_s: 1.0,
+        }
+    }
+
+    fn target(id: &str, f: f64) -> Target {
+        Target {
+            id: id.into(),
+            kind: KernelKind::Softmax,
+            shapes: vec![Shape(vec![8, 8])],
+            dtype: DType::Float16,
+            fraction: f,
+            op: "x".into(),
+        }
+    }
+
+    #[test]
+    fn summary_takes_the_last_kept_row_as_best() {
+        let rows = vec![
+            row(1, "a", Decision::Baseline, 100.0),
+            row(2, "a", Decision::Keep, 80.0),
+            row(3, "a", Decision::Revert, 10.0),
+            row(4, "a", Decision::Keep, 50.0),
+        ];
+        let s = &summarize(&[target("a", 0.6)], &rows)[0];
+        assert_eq!(s.best_us, Some(50.0));
+        assert_eq!(s.speedup, Some(2.0));
+        assert_eq!((s.experiments, s.kept), (3, 2));
+        // 0.6 at 2x saves 0.3 → 1/0.7
+        assert!((projected(&[s.clone()]) - 1.0 / 0.7).abs() < 1e-12);
+    }
+
+    #[test]
+    fn progress_png_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("progress.png");
+        let rows = vec![
+            row(1, "a", Decision::Baseline, 100.0),
+            row(2, "a", Decision::Keep, 80.0),
+            row(3, "a", Decision::Revert, 90.0),
+        ];
+        draw_progress(&p, &[target("a", 0.6)], &rows).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    }
+}

@@ -1,0 +1,244 @@
+//! The workspace folder: `autokernel.toml` (settings and the model it belongs to), the saved
+//! plan, the verification result, and the paths of everything else a run writes.
+//!
+//! ```text
+//! autokernel-workspace/
+//!   autokernel.toml   settings; the model this workspace belongs to; the run tag
+//!   program.md        the agent's playbook (a copy the user may edit)
+//!   plan.json         the targets chosen from the profile
+//!   results.tsv       one row per experiment
+//!   targets/<id>/kernel.py   the experiments (git: one commit each)
+//!   profiles/trace.json      the torch.profiler trace
+//!   verify.json, report.md, progress.png, autokernel.log, .autokernel/ (scratch)
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use autokernel_core::{ModelSource, ModelSpec, Target};
+use serde::{Deserialize, Serialize};
+
+use crate::report::Verification;
+
+/// Which model a workspace belongs to, as recorded at its first run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelIdentity {
+    /// Where it comes from.
+    #[serde(flatten)]
+    pub source: ModelSource,
+    /// Constructor keyword arguments, as JSON text.
+    #[serde(default)]
+    pub kwargs: String,
+    /// Input shape.
+    #[serde(default)]
+    pub input_shape: Vec<u64>,
+    /// Dtype name.
+    pub dtype: String,
+}
+
+impl ModelIdentity {
+    /// From the model spec of a run.
+    pub fn of(spec: &ModelSpec) -> Self {
+        ModelIdentity {
+            source: spec.source.clone(),
+            kwargs: if spec.kwargs.is_null() {
+                String::new()
+            } else {
+                spec.kwargs.to_string()
+            },
+            input_shape: spec.input_shape.clone(),
+            dtype: spec.dtype.to_string(),
+        }
+    }
+
+    /// A short name for messages and the run tag.
+    pub fn label(&self) -> String {
+        match &self.source {
+            ModelSource::File { path, class } => format!("{}:{class}", path.display()),
+            ModelSource::Import { module, class } => format!("{module}:{class}"),
+            ModelSource::Example { name } => format!("example {name}"),
+        }
+    }
+
+    /// A ref-safe word for the run tag: the class or example name, lower-case.
+    pub fn slug(&self) -> String {
+        let raw = match &self.source {
+            ModelSource::File { class, .. } | ModelSource::Import { class, .. } => class.clone(),
+            ModelSource::Example { name } => name.clone(),
+        };
+        raw.chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect::<String>()
+            .to_ascii_lowercase()
+    }
+}
+
+/// User-supplied GPU figures for a GPU not in the table (`[gpu]` in autokernel.toml).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuOverride {
+    /// Dense FP16 TFLOP/s.
+    pub fp16_tflops: f64,
+    /// FP32 TFLOP/s.
+    pub fp32_tflops: f64,
+    /// Memory bandwidth GB/s (a measured copy bandwidth is best).
+    pub mem_bandwidth_gb_s: f64,
+    /// L2 MB.
+    #[serde(default)]
+    pub l2_mb: f64,
+}
+
+/// `autokernel.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// The model this workspace belongs to (set by the first `run`).
+    pub model: Option<ModelIdentity>,
+    /// The run tag: the branch is `autokernel/<run_tag>`.
+    pub run_tag: Option<String>,
+    /// The agent: `tune`, `openai` or `hybrid`.
+    pub agent: Option<String>,
+    /// Device: `auto`, `cuda`, `cpu`.
+    pub device: Option<String>,
+    /// Number of targets taken from the plan.
+    pub top: Option<usize>,
+    /// Keep threshold as a fraction (0.01 = 1%).
+    pub keep_threshold: Option<f64>,
+    /// Consecutive non-kept experiments before moving on.
+    pub plateau: Option<u32>,
+    /// % of roofline at which a target is done.
+    pub roofline_goal_pct: Option<f64>,
+    /// Measured copy bandwidth in GB/s, overriding the GPU table.
+    pub measured_bandwidth_gb_s: Option<f64>,
+    /// Figures for a GPU not in the table.
+    pub gpu: Option<GpuOverride>,
+    /// LLM model name for `openai`/`hybrid`.
+    pub llm_model: Option<String>,
+    /// LLM base URL.
+    pub llm_base_url: Option<String>,
+}
+
+/// An opened workspace folder.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    /// Its root.
+    pub root: PathBuf,
+    /// Its settings as read (or defaults).
+    pub settings: Settings,
+}
+
+impl Workspace {
+    /// Opens (or creates) the folder and reads `autokernel.toml` when present.
+    ///
+    /// # Errors
+    /// When the folder cannot be created or the settings file is not valid TOML.
+    pub fn open(root: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(root)
+            .with_context(|| format!("cannot create workspace `{}`", root.display()))?;
+        let root = root
+            .canonicalize()
+            .with_context(|| format!("cannot resolve `{}`", root.display()))?;
+        let file = root.join("autokernel.toml");
+        let settings = if file.exists() {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read `{}`", file.display()))?;
+            toml::from_str(&text)
+                .with_context(|| format!("`{}` is not valid autokernel settings", file.display()))?
+        } else {
+            Settings::default()
+        };
+        Ok(Workspace { root, settings })
+    }
+
+    /// Opens an existing workspace, failing when it has no `results.tsv` yet.
+    pub fn open_existing(root: &Path) -> anyhow::Result<Self> {
+        if !root.join("results.tsv").exists() {
+            bail!(
+                "`{}` is not an autokernel workspace (no results.tsv)\nhint: run `autokernel run ... --workspace {}` first",
+                root.display(),
+                root.display()
+            );
+        }
+        Self::open(root)
+    }
+
+    /// Writes `autokernel.toml`.
+    pub fn save_settings(&self) -> anyhow::Result<()> {
+        let text = toml::to_string_pretty(&self.settings).context("cannot serialise settings")?;
+        let path = self.root.join("autokernel.toml");
+        std::fs::write(
+            &path,
+            format!("# autokernel workspace settings (flags override these)\n{text}"),
+        )
+        .with_context(|| format!("cannot write `{}`", path.display()))
+    }
+
+    /// Path of a file in the workspace.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    /// The saved plan, if any.
+    pub fn load_plan(&self) -> anyhow::Result<Option<Vec<Target>>> {
+        let p = self.path("plan.json");
+        if !p.exists() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&p)
+            .with_context(|| format!("cannot read `{}`", p.display()))?;
+        Ok(Some(serde_json::from_str(&text).with_context(|| {
+            format!("`{}` is not a plan", p.display())
+        })?))
+    }
+
+    /// Saves the plan.
+    pub fn save_plan(&self, targets: &[Target]) -> anyhow::Result<()> {
+        let p = self.path("plan.json");
+        std::fs::write(&p, serde_json::to_string_pretty(targets)?)
+            .with_context(|| format!("cannot write `{}`", p.display()))
+    }
+
+    /// The saved verification, if any.
+    pub fn load_verification(&self) -> anyhow::Result<Option<Verification>> {
+        let p = self.path("verify.json");
+        if !p.exists() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&p)?;
+        Ok(Some(serde_json::from_str(&text).with_context(|| {
+            format!("`{}` is not a verification", p.display())
+        })?))
+    }
+
+    /// Saves the verification.
+    pub fn save_verification(&self, v: &Verification) -> anyhow::Result<()> {
+        let p = self.path("verify.json");
+        std::fs::write(&p, serde_json::to_string_pretty(v)?)
+            .with_context(|| format!("cannot write `{}`", p.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autokernel_core::{DType, Device};
+
+    #[test]
+    fn settings_round_trip_through_toml() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ws = Workspace::open(dir.path()).unwrap();
+        let spec = ModelSpec {
+            source: ModelSource::Example {
+                name: "tiny".into(),
+            },
+            kwargs: serde_json::Value::Null,
+            input_shape: vec![1, 32],
+            dtype: DType::Float32,
+            device: Device::Cpu,
+        };
+        ws.settings.model = Some(ModelIdentity::of(&spec));
+        ws.settings.run_tag = Some("20261129-tiny".into());
+        ws.save_settings().unwrap();
+        let again = Workspace::open(dir.path()).unwrap();
+        assert_eq!(again.settings, ws.settings);
+        assert_eq!(again.settings.model.unwrap().slug(), "tiny");
+    }
+}
