@@ -751,25 +751,24 @@ impl GixStore {
         Ok(to_commit_id(id))
     }
 
-    /// Puts back `rel` as tree `base` holds it (or removes it), after a failed commit.
+    /// Puts back `rel` as tree `base` holds it (or removes it), after a failed commit;
+    /// nothing else in the work tree is touched.
     fn restore_file(&self, repo: &gix::Repository, base: ObjectId, rel: &str) {
         let restored = worktree::flatten(repo, base)
             .map_err(TreeError::from)
             .and_then(|map| {
-                let mut old = map.clone();
-                old.remove(rel);
+                // `old` says "unknown content", so `apply` rewrites or removes just this path
+                let mut old = TreeMap::new();
+                old.insert(
+                    rel.to_string(),
+                    (
+                        ObjectId::null(repo.object_hash()),
+                        gix::objs::tree::EntryKind::Blob.into(),
+                    ),
+                );
                 let mut new = TreeMap::new();
                 if let Some(v) = map.get(rel) {
                     new.insert(rel.to_string(), *v);
-                } else {
-                    // mark as present in `old` so that `apply` removes it
-                    old.insert(
-                        rel.to_string(),
-                        (
-                            ObjectId::null(repo.object_hash()),
-                            gix::objs::tree::EntryKind::Blob.into(),
-                        ),
-                    );
                 }
                 worktree::apply(repo, &self.workdir, &old, &new, &[])
             });

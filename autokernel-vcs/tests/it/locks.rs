@@ -130,31 +130,40 @@ async fn a_lock_taken_during_the_run_fails_the_write_in_bounded_time_and_changes
     let fx = Fixture::new();
     let ws = fx.ws();
     let mut store = fx.open("held");
-    let c1 = experiment(&mut store, 1, "t", true).await;
-    let t = target("t");
-    let draft = ExperimentDraft {
-        experiment: 2,
-        target: &t,
-        description: "blocked",
-        agent: "scripted",
-        source: "new\n",
-    };
-    for lock in [".git/index.lock", ".git/refs/heads/autokernel/held.lock"] {
-        std::fs::write(ws.join(lock), "").unwrap();
-        let t0 = Instant::now();
-        let err = store.commit(&draft).await.unwrap_err();
-        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
-        let StoreError::Locked { path, .. } = &err else {
-            panic!("expected Locked for {lock}, got {err:?}");
+    experiment(&mut store, 1, "t", true).await;
+    let c2 = experiment(&mut store, 2, "u", true).await;
+    // a commit to a target the branch has (t) and to a new one (v)
+    for id in ["t", "v"] {
+        let t = target(id);
+        let draft = ExperimentDraft {
+            experiment: 3,
+            target: &t,
+            description: "blocked",
+            agent: "scripted",
+            source: "new\n",
         };
-        assert!(path.ends_with(lock), "{} vs {lock}", path.display());
-        // the work tree still holds the kept kernel, the branch did not move
-        assert_eq!(
-            std::fs::read_to_string(ws.join("targets/t/kernel.py")).unwrap(),
-            source(1)
-        );
-        assert_eq!(git(&ws, &["rev-parse", "HEAD"]).trim(), c1.0);
-        std::fs::remove_file(ws.join(lock)).unwrap();
+        for lock in [".git/index.lock", ".git/refs/heads/autokernel/held.lock"] {
+            std::fs::write(ws.join(lock), "").unwrap();
+            let t0 = Instant::now();
+            let err = store.commit(&draft).await.unwrap_err();
+            assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+            let StoreError::Locked { path, .. } = &err else {
+                panic!("expected Locked for {lock}, got {err:?}");
+            };
+            assert!(path.ends_with(lock), "{} vs {lock}", path.display());
+            // the work tree still holds the kept kernels, the branch did not move
+            assert_eq!(
+                std::fs::read_to_string(ws.join("targets/t/kernel.py")).unwrap(),
+                source(1)
+            );
+            assert_eq!(
+                std::fs::read_to_string(ws.join("targets/u/kernel.py")).unwrap(),
+                source(2)
+            );
+            assert!(!ws.join("targets/v").exists());
+            assert_eq!(git(&ws, &["rev-parse", "HEAD"]).trim(), c2.0);
+            std::fs::remove_file(ws.join(lock)).unwrap();
+        }
     }
     assert!(!ws.join(".autokernel/pending-write").exists());
     assert_clean(&ws);
