@@ -4,6 +4,7 @@
 mod candidates;
 mod harness_cases;
 mod robustness;
+mod script;
 mod starters;
 mod warm;
 

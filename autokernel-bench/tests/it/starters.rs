@@ -10,7 +10,6 @@ async fn every_starter_passes_all_stages_on_the_cpu() {
     let b = PyWorkerBenchmarker::with_worker(worker());
     for kind in KernelKind::ALL {
         let path = starter_path(kind.name());
-        let t = std::time::Instant::now();
         let r = bench(&b, &path, false, 300).await;
         assert!(
             r.correctness.is_pass(),
@@ -37,6 +36,5 @@ async fn every_starter_passes_all_stages_on_the_cpu() {
         assert!(m.latency_us > 0.0 && m.reference_latency_us > 0.0, "{m:?}");
         assert!(!r.timing_representative);
         assert_eq!(r.device, "cpu");
-        eprintln!("{kind}: {:.1} s", t.elapsed().as_secs_f64());
     }
 }
