@@ -92,7 +92,11 @@ impl<L: Agent> Agent for HybridAgent<L> {
                     tracing::debug!(target_id = %id, "hybrid: the tuner is done with this structure; asking the LLM");
                 }
                 proposal => {
-                    let next = if left > 1 { Turn::Tune(left - 1) } else { Turn::Llm };
+                    let next = if left > 1 {
+                        Turn::Tune(left - 1)
+                    } else {
+                        Turn::Llm
+                    };
                     self.turns.insert(id, next);
                     self.last = Some(Source::Tuner);
                     return Ok(proposal);

@@ -158,9 +158,9 @@ impl OpenAiConfig {
         }
         c.api_key = get(env::OPENAI_API_KEY);
         fn num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, AgentError> {
-            v.trim().parse().map_err(|_| {
-                AgentError::Config(format!("{name}=`{v}` is not a valid number"))
-            })
+            v.trim()
+                .parse()
+                .map_err(|_| AgentError::Config(format!("{name}=`{v}` is not a valid number")))
         }
         if let Some(v) = get(env::AUTOKERNEL_LLM_TEMPERATURE) {
             c.temperature = Some(num(env::AUTOKERNEL_LLM_TEMPERATURE, &v)?);
@@ -621,7 +621,10 @@ impl SseReader {
                     self.completion.reasoning_chars += r.chars().count();
                 }
                 if let Some(r) = delta.refusal {
-                    self.completion.refusal.get_or_insert_with(String::new).push_str(&r);
+                    self.completion
+                        .refusal
+                        .get_or_insert_with(String::new)
+                        .push_str(&r);
                 }
             }
             if choice.finish_reason.is_some() {
@@ -741,7 +744,8 @@ impl Agent for OpenAiAgent {
                     max_tokens = max_tokens.saturating_mul(2);
                     continue;
                 }
-                let what = if completion.content.trim().is_empty() && completion.reasoning_chars > 0 {
+                let what = if completion.content.trim().is_empty() && completion.reasoning_chars > 0
+                {
                     format!(
                         "the model spent it all on {} characters of reasoning and wrote no answer",
                         completion.reasoning_chars
@@ -802,7 +806,11 @@ mod tests {
             ("AUTOKERNEL_LLM_STREAM", "yes"),
             ("AUTOKERNEL_PROGRAM_MD", "/w/program.md"),
         ];
-        let look = |n: &str| vars.iter().find(|(k, _)| *k == n).map(|(_, v)| v.to_string());
+        let look = |n: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.to_string())
+        };
         let c = OpenAiConfig::from_lookup(look).unwrap();
         assert_eq!(c.model, "qwen");
         assert_eq!(c.base_url, "http://127.0.0.1:8080/v1");
@@ -824,7 +832,10 @@ mod tests {
             _ => None,
         })
         .unwrap_err();
-        assert!(err.to_string().contains("AUTOKERNEL_LLM_MAX_TOKENS=`lots`"), "{err}");
+        assert!(
+            err.to_string().contains("AUTOKERNEL_LLM_MAX_TOKENS=`lots`"),
+            "{err}"
+        );
         assert_eq!(
             TokenLimitField::for_base_url(DEFAULT_BASE_URL),
             TokenLimitField::MaxCompletionTokens
@@ -876,6 +887,9 @@ mod tests {
             "Rate limit reached"
         );
         assert_eq!(error_message("{\"detail\":\"Not Found\"}"), "Not Found");
-        assert_eq!(error_message("<html>\n bad gateway </html>"), "<html> bad gateway </html>");
+        assert_eq!(
+            error_message("<html>\n bad gateway </html>"),
+            "<html> bad gateway </html>"
+        );
     }
 }

@@ -403,7 +403,9 @@ pub enum AssignmentError {
     },
     /// More than one module-level assignment: which one Python ends with is not obvious to
     /// a line-based editor, so the file is left alone.
-    #[error("kernel.py assigns `{name}` at module level more than once (lines {lines:?}); keep one")]
+    #[error(
+        "kernel.py assigns `{name}` at module level more than once (lines {lines:?}); keep one"
+    )]
     Repeated {
         /// `CONFIG` or `TUNABLES`.
         name: &'static str,
@@ -479,17 +481,19 @@ pub fn find_assignment(source: &str, name: &'static str) -> Result<Assignment, A
         }
     };
     let line_number = line_index + 1;
-    let (value, consumed) =
-        parse_literal_prefix(&source[literal_search..]).map_err(|source| {
-            AssignmentError::Literal {
-                name,
-                line_number,
-                source,
-            }
-        })?;
+    let (value, consumed) = parse_literal_prefix(&source[literal_search..]).map_err(|source| {
+        AssignmentError::Literal {
+            name,
+            line_number,
+            source,
+        }
+    })?;
     let literal_end = literal_search + consumed;
-    let literal_start = literal_search + (source[literal_search..].len()
-        - source[literal_search..].trim_start_matches([' ', '\t']).len());
+    let literal_start = literal_search
+        + (source[literal_search..].len()
+            - source[literal_search..]
+                .trim_start_matches([' ', '\t'])
+                .len());
     let end = source[literal_end..]
         .find('\n')
         .map_or(source.len(), |i| literal_end + i);
@@ -636,7 +640,10 @@ mod tests {
             ]
         );
         assert_eq!(t.tunables.len(), 2);
-        assert_eq!(t.tunables[1].1, vec![PyValue::Int(2), PyValue::Int(4), PyValue::Int(8)]);
+        assert_eq!(
+            t.tunables[1].1,
+            vec![PyValue::Int(2), PyValue::Int(4), PyValue::Int(8)]
+        );
         let new = t.with_config(
             SOURCE,
             &[

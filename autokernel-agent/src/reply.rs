@@ -22,7 +22,9 @@ pub enum ReplyError {
         line: usize,
     },
     /// Complete blocks, but none defines `kernel_fn`.
-    #[error("missing_kernel_fn: none of the {blocks} code block(s) defines `kernel_fn` at module level")]
+    #[error(
+        "missing_kernel_fn: none of the {blocks} code block(s) defines `kernel_fn` at module level"
+    )]
     MissingKernelFn {
         /// How many complete blocks there were.
         blocks: usize,
@@ -121,15 +123,18 @@ pub fn defines_kernel_fn(source: &str) -> bool {
         l.strip_prefix("def kernel_fn")
             .or_else(|| l.strip_prefix("async def kernel_fn"))
             .is_some_and(|r| r.trim_start().starts_with('('))
-            || l.strip_prefix("kernel_fn")
-                .is_some_and(|r| r.trim_start().starts_with('=') && !r.trim_start().starts_with("=="))
+            || l.strip_prefix("kernel_fn").is_some_and(|r| {
+                r.trim_start().starts_with('=') && !r.trim_start().starts_with("==")
+            })
     })
 }
 
 fn strip_think(text: &str) -> &str {
     let t = text.trim_start();
     match t.strip_prefix("<think>") {
-        Some(rest) => rest.find("</think>").map_or("", |i| &rest[i + "</think>".len()..]),
+        Some(rest) => rest
+            .find("</think>")
+            .map_or("", |i| &rest[i + "</think>".len()..]),
         None => text,
     }
 }
@@ -204,7 +209,8 @@ mod tests {
 
     #[test]
     fn longer_fences_and_tildes_hold_inner_backticks() {
-        let reply = "Use tl.dot.\n````python\ndef kernel_fn(A, B):\n    s = \"```\"\n    return A\n````\n";
+        let reply =
+            "Use tl.dot.\n````python\ndef kernel_fn(A, B):\n    s = \"```\"\n    return A\n````\n";
         assert_eq!(
             parse_reply(reply).unwrap().source,
             "def kernel_fn(A, B):\n    s = \"```\"\n    return A\n"
@@ -216,19 +222,27 @@ mod tests {
     #[test]
     fn classifies_empty_prose_only_and_nameless_replies() {
         assert_eq!(parse_reply("").unwrap_err().class(), "no_code");
-        assert_eq!(parse_reply("I think you should unroll.").unwrap_err().class(), "no_code");
+        assert_eq!(
+            parse_reply("I think you should unroll.")
+                .unwrap_err()
+                .class(),
+            "no_code"
+        );
         assert_eq!(
             parse_reply("Try:\n```python\ndef kernel(x):\n    return x\n```\n").unwrap_err(),
             ReplyError::MissingKernelFn { blocks: 1 }
         );
         // a call or a nested definition does not count
-        assert!(!defines_kernel_fn("    def kernel_fn(x):\nkernel_fn(x)\nkernel_fn == 1\n"));
+        assert!(!defines_kernel_fn(
+            "    def kernel_fn(x):\nkernel_fn(x)\nkernel_fn == 1\n"
+        ));
         assert!(defines_kernel_fn("kernel_fn = _impl\n"));
     }
 
     #[test]
     fn a_think_section_is_never_searched_for_code() {
-        let reply = "<think>\n```python\ndef kernel_fn(x):\n    return x\n```\n</think>\nNo change needed.";
+        let reply =
+            "<think>\n```python\ndef kernel_fn(x):\n    return x\n```\n</think>\nNo change needed.";
         assert_eq!(parse_reply(reply).unwrap_err().class(), "no_code");
         let reply = "<think>plan</think>\nFuse the passes.\n```python\ndef kernel_fn(x):\n    return x\n```";
         assert_eq!(parse_reply(reply).unwrap().description, "Fuse the passes.");
@@ -236,7 +250,10 @@ mod tests {
 
     #[test]
     fn long_or_decorated_first_lines_become_a_short_description() {
-        let reply = format!("**{}**\n```python\ndef kernel_fn(x):\n    return x\n```", "a".repeat(300));
+        let reply = format!(
+            "**{}**\n```python\ndef kernel_fn(x):\n    return x\n```",
+            "a".repeat(300)
+        );
         let d = parse_reply(&reply).unwrap().description;
         assert_eq!(d.chars().count(), MAX_DESCRIPTION_CHARS);
         assert!(d.ends_with('…'));

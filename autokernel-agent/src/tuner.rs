@@ -179,9 +179,7 @@ fn measured_since_structure_change(
     let is_tune = |r: &ExperimentRecord| r.description.starts_with(TUNE_PREFIX);
     let start = history
         .iter()
-        .rposition(|r| {
-            matches!(r.decision, Decision::Keep | Decision::Baseline) && !is_tune(r)
-        })
+        .rposition(|r| matches!(r.decision, Decision::Keep | Decision::Baseline) && !is_tune(r))
         .map_or(0, |i| i + 1);
     history[start..]
         .iter()
@@ -263,7 +261,10 @@ mod tests {
             ranked_alternatives(&PyValue::Int(4), &list),
             ints(&[8, 2, 16, 1])
         );
-        assert_eq!(ranked_alternatives(&PyValue::Int(1), &list), ints(&[2, 4, 8, 16]));
+        assert_eq!(
+            ranked_alternatives(&PyValue::Int(1), &list),
+            ints(&[2, 4, 8, 16])
+        );
         // not in the list: by numeric distance (|5-4| = 1, |5-2| = |5-8| = 3, ties in
         // list order, |5-1| = 4, |5-16| = 11)
         assert_eq!(

@@ -50,8 +50,23 @@ async fn the_tuner_refines_each_kept_llm_structure_before_the_llm_is_asked_again
         let p = agent.propose(&fx.ctx()).await.unwrap();
         order.push(who(&p));
         n += 1;
-        let Proposal::Candidate { description, source, .. } = p else { panic!() };
-        let r = row(n, if keep { Decision::Keep } else { Decision::Revert }, &description);
+        let Proposal::Candidate {
+            description,
+            source,
+            ..
+        } = p
+        else {
+            panic!()
+        };
+        let r = row(
+            n,
+            if keep {
+                Decision::Keep
+            } else {
+                Decision::Revert
+            },
+            &description,
+        );
         agent.observe(&r);
         fx.history.push(r);
         if keep {

@@ -12,7 +12,8 @@ const ENDPOINT: &str = "/v1/chat/completions";
 
 /// A short instruction book: prompts of about 500 estimated tokens, so that the usage the
 /// shared cases report (1800 prompt tokens) is plausible.
-const SHORT_PROGRAM: &str = "Make the kernel faster. Reply with one line, then the file in a python block.\n";
+const SHORT_PROGRAM: &str =
+    "Make the kernel faster. Reply with one line, then the file in a python block.\n";
 
 /// An agent pointed at `server`, with a short program.md in a temp dir (`edit` may point
 /// it elsewhere), short waits between retries and a short request timeout.
@@ -104,15 +105,30 @@ fn candidate(p: Proposal) -> (String, String, Option<TokenUsage>) {
 #[tokio::test]
 async fn truncated_reply_case_is_retried_once_with_double_budget_then_named() {
     let server = MockServer::start().await;
-    mount(&server, ResponseTemplate::new(200).set_body_raw(case("llm", "truncated_reply.json"), "application/json")).await;
+    mount(
+        &server,
+        ResponseTemplate::new(200)
+            .set_body_raw(case("llm", "truncated_reply.json"), "application/json"),
+    )
+    .await;
     let mut s = setup(&server, |_| {});
     let fx = Fixture::new(KERNEL);
     let (reason, usage) = invalid(s.agent.propose(&fx.ctx()).await.unwrap());
-    assert!(reason.starts_with("truncated: finish_reason length at 1000 output tokens and again at 2000"), "{reason}");
+    assert!(
+        reason
+            .starts_with("truncated: finish_reason length at 1000 output tokens and again at 2000"),
+        "{reason}"
+    );
     assert!(reason.contains("AUTOKERNEL_LLM_MAX_TOKENS"), "{reason}");
     assert!(reason.contains("reasoning"), "{reason}");
     // both attempts' tokens are counted (the case reports 1800 + 8192 each time)
-    assert_eq!(usage, Some(TokenUsage { prompt_tokens: 3600, completion_tokens: 16384 }));
+    assert_eq!(
+        usage,
+        Some(TokenUsage {
+            prompt_tokens: 3600,
+            completion_tokens: 16384
+        })
+    );
     let sent = bodies(&server).await;
     assert_eq!(sent.len(), 2);
     assert_eq!(sent[0]["max_tokens"], 1000);
@@ -124,7 +140,12 @@ async fn truncated_reply_case_is_retried_once_with_double_budget_then_named() {
 #[tokio::test]
 async fn cut_mid_fence_case_is_truncated_not_a_candidate() {
     let server = MockServer::start().await;
-    mount(&server, ResponseTemplate::new(200).set_body_raw(case("llm", "cut_mid_fence.json"), "application/json")).await;
+    mount(
+        &server,
+        ResponseTemplate::new(200)
+            .set_body_raw(case("llm", "cut_mid_fence.json"), "application/json"),
+    )
+    .await;
     let mut s = setup(&server, |_| {});
     let (reason, _) = invalid(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
     assert!(reason.starts_with("truncated:"), "{reason}");
@@ -135,12 +156,31 @@ async fn cut_mid_fence_case_is_truncated_not_a_candidate() {
 #[tokio::test]
 async fn a_reply_complete_on_the_larger_budget_is_a_candidate() {
     let server = MockServer::start().await;
-    mount_once(&server, ResponseTemplate::new(200).set_body_json(completion("```python\ndef kernel_fn(x):", "length", Some((900, 1000))))).await;
-    mount(&server, ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((900, 40))))).await;
+    mount_once(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(
+            "```python\ndef kernel_fn(x):",
+            "length",
+            Some((900, 1000)),
+        )),
+    )
+    .await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((900, 40)))),
+    )
+    .await;
     let mut s = setup(&server, |_| {});
-    let (description, _, usage) = candidate(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
+    let (description, _, usage) =
+        candidate(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
     assert_eq!(description, "Two rows per program.");
-    assert_eq!(usage, Some(TokenUsage { prompt_tokens: 1800, completion_tokens: 1040 }));
+    assert_eq!(
+        usage,
+        Some(TokenUsage {
+            prompt_tokens: 1800,
+            completion_tokens: 1040
+        })
+    );
 }
 
 /// Shared case: a draft block, then the final one: the last complete block with
@@ -149,12 +189,26 @@ async fn a_reply_complete_on_the_larger_budget_is_a_candidate() {
 async fn draft_then_final_case_takes_the_last_block() {
     let server = MockServer::start().await;
     let reply = case("llm", "draft_then_final.md");
-    mount(&server, ResponseTemplate::new(200).set_body_json(completion(&reply, "stop", Some((900, 60))))).await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(&reply, "stop", Some((900, 60)))),
+    )
+    .await;
     let mut s = setup(&server, |_| {});
-    let (description, source, usage) = candidate(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
-    assert_eq!(source, "import torch\ndef kernel_fn(x):\n    return x * 2.0\n");
+    let (description, source, usage) =
+        candidate(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
+    assert_eq!(
+        source,
+        "import torch\ndef kernel_fn(x):\n    return x * 2.0\n"
+    );
     assert_eq!(description, "Here is a first attempt");
-    assert_eq!(usage, Some(TokenUsage { prompt_tokens: 900, completion_tokens: 60 }));
+    assert_eq!(
+        usage,
+        Some(TokenUsage {
+            prompt_tokens: 900,
+            completion_tokens: 60
+        })
+    );
 }
 
 /// Shared case: the final fence is never closed although finish_reason is stop.
@@ -162,7 +216,11 @@ async fn draft_then_final_case_takes_the_last_block() {
 async fn unterminated_fence_case_is_refused() {
     let server = MockServer::start().await;
     let reply = case("llm", "unterminated_fence.md");
-    mount(&server, ResponseTemplate::new(200).set_body_json(completion(&reply, "stop", Some((900, 30))))).await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(&reply, "stop", Some((900, 30)))),
+    )
+    .await;
     let mut s = setup(&server, |_| {});
     let (reason, usage) = invalid(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
     assert!(reason.starts_with("unterminated_fence:"), "{reason}");
@@ -174,8 +232,24 @@ async fn unterminated_fence_case_is_refused() {
 #[tokio::test]
 async fn prose_only_and_nameless_code_are_classified() {
     let server = MockServer::start().await;
-    mount_once(&server, ResponseTemplate::new(200).set_body_json(completion("You could unroll the loop.", "stop", None))).await;
-    mount(&server, ResponseTemplate::new(200).set_body_json(completion("x\n```python\ndef kernel(x):\n    return x\n```", "stop", None))).await;
+    mount_once(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(
+            "You could unroll the loop.",
+            "stop",
+            None,
+        )),
+    )
+    .await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(
+            "x\n```python\ndef kernel(x):\n    return x\n```",
+            "stop",
+            None,
+        )),
+    )
+    .await;
     let mut s = setup(&server, |_| {});
     let fx = Fixture::new(KERNEL);
     let (reason, usage) = invalid(s.agent.propose(&fx.ctx()).await.unwrap());
@@ -183,7 +257,10 @@ async fn prose_only_and_nameless_code_are_classified() {
     // the server reported no usage: estimated at 4 characters per token
     let usage = usage.unwrap();
     assert_eq!(usage.completion_tokens, 7, "26 characters");
-    assert!(usage.prompt_tokens > 300 && usage.prompt_tokens < 1000, "{usage:?}");
+    assert!(
+        usage.prompt_tokens > 300 && usage.prompt_tokens < 1000,
+        "{usage:?}"
+    );
     let (reason, _) = invalid(s.agent.propose(&fx.ctx()).await.unwrap());
     assert!(reason.starts_with("missing_kernel_fn:"), "{reason}");
 }
@@ -191,8 +268,18 @@ async fn prose_only_and_nameless_code_are_classified() {
 #[tokio::test]
 async fn a_429_with_retry_after_is_waited_out_then_answered() {
     let server = MockServer::start().await;
-    mount_once(&server, ResponseTemplate::new(429).insert_header("Retry-After", "1").set_body_json(json!({"error": {"message": "Rate limit reached"}}))).await;
-    mount(&server, ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((900, 40))))).await;
+    mount_once(
+        &server,
+        ResponseTemplate::new(429)
+            .insert_header("Retry-After", "1")
+            .set_body_json(json!({"error": {"message": "Rate limit reached"}})),
+    )
+    .await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((900, 40)))),
+    )
+    .await;
     let mut s = setup(&server, |_| {});
     let t0 = Instant::now();
     candidate(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
@@ -206,14 +293,26 @@ async fn a_429_with_retry_after_is_waited_out_then_answered() {
 #[tokio::test]
 async fn a_500_is_retried_and_a_persistent_one_becomes_http_500_after_the_last_attempt() {
     let server = MockServer::start().await;
-    mount_once(&server, ResponseTemplate::new(500).set_body_string("upstream exploded")).await;
-    mount(&server, ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((900, 40))))).await;
+    mount_once(
+        &server,
+        ResponseTemplate::new(500).set_body_string("upstream exploded"),
+    )
+    .await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((900, 40)))),
+    )
+    .await;
     let mut s = setup(&server, |_| {});
     candidate(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
     assert_eq!(bodies(&server).await.len(), 2);
 
     let server = MockServer::start().await;
-    mount(&server, ResponseTemplate::new(503).set_body_json(json!({"error": {"message": "overloaded"}}))).await;
+    mount(
+        &server,
+        ResponseTemplate::new(503).set_body_json(json!({"error": {"message": "overloaded"}})),
+    )
+    .await;
     let mut s = setup(&server, |c| c.max_attempts = 3);
     let (reason, usage) = invalid(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
     assert_eq!(reason, "http_503: overloaded (after 3 attempts)");
@@ -224,29 +323,54 @@ async fn a_500_is_retried_and_a_persistent_one_becomes_http_500_after_the_last_a
 #[tokio::test]
 async fn a_400_is_not_retried_and_401_stops_the_run_without_showing_the_key() {
     let server = MockServer::start().await;
-    mount(&server, ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad temperature"}}))).await;
+    mount(
+        &server,
+        ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad temperature"}})),
+    )
+    .await;
     let mut s = setup(&server, |_| {});
     let (reason, _) = invalid(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
     assert_eq!(reason, "http_400: bad temperature");
     assert_eq!(bodies(&server).await.len(), 1);
 
     let server = MockServer::start().await;
-    mount(&server, ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "Incorrect API key provided"}}))).await;
+    mount(
+        &server,
+        ResponseTemplate::new(401)
+            .set_body_json(json!({"error": {"message": "Incorrect API key provided"}})),
+    )
+    .await;
     let mut s = setup(&server, |c| c.api_key = Some("sk-test-secret".into()));
-    let err = s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap_err();
+    let err = s
+        .agent
+        .propose(&Fixture::new(KERNEL).ctx())
+        .await
+        .unwrap_err();
     assert!(matches!(err, AgentError::Fatal(_)), "{err:?}");
     let text = err.to_string();
-    assert!(text.contains("HTTP 401") && text.contains("OPENAI_API_KEY"), "{text}");
+    assert!(
+        text.contains("HTTP 401") && text.contains("OPENAI_API_KEY"),
+        "{text}"
+    );
     assert!(!text.contains("sk-test-secret"), "{text}");
     let requests = server.received_requests().await.unwrap();
     assert_eq!(requests.len(), 1);
-    assert_eq!(requests[0].headers.get("authorization").unwrap(), "Bearer sk-test-secret");
+    assert_eq!(
+        requests[0].headers.get("authorization").unwrap(),
+        "Bearer sk-test-secret"
+    );
 }
 
 #[tokio::test]
 async fn a_stalled_server_is_a_timeout_within_the_limit() {
     let server = MockServer::start().await;
-    mount(&server, ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", None)).set_delay(Duration::from_secs(10))).await;
+    mount(
+        &server,
+        ResponseTemplate::new(200)
+            .set_body_json(completion(GOOD, "stop", None))
+            .set_delay(Duration::from_secs(10)),
+    )
+    .await;
     let mut s = setup(&server, |c| c.request_timeout = Duration::from_millis(300));
     let t0 = Instant::now();
     let (reason, _) = invalid(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
@@ -258,14 +382,30 @@ async fn a_stalled_server_is_a_timeout_within_the_limit() {
 #[tokio::test]
 async fn malformed_json_and_empty_choices_are_classified() {
     let server = MockServer::start().await;
-    mount_once(&server, ResponseTemplate::new(200).set_body_raw("{\"choices\": [", "application/json")).await;
-    mount(&server, ResponseTemplate::new(200).set_body_json(json!({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 0}}))).await;
+    mount_once(
+        &server,
+        ResponseTemplate::new(200).set_body_raw("{\"choices\": [", "application/json"),
+    )
+    .await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_json(
+            json!({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 0}}),
+        ),
+    )
+    .await;
     let mut s = setup(&server, |_| {});
     let fx = Fixture::new(KERNEL);
     let (reason, _) = invalid(s.agent.propose(&fx.ctx()).await.unwrap());
-    assert!(reason.starts_with("malformed_response: not a chat completion"), "{reason}");
+    assert!(
+        reason.starts_with("malformed_response: not a chat completion"),
+        "{reason}"
+    );
     let (reason, _) = invalid(s.agent.propose(&fx.ctx()).await.unwrap());
-    assert!(reason.starts_with("malformed_response: no choices"), "{reason}");
+    assert!(
+        reason.starts_with("malformed_response: no choices"),
+        "{reason}"
+    );
 }
 
 fn sse(chunks: &[Value]) -> String {
@@ -280,19 +420,35 @@ fn sse(chunks: &[Value]) -> String {
 #[tokio::test]
 async fn a_streamed_reply_with_a_usage_only_final_chunk_is_read() {
     let server = MockServer::start().await;
-    let pieces = ["Two rows", " per program.\n```py", "thon\ndef kernel_fn(x):\n", "    return x\n```\n"];
+    let pieces = [
+        "Two rows",
+        " per program.\n```py",
+        "thon\ndef kernel_fn(x):\n",
+        "    return x\n```\n",
+    ];
     let mut chunks: Vec<Value> = pieces
         .iter()
         .map(|p| json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": null}]}))
         .collect();
     chunks.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
     chunks.push(json!({"choices": [], "usage": {"prompt_tokens": 1500, "completion_tokens": 25}}));
-    mount(&server, ResponseTemplate::new(200).set_body_raw(sse(&chunks), "text/event-stream")).await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_raw(sse(&chunks), "text/event-stream"),
+    )
+    .await;
     let mut s = setup(&server, |c| c.stream = true);
-    let (description, source, usage) = candidate(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
+    let (description, source, usage) =
+        candidate(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
     assert_eq!(description, "Two rows per program.");
     assert_eq!(source, "def kernel_fn(x):\n    return x\n");
-    assert_eq!(usage, Some(TokenUsage { prompt_tokens: 1500, completion_tokens: 25 }));
+    assert_eq!(
+        usage,
+        Some(TokenUsage {
+            prompt_tokens: 1500,
+            completion_tokens: 25
+        })
+    );
     let sent = bodies(&server).await;
     assert_eq!(sent[0]["stream"], true);
     assert_eq!(sent[0]["stream_options"]["include_usage"], true);
@@ -305,11 +461,23 @@ async fn a_stream_cut_with_length_and_a_broken_stream_are_classified() {
         json!({"choices": [{"delta": {"content": "```python\nimport tri"}, "finish_reason": null}]}),
         json!({"choices": [{"delta": {}, "finish_reason": "length"}], "usage": null}),
     ]);
-    mount_once(&server, ResponseTemplate::new(200).set_body_raw(cut.clone(), "text/event-stream")).await;
-    mount_once(&server, ResponseTemplate::new(200).set_body_raw(cut, "text/event-stream")).await;
+    mount_once(
+        &server,
+        ResponseTemplate::new(200).set_body_raw(cut.clone(), "text/event-stream"),
+    )
+    .await;
+    mount_once(
+        &server,
+        ResponseTemplate::new(200).set_body_raw(cut, "text/event-stream"),
+    )
+    .await;
     // no finish_reason and no [DONE]: the connection dropped mid-reply
     let broken = "data: {\"choices\":[{\"delta\":{\"content\":\"Fuse\"}}]}\n\n";
-    mount(&server, ResponseTemplate::new(200).set_body_raw(broken, "text/event-stream")).await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_raw(broken, "text/event-stream"),
+    )
+    .await;
     let mut s = setup(&server, |c| c.stream = true);
     let fx = Fixture::new(KERNEL);
     let (reason, _) = invalid(s.agent.propose(&fx.ctx()).await.unwrap());
@@ -321,22 +489,48 @@ async fn a_stream_cut_with_length_and_a_broken_stream_are_classified() {
 #[tokio::test]
 async fn a_prompt_the_server_counted_at_under_half_is_server_truncated() {
     let server = MockServer::start().await;
-    mount(&server, ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((512, 40))))).await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((512, 40)))),
+    )
+    .await;
     let mut s = setup(&server, |c| c.program_md.set_file_name("shipped.md"));
     let (reason, usage) = invalid(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
-    assert!(reason.starts_with("server_truncated_prompt: the server counted 512 prompt tokens"), "{reason}");
-    assert_eq!(usage, Some(TokenUsage { prompt_tokens: 512, completion_tokens: 40 }));
+    assert!(
+        reason.starts_with("server_truncated_prompt: the server counted 512 prompt tokens"),
+        "{reason}"
+    );
+    assert_eq!(
+        usage,
+        Some(TokenUsage {
+            prompt_tokens: 512,
+            completion_tokens: 40
+        })
+    );
 }
 
 #[tokio::test]
 async fn the_user_message_carries_target_gpu_kernel_and_failures_and_drops_the_oldest_history() {
     let server = MockServer::start().await;
-    mount(&server, ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((3000, 40))))).await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((3000, 40)))),
+    )
+    .await;
     let mut fx = Fixture::new(KERNEL);
     for n in 2..=200 {
-        fx.history.push(row(n, Decision::Revert, &format!("idea number {n} with a long explanation of what changed and why it should help")));
+        fx.history.push(row(
+            n,
+            Decision::Revert,
+            &format!(
+                "idea number {n} with a long explanation of what changed and why it should help"
+            ),
+        ));
     }
-    fx.failures.push((200, "FAIL shape_sweep: float16 33x77: max abs error 0.5 at [3, 17]".into()));
+    fx.failures.push((
+        200,
+        "FAIL shape_sweep: float16 33x77: max abs error 0.5 at [3, 17]".into(),
+    ));
     // program.md (~2.6k tokens) + the message must fit 12000 − 1000 tokens
     let mut s = setup(&server, |c| {
         c.context_tokens = 12000;
@@ -371,7 +565,11 @@ async fn the_user_message_carries_target_gpu_kernel_and_failures_and_drops_the_o
 
     // a tighter budget drops more, oldest first, and keeps the kernel
     let server2 = MockServer::start().await;
-    mount(&server2, ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((3000, 40))))).await;
+    mount(
+        &server2,
+        ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((3000, 40)))),
+    )
+    .await;
     let mut s = setup(&server2, |c| {
         c.context_tokens = 5000;
         c.program_md.set_file_name("shipped.md");
@@ -406,7 +604,11 @@ async fn the_user_message_carries_target_gpu_kernel_and_failures_and_drops_the_o
 #[tokio::test]
 async fn a_connection_refused_is_retried_then_classified() {
     // a port nobody listens on: bind, note the port, close
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("program.md"), "Be brief.").unwrap();
     let mut config = OpenAiConfig::new("m");
@@ -426,9 +628,15 @@ fn misconfiguration_is_refused_up_front() {
     let mut c = OpenAiConfig::new("m");
     c.program_md = "/nonexistent/program.md".into();
     let err = OpenAiAgent::new(c).unwrap_err();
-    assert!(err.to_string().contains("`/nonexistent/program.md`"), "{err}");
+    assert!(
+        err.to_string().contains("`/nonexistent/program.md`"),
+        "{err}"
+    );
     let mut c = OpenAiConfig::new("m");
     c.base_url = "localhost:8080/v1".into();
-    assert!(OpenAiAgent::new(c).unwrap_err().to_string().contains("http://"));
+    assert!(OpenAiAgent::new(c)
+        .unwrap_err()
+        .to_string()
+        .contains("http://"));
     assert!(OpenAiAgent::new(OpenAiConfig::new(" ")).is_err());
 }

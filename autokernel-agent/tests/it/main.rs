@@ -1,9 +1,5 @@
 //! Integration tests of autokernel-agent, one module per topic.
 
-/// Fixtures: targets, contexts, the shared cases, program.md in a temp dir.
-mod support;
-/// The tuner on a starter-like file and on the real starters.
-mod tuner;
 /// The hybrid agent's turn-taking.
 mod hybrid;
 /// The LLM agent against an in-test HTTP server: the shared LLM cases, retries, timeouts,
@@ -12,3 +8,7 @@ mod llm_cases;
 /// The LLM agent against a real llama.cpp server (feature `llm-server-tests`).
 #[cfg(feature = "llm-server-tests")]
 mod llm_server;
+/// Fixtures: targets, contexts, the shared cases, program.md in a temp dir.
+mod support;
+/// The tuner on a starter-like file and on the real starters.
+mod tuner;

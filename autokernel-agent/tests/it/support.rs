@@ -68,7 +68,10 @@ pub fn target(id: &str) -> Target {
 }
 
 pub fn h200() -> GpuSpec {
-    lookup_gpu("NVIDIA H200").spec().cloned().expect("the H200 is in the table")
+    lookup_gpu("NVIDIA H200")
+        .spec()
+        .cloned()
+        .expect("the H200 is in the table")
 }
 
 pub fn row(n: u64, decision: Decision, description: &str) -> ExperimentRecord {
@@ -81,7 +84,12 @@ pub fn row(n: u64, decision: Decision, description: &str) -> ExperimentRecord {
         description: description.into(),
         commit: (decision != Decision::Invalid).then(|| format!("{n:040}")),
         decision,
-        correctness: if decision == Decision::Invalid { "NOT_RUN" } else { "PASS" }.into(),
+        correctness: if decision == Decision::Invalid {
+            "NOT_RUN"
+        } else {
+            "PASS"
+        }
+        .into(),
         latency_us: Some(10.0 + n as f64),
         throughput: Some(2000.0),
         throughput_unit: "GB/s".into(),
@@ -107,7 +115,11 @@ impl Fixture {
             target: target("01-softmax"),
             gpu: Some(h200()),
             source: source.to_string(),
-            history: vec![row(1, Decision::Baseline, "baseline: softmax starter kernel")],
+            history: vec![row(
+                1,
+                Decision::Baseline,
+                "baseline: softmax starter kernel",
+            )],
             failures: Vec::new(),
         }
     }

@@ -37,18 +37,31 @@ async fn proposals_change_only_the_config_line_never_repeat_and_cover_every_axis
     let fx = Fixture::new(KERNEL);
     let mut agent = TunerAgent::new();
     assert_eq!(agent.name(), "tune");
-    let config_line = KERNEL.lines().position(|l| l.starts_with("CONFIG")).unwrap();
+    let config_line = KERNEL
+        .lines()
+        .position(|l| l.starts_with("CONFIG"))
+        .unwrap();
     let mut seen = Vec::new();
     while let Some((description, source)) = candidate(&mut agent, &fx).await {
-        assert_eq!(differing_lines(KERNEL, &source), vec![config_line], "{source}");
+        assert_eq!(
+            differing_lines(KERNEL, &source),
+            vec![config_line],
+            "{source}"
+        );
         // the rest of the CONFIG line, its trailing comment included, is kept
         let line = source.lines().nth(config_line).unwrap();
-        assert!(line.starts_with("CONFIG = {") && line.ends_with("}  # launch parameters"), "{line}");
+        assert!(
+            line.starts_with("CONFIG = {") && line.ends_with("}  # launch parameters"),
+            "{line}"
+        );
         let t = triple(&source);
-        assert!(description.starts_with(&format!(
-            "tune: BLOCK_SIZE={} num_warps={} num_stages={} (",
-            t.0, t.1, t.2
-        )), "{description}");
+        assert!(
+            description.starts_with(&format!(
+                "tune: BLOCK_SIZE={} num_warps={} num_stages={} (",
+                t.0, t.1, t.2
+            )),
+            "{description}"
+        );
         seen.push(t);
         assert!(seen.len() <= 20, "the tuner does not stop: {seen:?}");
     }
@@ -72,7 +85,9 @@ async fn proposals_change_only_the_config_line_never_repeat_and_cover_every_axis
 
 /// A stand-in for the benchmark: a separable cost with its minimum at 2048 / 8 / 1.
 fn cost((bs, warps, stages): (i64, i64, i64)) -> f64 {
-    ((bs as f64).log2() - 11.0).abs() + ((warps as f64).log2() - 3.0).abs() + (stages - 1).abs() as f64
+    ((bs as f64).log2() - 11.0).abs()
+        + ((warps as f64).log2() - 3.0).abs()
+        + (stages - 1).abs() as f64
 }
 
 #[tokio::test]
@@ -86,7 +101,11 @@ async fn kept_improvements_move_the_search_to_the_optimum_without_repeats() {
         let t = triple(&source);
         assert!(measured.insert(t), "{t:?} was proposed twice");
         let kept = cost(t) < cost(triple(&fx.source));
-        let decision = if kept { Decision::Keep } else { Decision::Revert };
+        let decision = if kept {
+            Decision::Keep
+        } else {
+            Decision::Revert
+        };
         fx.history.push(row(n, decision, &description));
         if kept {
             fx.source = source;
@@ -95,7 +114,13 @@ async fn kept_improvements_move_the_search_to_the_optimum_without_repeats() {
     }
     assert_eq!(triple(&fx.source), (2048, 8, 1));
     // 1024/4/2 → 2048/4/2 → 2048/8/2 → 2048/8/1, each move found among the nearest values
-    assert!(fx.history.iter().filter(|r| r.decision == Decision::Keep).count() == 3);
+    assert!(
+        fx.history
+            .iter()
+            .filter(|r| r.decision == Decision::Keep)
+            .count()
+            == 3
+    );
 }
 
 #[tokio::test]
@@ -109,7 +134,11 @@ async fn a_restarted_tuner_skips_configurations_the_history_measured() {
         fx.history.push(row(n, Decision::Revert, &description));
     }
     // an invalid row does not count as measured, whatever its text
-    fx.history.push(row(5, Decision::Invalid, "tune: BLOCK_SIZE=512 num_warps=4 num_stages=2"));
+    fx.history.push(row(
+        5,
+        Decision::Invalid,
+        "tune: BLOCK_SIZE=512 num_warps=4 num_stages=2",
+    ));
     let mut restarted = TunerAgent::new();
     let mut later = Vec::new();
     while let Some((_, source)) = candidate(&mut restarted, &fx).await {
@@ -118,14 +147,24 @@ async fn a_restarted_tuner_skips_configurations_the_history_measured() {
     assert_eq!(earlier, vec![(2048, 4, 2), (1024, 8, 2), (1024, 4, 3)]);
     assert_eq!(
         later,
-        vec![(512, 4, 2), (1024, 2, 2), (1024, 4, 1), (4096, 4, 2), (256, 4, 2)]
+        vec![
+            (512, 4, 2),
+            (1024, 2, 2),
+            (1024, 4, 1),
+            (4096, 4, 2),
+            (256, 4, 2)
+        ]
     );
 }
 
 #[tokio::test]
 async fn configurations_measured_on_an_older_structure_may_be_tried_again() {
     let mut fx = Fixture::new(KERNEL);
-    fx.history.push(row(2, Decision::Revert, "tune: BLOCK_SIZE=2048 num_warps=4 num_stages=2 (BLOCK_SIZE 1024 -> 2048)"));
+    fx.history.push(row(
+        2,
+        Decision::Revert,
+        "tune: BLOCK_SIZE=2048 num_warps=4 num_stages=2 (BLOCK_SIZE 1024 -> 2048)",
+    ));
     let mut llm_row = row(3, Decision::Keep, "Online softmax: one pass");
     llm_row.agent = "openai:m".into();
     fx.history.push(llm_row);
@@ -156,22 +195,34 @@ async fn every_starter_kernel_parses_and_gets_a_config_only_proposal() {
         }
         count += 1;
         let source = std::fs::read_to_string(&path).unwrap();
-        let parsed = TunableSource::parse(&source)
-            .unwrap_or_else(|e| panic!("`{}`: {e}", path.display()));
+        let parsed =
+            TunableSource::parse(&source).unwrap_or_else(|e| panic!("`{}`: {e}", path.display()));
         for (key, values) in &parsed.tunables {
             assert!(
                 parsed.config.iter().any(|(k, _)| k == key),
                 "`{}`: TUNABLES key {key} is not in CONFIG",
                 path.display()
             );
-            assert!(!values.is_empty(), "`{}`: {key} has no values", path.display());
+            assert!(
+                !values.is_empty(),
+                "`{}`: {key} has no values",
+                path.display()
+            );
         }
         let fx = Fixture::new(&source);
-        let config_line = source.lines().position(|l| l.starts_with("CONFIG =")).unwrap();
+        let config_line = source
+            .lines()
+            .position(|l| l.starts_with("CONFIG ="))
+            .unwrap();
         let (_, proposed) = candidate(&mut TunerAgent::new(), &fx)
             .await
             .unwrap_or_else(|| panic!("`{}`: nothing to tune", path.display()));
-        assert_eq!(differing_lines(&source, &proposed), vec![config_line], "{}", path.display());
+        assert_eq!(
+            differing_lines(&source, &proposed),
+            vec![config_line],
+            "{}",
+            path.display()
+        );
     }
     assert_eq!(count, 9, "one starter per kernel kind");
 }
