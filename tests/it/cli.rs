@@ -1,0 +1,125 @@
+//! Errors a user can cause get a clear message and exit 2; `--help` teaches.
+
+use crate::util::{autokernel, tempdir};
+
+fn stderr_of(args: &[&str]) -> (Option<i32>, String) {
+    let out = autokernel().args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn unknown_example_exits_2_and_lists_the_examples() {
+    let (_d, ws) = tempdir();
+    let (code, err) = stderr_of(&[
+        "run",
+        "--example",
+        "gpt5",
+        "--device",
+        "cpu",
+        "--workspace",
+        ws.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("unknown example `gpt5`") && err.contains("tiny, gpt2, llama, bert"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_model_file_and_missing_class_exit_2() {
+    let (_d, ws) = tempdir();
+    let w = ws.to_str().unwrap();
+    let (code, err) = stderr_of(&[
+        "run",
+        "--model",
+        "/no/such/model.py",
+        "--class",
+        "Net",
+        "--workspace",
+        w,
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("model file `/no/such/model.py` not found"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.py");
+    std::fs::write(
+        &model,
+        "import torch\nclass Net(torch.nn.Module):\n    pass\n",
+    )
+    .unwrap();
+    let (code, err) = stderr_of(&["run", "--model", model.to_str().unwrap(), "--workspace", w]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("needs `--class NAME`"), "{err}");
+}
+
+#[test]
+fn a_class_that_is_not_in_the_file_exits_2_naming_it() {
+    let (_d, ws) = tempdir();
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.py");
+    std::fs::write(
+        &model,
+        "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+    )
+    .unwrap();
+    let (code, err) = stderr_of(&[
+        "run",
+        "--model",
+        model.to_str().unwrap(),
+        "--class",
+        "Missing",
+        "--device",
+        "cpu",
+        "--input-shape",
+        "2,8",
+        "--workspace",
+        ws.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("Missing"), "{err}");
+}
+
+#[test]
+fn run_help_teaches_with_examples_and_headings() {
+    let out = autokernel().args(["run", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "Examples:",
+        "--example",
+        "--agent",
+        "--budget",
+        "--max-experiments",
+        "--workspace",
+        "Agent:",
+        "Budget:",
+        "Model:",
+        "OPENAI_BASE_URL",
+    ] {
+        assert!(
+            help.contains(needle),
+            "run --help lacks `{needle}`:\n{help}"
+        );
+    }
+    let out = autokernel().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("Exit codes:"), "{help}");
+}
+
+#[test]
+fn report_on_a_folder_that_is_not_a_workspace_exits_2_with_a_hint() {
+    let (_d, ws) = tempdir();
+    let (code, err) = stderr_of(&["report", "--workspace", ws.to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("is not an autokernel workspace") && err.contains("hint:"),
+        "{err}"
+    );
+}

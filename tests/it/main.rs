@@ -1,0 +1,7 @@
+//! Integration tests of the `autokernel` command (one test binary, a module per topic).
+//! They run the real binary, with the real bench worker on the CPU (Triton's interpreter),
+//! and read the workspace back with the `git` command as an independent reader.
+
+mod cli;
+mod run;
+mod util;

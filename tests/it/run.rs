@@ -1,0 +1,125 @@
+//! `autokernel run` end to end on the CPU, and a run killed with SIGKILL then resumed.
+
+use std::time::{Duration, Instant};
+
+use crate::util::{assert_consistent, autokernel, rows, tempdir};
+
+fn run_args(ws: &std::path::Path, cap: u32) -> Vec<String> {
+    [
+        "run",
+        "--example",
+        "tiny",
+        "--agent",
+        "tune",
+        "--device",
+        "cpu",
+        "--top",
+        "2",
+        "--max-experiments",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([
+        cap.to_string(),
+        "--workspace".into(),
+        ws.display().to_string(),
+    ])
+    .collect()
+}
+
+#[test]
+fn run_tiny_on_cpu_leaves_a_consistent_verified_workspace() {
+    let (_dir, ws) = tempdir();
+    let out = autokernel().args(run_args(&ws, 6)).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "run failed: {stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("stop_reason: "), "{stdout}");
+    let rows = assert_consistent(&ws);
+    // a baseline per worked target, then 6 experiments (the cap), nothing else
+    let experiments = rows.iter().filter(|r| r["decision"] != "baseline").count();
+    assert_eq!(experiments, 6, "{rows:?}");
+    assert!(rows
+        .iter()
+        .all(|r| r["correctness"] == "PASS" || r["decision"] != "keep"));
+    assert!(ws.join("report.md").is_file() && ws.join("progress.png").is_file());
+    let verify: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("verify.json")).unwrap()).unwrap();
+    assert_eq!(verify["passed"], true, "{verify}");
+    assert!(
+        !verify["included"].as_array().unwrap().is_empty(),
+        "no kernel was plugged in: {verify}"
+    );
+    let report = std::fs::read_to_string(ws.join("report.md")).unwrap();
+    assert!(report.contains("result: **PASS**"), "{report}");
+}
+
+#[test]
+fn a_run_killed_mid_experiment_resumes_without_losing_or_repeating_a_row() {
+    let (_dir, ws) = tempdir();
+    let mut child = autokernel()
+        .args(run_args(&ws, 4))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // wait until the baseline and one experiment are logged, then kill during the next one
+    let started = Instant::now();
+    loop {
+        let logged = ws
+            .join("results.tsv")
+            .exists()
+            .then(|| rows(&ws).len())
+            .unwrap_or(0);
+        if logged >= 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the run logged {logged} rows in 300 s"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before it could be killed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = rows(&ws).len();
+
+    let out = autokernel().args(run_args(&ws, 4)).output().unwrap();
+    assert!(
+        out.status.success(),
+        "resume failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = assert_consistent(&ws);
+    assert!(rows.len() > before, "the resumed run added nothing");
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r["decision"] == "baseline" && r["target"] == rows[0]["target"])
+            .count(),
+        1,
+        "baseline repeated"
+    );
+}
+
+#[test]
+fn a_workspace_of_another_model_is_refused_with_exit_2() {
+    let (_dir, ws) = tempdir();
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(
+        ws.join("autokernel.toml"),
+        "[model]\nsource = \"example\"\nname = \"gpt2\"\ndtype = \"float16\"\n",
+    )
+    .unwrap();
+    let out = autokernel().args(run_args(&ws, 1)).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("belongs to another model (example gpt2)"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,133 @@
+//! Shared helpers: the binary under test, its Python, and reading a workspace from outside.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The `autokernel` binary built for this test run.
+pub fn autokernel() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_autokernel"));
+    if std::env::var_os("AUTOKERNEL_PYTHON").is_none() {
+        let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+        assert!(
+            venv.exists(),
+            "no Python for the worker: set AUTOKERNEL_PYTHON or run `make setup` (tried {})",
+            venv.display()
+        );
+        cmd.env("AUTOKERNEL_PYTHON", venv);
+    }
+    cmd.env("NO_COLOR", "1");
+    cmd
+}
+
+/// `git -C dir args…`, asserting success; returns stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// One row of results.tsv as a map from column name to value.
+pub fn rows(ws: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(ws.join("results.tsv")).expect("results.tsv exists");
+    let mut lines = text.lines();
+    let header: Vec<String> = lines
+        .next()
+        .expect("header")
+        .split('\t')
+        .map(str::to_string)
+        .collect();
+    lines
+        .map(|l| {
+            let fields: Vec<&str> = l.split('\t').collect();
+            assert_eq!(
+                fields.len(),
+                header.len(),
+                "row has {} fields: {l}",
+                fields.len()
+            );
+            header
+                .iter()
+                .cloned()
+                .zip(fields.iter().map(|f| f.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The run branch of a workspace (`autokernel/<tag>`).
+pub fn run_branch(ws: &Path) -> String {
+    let refs = git(
+        ws,
+        &[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/autokernel/",
+        ],
+    );
+    let branches: Vec<&str> = refs.lines().collect();
+    assert_eq!(
+        branches.len(),
+        1,
+        "expected one run branch, got {branches:?}"
+    );
+    branches[0].to_string()
+}
+
+/// Asserts what must hold of any workspace after a run, killed or not: experiment numbers
+/// are 1..=n with none lost or repeated; every row's commit resolves to a commit whose
+/// kernel.py is that target's; the branch holds exactly the baseline and kept commits, in
+/// order; `git status` is clean.
+pub fn assert_consistent(ws: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let rows = rows(ws);
+    let numbers: Vec<u64> = rows
+        .iter()
+        .map(|r| r["experiment"].parse().expect("number"))
+        .collect();
+    assert_eq!(
+        numbers,
+        (1..=rows.len() as u64).collect::<Vec<_>>(),
+        "experiment numbers"
+    );
+    for r in &rows {
+        if r["decision"] == "invalid" {
+            assert!(r["commit"].is_empty());
+            continue;
+        }
+        let path = format!("{}:targets/{}/kernel.py", r["commit"], r["target"]);
+        git(ws, &["cat-file", "-e", &path]);
+    }
+    let on_branch: Vec<String> = rows
+        .iter()
+        .filter(|r| r["decision"] == "keep" || r["decision"] == "baseline")
+        .map(|r| r["commit"].clone())
+        .collect();
+    let branch = run_branch(ws);
+    let log = git(ws, &["rev-list", "--reverse", &branch]);
+    assert_eq!(
+        log.lines().map(str::to_string).collect::<Vec<_>>(),
+        on_branch,
+        "branch vs kept rows"
+    );
+    assert_eq!(
+        git(ws, &["status", "--porcelain"]),
+        "",
+        "workspace not clean"
+    );
+    rows
+}
+
+/// A fresh temporary folder.
+pub fn tempdir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    (dir, ws)
+}
