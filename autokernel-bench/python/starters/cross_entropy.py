@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 KERNEL_KIND = "cross_entropy"
-CONFIG = {"BLOCK_ROWS": 1, "BLOCK_N": 4096, "num_warps": 8, "num_stages": 2}
+CONFIG = {"BLOCK_ROWS": 1, "BLOCK_N": 4096, "num_warps": 4, "num_stages": 2}
 TUNABLES = {
     "BLOCK_ROWS": [1, 2, 4],
     "BLOCK_N": [1024, 2048, 4096, 8192],

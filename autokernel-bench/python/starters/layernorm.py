@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 KERNEL_KIND = "layernorm"
-CONFIG = {"BLOCK_ROWS": 2, "num_warps": 8, "num_stages": 1}
+CONFIG = {"BLOCK_ROWS": 1, "num_warps": 8, "num_stages": 1}
 TUNABLES = {
     "BLOCK_ROWS": [1, 2, 4, 8],
     "num_warps": [1, 2, 4, 8, 16],

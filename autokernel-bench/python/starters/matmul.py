@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 KERNEL_KIND = "matmul"
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 4}
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
 TUNABLES = {
     "BLOCK_M": [64, 128],
     "BLOCK_N": [64, 128, 256],

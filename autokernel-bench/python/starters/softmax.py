@@ -27,7 +27,7 @@ MAX_ROW_BLOCK = 16384
 MAX_TILE = 32768
 # Wide rows (looped path): programs per SM of a persistent grid that walks the rows, so
 # that the rows in flight (and re-read by pass 2) stay in L2; 0 = one program per row block.
-LOOP_PROGRAMS_PER_SM = 2
+LOOP_PROGRAMS_PER_SM = 0
 _SM_COUNT = {}
 
 
