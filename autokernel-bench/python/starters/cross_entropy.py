@@ -17,7 +17,7 @@ import triton.language as tl
 KERNEL_KIND = "cross_entropy"
 CONFIG = {"BLOCK_ROWS": 1, "BLOCK_N": 4096, "num_warps": 4, "num_stages": 2}
 TUNABLES = {
-    "BLOCK_ROWS": [1, 2, 4],
+    "BLOCK_ROWS": [1, 2],
     "BLOCK_N": [1024, 2048, 4096, 8192],
     "num_warps": [4, 8, 16],
     "num_stages": [1, 2],

@@ -17,7 +17,7 @@ TUNABLES = {
     "BLOCK_ROWS": [1, 2, 4, 8],
     "BLOCK_N": [512, 1024, 2048, 4096],
     "num_warps": [4, 8, 16],
-    "num_stages": [1, 2],
+    "num_stages": [2],
 }
 
 # Most float32 values one program holds at once (BLOCK_ROWS · BLOCK_N).
