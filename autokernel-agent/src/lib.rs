@@ -11,7 +11,7 @@
 //!   best file, recent experiments with their failures, within a token budget). Replies
 //!   are read by [`reply::parse_reply`]; every unusable reply becomes a classified
 //!   [`Proposal::Invalid`](autokernel_core::Proposal::Invalid), never a crash of the loop.
-//!   Configured by [`OpenAiConfig`], from flags or the environment ([`env`]).
+//!   Configured by [`OpenAiConfig`], from flags or the environment ([`env`](mod@env)).
 //! - [`HybridAgent`] (`hybrid`): the LLM proposes structure, the tuner refines the
 //!   `CONFIG` of each kept structure.
 //!

@@ -131,7 +131,7 @@ impl OpenAiConfig {
         }
     }
 
-    /// Reads the configuration from the process environment (names in [`crate::env`]).
+    /// Reads the configuration from the process environment (names in [`crate::env`](mod@crate::env)).
     ///
     /// # Errors
     /// [`AgentError::Config`] when the model name is missing or a number does not parse.
