@@ -23,6 +23,10 @@ use crate::import::{CpuRange, RangeCat, Trace};
 /// `_N` instance suffix, removed).
 pub const MODULE_PREFIX: &str = "nn.Module: ";
 
+/// Tolerance of time containment, in µs: kineto rounds to nanoseconds, and at trace
+/// timestamps of ~5e12 µs an f64 resolves about 0.001 µs.
+const EPS_US: f64 = 0.01;
+
 /// Device (or CPU self) time gathered under one op and input shapes.
 #[derive(Debug, Clone)]
 pub(crate) struct Group {
@@ -34,6 +38,8 @@ pub(crate) struct Group {
     pub kernels: Vec<String>,
     /// Names of the ops and modules seen on the chains of its kernels.
     pub chain_ops: BTreeSet<String>,
+    /// The same as name ids, while linking.
+    chain_ids: BTreeSet<u32>,
 }
 
 /// The result of linking a trace.
@@ -85,10 +91,10 @@ impl<'t> Index<'t> {
                 let mut stack: Vec<usize> = Vec::new();
                 for (pos, &ri) in order.iter().enumerate() {
                     let r = &trace.ranges[ri];
+                    // a parent contains the child entirely (within rounding); a range that
+                    // only overlaps is a sibling, so chains stay as deep as the nesting
                     while let Some(&top) = stack.last() {
-                        if trace.ranges[order[top]].end >= r.end
-                            || trace.ranges[order[top]].end > r.ts
-                        {
+                        if trace.ranges[order[top]].end + EPS_US >= r.end {
                             break;
                         }
                         stack.pop();
@@ -132,7 +138,7 @@ impl<'t> Index<'t> {
         let mut pos = n.checked_sub(1)?;
         loop {
             let r = &self.trace.ranges[t.order[pos]];
-            if r.ts <= ts && ts <= r.end {
+            if r.ts <= ts && ts <= r.end + EPS_US {
                 return Some(t.order[pos]);
             }
             pos = t.parent[pos]?;
@@ -266,7 +272,7 @@ impl Groups {
         dtype: Option<DType>,
         time_us: f64,
         kernel: Option<&str>,
-        chain_names: impl Iterator<Item = String>,
+        chain_names: impl Iterator<Item = u32>,
     ) {
         let key = (op, shapes);
         let i = match self.index.get(&key) {
@@ -280,6 +286,7 @@ impl Groups {
                     calls: 0,
                     kernels: Vec::new(),
                     chain_ops: BTreeSet::new(),
+                    chain_ids: BTreeSet::new(),
                 });
                 self.index.insert(key, self.list.len() - 1);
                 self.list.len() - 1
@@ -296,7 +303,7 @@ impl Groups {
                 g.kernels.push(k.to_string());
             }
         }
-        g.chain_ops.extend(chain_names);
+        g.chain_ids.extend(chain_names);
     }
 }
 
@@ -306,11 +313,11 @@ pub(crate) fn link(trace: &Trace) -> Linked {
     let mut linked = Linked::default();
     let mut groups = Groups::default();
     let names = &trace.names;
-    let chain_names = |chain: &[usize]| -> Vec<String> {
+    let chain_names = |chain: &[usize]| -> Vec<u32> {
         chain
             .iter()
             .filter(|&&i| trace.ranges[i].cat != RangeCat::Other)
-            .map(|&i| names[trace.ranges[i].name as usize].clone())
+            .map(|&i| trace.ranges[i].name)
             .collect()
     };
 
@@ -374,6 +381,12 @@ pub(crate) fn link(trace: &Trace) -> Linked {
     }
     linked.kernel_launches = launches.values().filter(|l| l.launches_kernel).count() as u64;
     linked.groups = groups.list;
+    for g in &mut linked.groups {
+        g.chain_ops = std::mem::take(&mut g.chain_ids)
+            .into_iter()
+            .map(|id| names[id as usize].clone())
+            .collect();
+    }
     linked
 }
 
@@ -413,11 +426,10 @@ fn link_cpu_self_time(trace: &Trace, index: &Index<'_>, groups: &mut Groups, lin
             continue;
         };
         linked.total_us += t;
-        let names: Vec<String> = chain
+        let names = chain
             .iter()
             .filter(|&&c| ranges[c].cat != RangeCat::Other)
-            .map(|&c| trace.names[ranges[c].name as usize].clone())
-            .collect();
-        groups.add(op, shapes, dtype, t, None, names.into_iter());
+            .map(|&c| ranges[c].name);
+        groups.add(op, shapes, dtype, t, None, names);
     }
 }

@@ -1,4 +1,4 @@
-"""A LLaMA-style decoder (~160M parameters), plain PyTorch, random weights.
+"""A LLaMA-style decoder (134M parameters with the defaults), plain PyTorch, random weights.
 
 RMSNorm, interleaved rotary position embedding, SwiGLU MLP, causal
 F.scaled_dot_product_attention. Standard module types (nn.Linear, nn.Embedding, an

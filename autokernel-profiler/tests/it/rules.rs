@@ -397,3 +397,17 @@ fn a_module_takes_the_shapes_of_its_activation_not_of_a_side_input() {
     );
     assert_eq!(r.kind, Some(KernelKind::RotaryEmbedding));
 }
+
+#[test]
+fn a_range_that_only_overlaps_does_not_enclose() {
+    // the module ends at 100; aten::add starts inside it but ends at 200, and the launch
+    // at 150 is outside the module: the kernel belongs to aten::add alone
+    let t = import_text(&trace(&[
+        x("user_annotation", "nn.Module: Linear", 1, 1, 0.0, 100.0, ""),
+        cpu_op("aten::add", 90.0, 110.0, 1, "[[8]]"),
+        launch("cuda_runtime", 150.0, 100, None),
+        kernel("k", 300.0, 2.0, 100),
+    ]));
+    assert_eq!(t.report.ops.len(), 1);
+    assert!(close(op(&t, "aten::add").device_time_us, 2.0));
+}
