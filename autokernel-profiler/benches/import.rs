@@ -144,5 +144,20 @@ fn bench_import(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_import);
+/// Calibration on the same machine and file: serde_json skipping the whole file from
+/// memory (`IgnoredAny`), the speed limit of any serde_json-based importer.
+fn bench_serde_baseline(c: &mut Criterion) {
+    let path = trace_path();
+    let data = std::fs::read(&path).expect("read trace");
+    let mut group = c.benchmark_group("trace_import");
+    group.throughput(Throughput::Bytes(data.len() as u64));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("serde_ignored_any_from_memory_210mb", |b| {
+        b.iter(|| serde_json::from_slice::<serde::de::IgnoredAny>(&data).expect("parse"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_import, bench_serde_baseline);
 criterion_main!(benches);

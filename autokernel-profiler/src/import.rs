@@ -10,13 +10,13 @@
 //! or is not a trace at all.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
 use autokernel_core::{DType, ProfileError};
+use rustc_hash::FxHashMap as HashMap;
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 
@@ -24,6 +24,10 @@ use crate::scan::{self, Ctx};
 
 /// Size of the read buffer; it grows only for a single event larger than this.
 const BLOCK: usize = 4 << 20;
+
+/// Events larger than this are cut by the tolerant scanner rather than by serde_json, so a
+/// raw quote that swallows the rest of the file cannot make the buffer grow without bound.
+const MAX_EVENT: usize = 1 << 20;
 
 /// What kind of CPU-side range an event is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,10 +96,10 @@ pub(crate) struct Trace {
     /// (pid, tid, ts) and the launch.
     pub uncorrelated_launches: Vec<(i64, i64, f64, Launch)>,
     pub kernels: Vec<Kernel>,
-    /// `ac2g` flow ends on the device side: (pid, tid, ts bits) → flow id.
-    pub flow_ends: HashMap<(i64, i64, u64), u64>,
-    /// `ac2g` flow starts on the host side: (pid, tid, ts bits) → flow id.
-    pub flow_starts: HashMap<(i64, i64, u64), u64>,
+    /// `ac2g` flow ends on the device side: (pid, tid, ts bits, flow id).
+    pub flow_ends: Vec<(i64, i64, u64, u64)>,
+    /// `ac2g` flow starts on the host side: (pid, tid, ts bits, flow id).
+    pub flow_starts: Vec<(i64, i64, u64, u64)>,
     pub memcpy: TransferStats,
     pub memset: TransferStats,
     pub gpu_annotations: u64,
@@ -107,21 +111,25 @@ pub(crate) struct Trace {
     pub truncated: bool,
 }
 
-/// Interns strings into `names`.
+/// Interns names into `names`, keyed by their raw bytes: UTF-8 is checked once per distinct
+/// name (invalid sequences decoded lossily and reported).
 #[derive(Default)]
 struct Interner {
-    map: HashMap<String, u32>,
+    map: HashMap<Vec<u8>, u32>,
 }
 
 impl Interner {
-    fn get(&mut self, names: &mut Vec<String>, s: &str) -> u32 {
+    /// The name's id, and whether it had to be repaired (invalid UTF-8) when first seen.
+    fn get(&mut self, names: &mut Vec<String>, s: &[u8]) -> (u32, bool) {
         if let Some(&id) = self.map.get(s) {
-            return id;
+            return (id, false);
         }
+        let text = String::from_utf8_lossy(s);
+        let repaired = matches!(text, Cow::Owned(_));
         let id = names.len() as u32;
-        names.push(s.to_string());
-        self.map.insert(s.to_string(), id);
-        id
+        names.push(text.into_owned());
+        self.map.insert(s.to_vec(), id);
+        (id, repaired)
     }
 }
 
@@ -301,38 +309,189 @@ impl<'de> Deserialize<'de> for IntOrNested {
     }
 }
 
-#[derive(Deserialize)]
-struct RawArgs<'a> {
-    #[serde(default)]
-    correlation: Option<Num>,
-    #[serde(default, rename = "External id")]
-    external_id: Option<Num>,
-    #[serde(default, rename = "Input Dims")]
-    input_dims: Option<Dims>,
-    #[serde(default, rename = "Input type", borrow)]
-    input_type: Option<Vec<Option<Cow<'a, str>>>>,
+/// A string value as raw bytes: borrowed when it has no escapes. serde_json hands strings
+/// to `deserialize_bytes` without UTF-8 validation; names are validated once, when interned.
+struct Bytes<'a>(Cow<'a, [u8]>);
+
+impl<'de> Deserialize<'de> for Bytes<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Bytes<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_bytes<E: de::Error>(self, v: &'de [u8]) -> Result<Bytes<'de>, E> {
+                Ok(Bytes(Cow::Borrowed(v)))
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Bytes<'de>, E> {
+                Ok(Bytes(Cow::Owned(v.to_vec())))
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Bytes<'de>, E> {
+                Ok(Bytes(Cow::Borrowed(v.as_bytes())))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Bytes<'de>, E> {
+                Ok(Bytes(Cow::Owned(v.as_bytes().to_vec())))
+            }
+        }
+        d.deserialize_bytes(V)
+    }
 }
 
-#[derive(Deserialize)]
+/// A field name, matched as bytes (no UTF-8 validation, no allocation).
+macro_rules! byte_keys {
+    ($name:ident { $($variant:ident = $key:literal),* $(,)? }) => {
+        enum $name { $($variant,)* Other }
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl Visitor<'_> for V {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                        f.write_str("a field name")
+                    }
+                    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<$name, E> {
+                        Ok(match v { $($key => $name::$variant,)* _ => $name::Other })
+                    }
+                    fn visit_str<E: de::Error>(self, v: &str) -> Result<$name, E> {
+                        self.visit_bytes(v.as_bytes())
+                    }
+                }
+                d.deserialize_bytes(V)
+            }
+        }
+    };
+}
+
+byte_keys!(EventKey {
+    Ph = b"ph",
+    Cat = b"cat",
+    Name = b"name",
+    Pid = b"pid",
+    Tid = b"tid",
+    Ts = b"ts",
+    Dur = b"dur",
+    Id = b"id",
+    Args = b"args",
+});
+
+byte_keys!(ArgKey {
+    Correlation = b"correlation",
+    ExternalId = b"External id",
+    InputDims = b"Input Dims",
+    InputType = b"Input type",
+});
+
+/// The dtype of the first floating input in `Input type`, read without allocating.
+struct FirstDType(Option<DType>);
+
+impl<'de> Deserialize<'de> for FirstDType {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = FirstDType;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of type names")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<FirstDType, A::Error> {
+                let mut found = None;
+                while let Some(t) = seq.next_element::<Option<Bytes<'de>>>()? {
+                    if found.is_none() {
+                        found = t.and_then(|t| dtype_of(&t.0));
+                    }
+                }
+                Ok(FirstDType(found))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+#[derive(Default)]
+struct RawArgs {
+    correlation: Option<Num>,
+    external_id: Option<Num>,
+    input_dims: Option<Dims>,
+    dtype: Option<DType>,
+}
+
+impl<'de> Deserialize<'de> for RawArgs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawArgs;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an args object")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<RawArgs, A::Error> {
+                let mut a = RawArgs::default();
+                while let Some(k) = map.next_key::<ArgKey>()? {
+                    match k {
+                        ArgKey::Correlation => a.correlation = map.next_value()?,
+                        ArgKey::ExternalId => a.external_id = map.next_value()?,
+                        ArgKey::InputDims => a.input_dims = map.next_value()?,
+                        ArgKey::InputType => {
+                            a.dtype = map.next_value::<Option<FirstDType>>()?.and_then(|t| t.0)
+                        }
+                        ArgKey::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(a)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[derive(Default)]
 struct RawEvent<'a> {
-    #[serde(default, borrow)]
-    ph: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    cat: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    name: Option<Cow<'a, str>>,
-    #[serde(default)]
+    ph: Option<Bytes<'a>>,
+    cat: Option<Bytes<'a>>,
+    name: Option<Bytes<'a>>,
     pid: Option<Id>,
-    #[serde(default)]
     tid: Option<Id>,
-    #[serde(default)]
     ts: Option<f64>,
-    #[serde(default)]
     dur: Option<f64>,
-    #[serde(default)]
     id: Option<Num>,
-    #[serde(default, borrow)]
-    args: Option<RawArgs<'a>>,
+    args: Option<RawArgs>,
+}
+
+impl<'de> Deserialize<'de> for RawEvent<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawEvent<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a trace event object")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawEvent<'de>, A::Error> {
+                let mut e = RawEvent::default();
+                while let Some(k) = map.next_key::<EventKey>()? {
+                    match k {
+                        EventKey::Ph => e.ph = map.next_value()?,
+                        EventKey::Cat => e.cat = map.next_value()?,
+                        EventKey::Name => e.name = map.next_value()?,
+                        EventKey::Pid => e.pid = map.next_value()?,
+                        EventKey::Tid => e.tid = map.next_value()?,
+                        EventKey::Ts => e.ts = map.next_value()?,
+                        EventKey::Dur => e.dur = map.next_value()?,
+                        EventKey::Id => e.id = map.next_value()?,
+                        EventKey::Args => e.args = map.next_value()?,
+                        EventKey::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(e)
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -342,21 +501,21 @@ struct DeviceProp {
 }
 
 /// The dtype of the first floating input (`Input type` as torch writes it).
-fn dtype_of(types: &[Option<Cow<'_, str>>]) -> Option<DType> {
-    types.iter().flatten().find_map(|t| match t.as_ref() {
-        "float" | "c10::Float" => Some(DType::Float32),
-        "c10::Half" | "half" => Some(DType::Float16),
-        "c10::BFloat16" | "bfloat16" => Some(DType::Bfloat16),
+fn dtype_of(t: &[u8]) -> Option<DType> {
+    match t {
+        b"float" | b"c10::Float" => Some(DType::Float32),
+        b"c10::Half" | b"half" => Some(DType::Float16),
+        b"c10::BFloat16" | b"bfloat16" => Some(DType::Bfloat16),
         _ => None,
-    })
+    }
 }
 
-fn launches_kernel(name: &str) -> bool {
-    name.contains("LaunchKernel")
-        || name.contains("LaunchCooperativeKernel")
-        || name.starts_with("cuLaunch")
-        || name.contains("GraphLaunch")
-        || name.contains("ModuleLaunchKernel")
+fn launches_kernel(name: &[u8]) -> bool {
+    let has = |p: &[u8]| name.windows(p.len()).any(|w| w == p);
+    has(b"LaunchKernel")
+        || has(b"LaunchCooperativeKernel")
+        || name.starts_with(b"cuLaunch")
+        || has(b"GraphLaunch")
 }
 
 /// Builds the [`Trace`] event by event.
@@ -371,8 +530,16 @@ impl Collector {
         Collector {
             trace: Trace::default(),
             interner: Interner::default(),
-            thread_ids: HashMap::new(),
+            thread_ids: HashMap::default(),
         }
+    }
+
+    fn intern(&mut self, name: &[u8]) -> u32 {
+        let (id, repaired) = self.interner.get(&mut self.trace.names, name);
+        if repaired {
+            self.trace.repaired_events += 1;
+        }
+        id
     }
 
     fn thread(&mut self, pid: i64, tid: i64) -> u32 {
@@ -383,21 +550,28 @@ impl Collector {
         })
     }
 
-    fn event(&mut self, e: RawEvent<'_>) {
+    /// Takes one parsed event; `fast` when it was parsed as is (not by the repair path,
+    /// which has counted its repair already).
+    fn event(&mut self, e: RawEvent<'_>, fast: bool) {
         self.trace.events += 1;
-        let ph = e.ph.as_deref().unwrap_or("");
-        let cat = e.cat.as_deref().unwrap_or("");
+        fn text<'s>(b: &'s Option<Bytes<'_>>) -> &'s str {
+            b.as_ref()
+                .and_then(|b| std::str::from_utf8(&b.0).ok())
+                .unwrap_or("")
+        }
+        let ph = text(&e.ph);
+        let cat = text(&e.cat);
         let pid = e.pid.map_or(0, |i| i.0);
         let tid = e.tid.map_or(0, |i| i.0);
         match ph {
             "X" => {}
             "s" | "f" if cat == "ac2g" => {
                 if let (Some(id), Some(ts)) = (e.id, e.ts) {
-                    let key = (pid, tid, ts.to_bits());
+                    let flow = (pid, tid, ts.to_bits(), id.0);
                     if ph == "s" {
-                        self.trace.flow_starts.insert(key, id.0);
+                        self.trace.flow_starts.push(flow);
                     } else {
-                        self.trace.flow_ends.insert(key, id.0);
+                        self.trace.flow_ends.push(flow);
                     }
                 }
                 return;
@@ -412,16 +586,27 @@ impl Collector {
             self.trace.invalid_timing += 1;
             return;
         }
-        let name = e.name.as_deref().unwrap_or("");
+        let name_bytes: &[u8] = e.name.as_ref().map_or(b"", |b| &b.0);
+        // serde_json passes raw control characters through in byte mode: count them as
+        // repaired, as the tolerant path would
+        if fast && name_bytes.iter().any(|&b| b < 0x20) {
+            self.trace.repaired_events += 1;
+        }
+        let name = name_bytes;
         let args = e.args;
         let correlation = args.as_ref().and_then(|a| a.correlation).map(|n| n.0);
         let external_id = args.as_ref().and_then(|a| a.external_id).map(|n| n.0);
-        let lower_cat = cat.to_ascii_lowercase();
-        match lower_cat.as_str() {
-            "kernel" if name.starts_with("Memcpy") => add(&mut self.trace.memcpy, dur),
-            "kernel" if name.starts_with("Memset") => add(&mut self.trace.memset, dur),
+        // torch writes lower-case categories; older versions capitalise some (`Kernel`)
+        let lower_cat: Cow<'_, str> = if cat.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(cat.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(cat)
+        };
+        match lower_cat.as_ref() {
+            "kernel" if name.starts_with(b"Memcpy") => add(&mut self.trace.memcpy, dur),
+            "kernel" if name.starts_with(b"Memset") => add(&mut self.trace.memset, dur),
             "kernel" => {
-                let name = self.interner.get(&mut self.trace.names, name);
+                let name = self.intern(name);
                 self.trace.kernels.push(Kernel {
                     ts,
                     dur,
@@ -460,17 +645,16 @@ impl Collector {
                 let rcat = match c {
                     "cpu_op" | "operator" => RangeCat::Op,
                     "user_annotation" => RangeCat::Annotation,
-                    _ if name.starts_with(crate::link::MODULE_PREFIX) => RangeCat::Annotation,
+                    _ if name.starts_with(crate::link::MODULE_PREFIX.as_bytes()) => {
+                        RangeCat::Annotation
+                    }
                     _ => RangeCat::Other,
                 };
                 let (dims, dtype) = match args {
-                    Some(a) if rcat == RangeCat::Op => (
-                        a.input_dims.map(|d| d.0),
-                        a.input_type.as_deref().and_then(dtype_of),
-                    ),
+                    Some(a) if rcat == RangeCat::Op => (a.input_dims.map(|d| d.0), a.dtype),
                     _ => (None, None),
                 };
-                let name = self.interner.get(&mut self.trace.names, name);
+                let name = self.intern(name);
                 self.trace.ranges.push(CpuRange {
                     ts,
                     end: ts + dur,
@@ -677,6 +861,27 @@ pub(crate) fn read_trace_from(mut reader: impl Read, path: &Path) -> Result<Trac
                     state = if bare { State::Done } else { State::TopObject };
                 }
                 _ => {
+                    // fast path: parse the event in place; serde_json finds its end
+                    if b == b'{' {
+                        let mut stream = serde_json::Deserializer::from_slice(&data[i..])
+                            .into_iter::<RawEvent<'_>>();
+                        match stream.next() {
+                            Some(Ok(e)) => {
+                                pos = i + stream.byte_offset();
+                                collector.event(e, true);
+                                continue;
+                            }
+                            // the event continues past the buffer: read more, unless it is
+                            // implausibly large (a raw quote may have swallowed the rest)
+                            Some(Err(err)) if err.is_eof() && !eof && filled - i < MAX_EVENT => {
+                                pos = i;
+                                refill(&mut buf, &mut pos, &mut filled, &mut eof).map_err(io)?;
+                                continue;
+                            }
+                            _ => {}
+                        }
+                    }
+                    // malformed: the tolerant scanner finds the end and repairs
                     let Some(s) = scan::scan_value::<false>(
                         data,
                         i,
@@ -717,7 +922,7 @@ fn handle_event(
 ) {
     if !dirty {
         if let Ok(e) = serde_json::from_slice::<RawEvent<'_>>(bytes) {
-            collector.event(e);
+            collector.event(e, true);
             return;
         }
     }
@@ -725,7 +930,7 @@ fn handle_event(
     match serde_json::from_slice::<RawEvent<'_>>(fixed) {
         Ok(e) => {
             collector.trace.repaired_events += 1;
-            collector.event(e);
+            collector.event(e, false);
         }
         Err(err) => {
             tracing::debug!(error = %err, "skipping an event that cannot be parsed");

@@ -12,7 +12,9 @@
 //!   names the group (for a module: of the op directly inside it with the highest-rank
 //!   first input, its activation).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use autokernel_core::DType;
 
@@ -111,7 +113,7 @@ impl<'t> Index<'t> {
                 }
             })
             .collect();
-        let mut by_external_id = HashMap::new();
+        let mut by_external_id = HashMap::default();
         for (i, r) in trace.ranges.iter().enumerate() {
             if let Some(id) = r.external_id {
                 // an op wins over an annotation that shares its id
@@ -324,26 +326,40 @@ pub(crate) fn link(trace: &Trace) -> Linked {
     // launches by correlation, including those found only through flow events
     let mut launches: HashMap<u64, &crate::import::Launch> =
         trace.launches.iter().map(|(&c, l)| (c, l)).collect();
-    for (pid, tid, ts, l) in &trace.uncorrelated_launches {
-        if let Some(&id) = trace.flow_starts.get(&(*pid, *tid, ts.to_bits())) {
-            launches.entry(id).or_insert(l);
+    if !trace.uncorrelated_launches.is_empty() {
+        let starts: HashMap<(i64, i64, u64), u64> = trace
+            .flow_starts
+            .iter()
+            .map(|&(p, t, ts, id)| ((p, t, ts), id))
+            .collect();
+        for (pid, tid, ts, l) in &trace.uncorrelated_launches {
+            if let Some(&id) = starts.get(&(*pid, *tid, ts.to_bits())) {
+                launches.entry(id).or_insert(l);
+            }
         }
     }
+    let flow_ends: HashMap<(i64, i64, u64), u64> =
+        if trace.kernels.iter().any(|k| k.correlation.is_none()) {
+            trace
+                .flow_ends
+                .iter()
+                .map(|&(p, t, ts, id)| ((p, t, ts), id))
+                .collect()
+        } else {
+            HashMap::default()
+        };
 
     if trace.kernels.is_empty() {
         link_cpu_self_time(trace, &index, &mut groups, &mut linked);
     } else {
         linked.device = true;
-        let mut launched: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        let mut launched: rustc_hash::FxHashSet<u64> = rustc_hash::FxHashSet::default();
         for k in &trace.kernels {
             let kname = names[k.name as usize].as_str();
             linked.total_us += k.dur;
-            let correlation = k.correlation.or_else(|| {
-                trace
-                    .flow_ends
-                    .get(&(k.pid, k.tid, k.ts.to_bits()))
-                    .copied()
-            });
+            let correlation = k
+                .correlation
+                .or_else(|| flow_ends.get(&(k.pid, k.tid, k.ts.to_bits())).copied());
             let launch = correlation.and_then(|c| launches.get(&c).map(|l| (c, *l)));
             let op_range = match launch {
                 Some((c, l)) => {

@@ -411,3 +411,58 @@ fn a_range_that_only_overlaps_does_not_enclose() {
     assert_eq!(t.report.ops.len(), 1);
     assert!(close(op(&t, "aten::add").device_time_us, 2.0));
 }
+
+#[test]
+fn one_odd_raw_quote_does_not_derail_the_events_after_it() {
+    // a name with a single raw quote and a raw tab, then many valid events
+    let mut ev = vec![x("python_function", "say \"hi\tthere", 1, 1, 0.0, 1.0, "")];
+    for i in 0..2000u64 {
+        let ts = 10.0 + 10.0 * i as f64;
+        ev.push(cpu_op("aten::mm", ts, 5.0, i + 1, "[[4,4],[4,4]]"));
+        ev.push(launch("cuda_runtime", ts + 1.0, 10_000 + i, Some(i + 1)));
+        ev.push(kernel("gemm", 100_000.0 + ts, 0.5, 10_000 + i));
+    }
+    let t = import_text(&trace(&ev).replace("say \\\"hi", "say \"hi"));
+    let mm = op(&t, "aten::mm");
+    assert_eq!(mm.calls, 2000);
+    assert!(close(t.report.total_device_time_us, 1000.0));
+    assert!(
+        t.report
+            .warnings
+            .iter()
+            .any(|w| w.contains("repaired 1 event")),
+        "{:?}",
+        t.report.warnings
+    );
+}
+
+#[test]
+fn a_raw_newline_or_invalid_utf8_alone_is_repaired_and_counted_once() {
+    let mut text = trace(&[
+        x(
+            "kernel",
+            "line1\nline2",
+            0,
+            7,
+            5.0,
+            4.0,
+            r#""correlation":9"#,
+        ),
+        x("kernel", "badXbyte", 0, 7, 15.0, 2.0, r#""correlation":10"#),
+    ])
+    .into_bytes();
+    let at = text.windows(5).position(|w| w == b"Xbyte").expect("marker");
+    text[at] = 0xFF;
+    let t = autokernel_profiler::import_trace_from(text.as_slice(), "t.json".as_ref()).unwrap();
+    assert!(close(t.report.total_device_time_us, 6.0));
+    assert!(t.report.ops.iter().any(|o| o.op == "line1\nline2"));
+    assert!(t.report.ops.iter().any(|o| o.op == "bad\u{fffd}byte"));
+    assert!(
+        t.report
+            .warnings
+            .iter()
+            .any(|w| w.contains("repaired 2 event")),
+        "{:?}",
+        t.report.warnings
+    );
+}
