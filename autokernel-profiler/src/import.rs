@@ -49,7 +49,8 @@ pub(crate) struct CpuRange {
     pub cat: RangeCat,
     pub thread: u32,
     pub external_id: Option<u64>,
-    pub dims: Option<Vec<Vec<i64>>>,
+    /// Index into [`Trace::dims`] of its `Input Dims` (0: none recorded).
+    pub dims: u32,
     pub dtype: Option<DType>,
 }
 
@@ -89,6 +90,8 @@ pub struct TransferStats {
 #[derive(Debug, Default)]
 pub(crate) struct Trace {
     pub names: Vec<String>,
+    /// Distinct `Input Dims` lists; index 0 is the empty list.
+    pub dims: Vec<Vec<Vec<i64>>>,
     pub threads: Vec<(i64, i64)>,
     pub ranges: Vec<CpuRange>,
     pub launches: HashMap<u64, Launch>,
@@ -523,15 +526,79 @@ struct Collector {
     trace: Trace,
     interner: Interner,
     thread_ids: HashMap<(i64, i64), u32>,
+    dims_ids: HashMap<Vec<Vec<i64>>, u32>,
 }
 
 impl Collector {
     fn new() -> Self {
+        let mut trace = Trace::default();
+        trace.dims.push(Vec::new());
+        let mut dims_ids = HashMap::default();
+        dims_ids.insert(Vec::new(), 0);
         Collector {
-            trace: Trace::default(),
+            trace,
             interner: Interner::default(),
             thread_ids: HashMap::default(),
+            dims_ids,
         }
+    }
+
+    /// Adds what another collector gathered (from a later part of the same trace),
+    /// remapping its name, thread and dims ids to this one's.
+    fn merge(&mut self, other: Collector) {
+        let o = other.trace;
+        let names: Vec<u32> = o
+            .names
+            .iter()
+            .map(|n| self.interner.get(&mut self.trace.names, n.as_bytes()).0)
+            .collect();
+        let threads: Vec<u32> = o.threads.iter().map(|&(p, t)| self.thread(p, t)).collect();
+        let dims: Vec<u32> = o.dims.into_iter().map(|d| self.intern_dims(d)).collect();
+        let t = &mut self.trace;
+        t.ranges.extend(o.ranges.into_iter().map(|mut r| {
+            r.name = names[r.name as usize];
+            r.thread = threads[r.thread as usize];
+            r.dims = dims[r.dims as usize];
+            r
+        }));
+        t.kernels.extend(o.kernels.into_iter().map(|mut k| {
+            k.name = names[k.name as usize];
+            k
+        }));
+        for (c, mut l) in o.launches {
+            l.thread = threads[l.thread as usize];
+            t.launches.insert(c, l);
+        }
+        t.uncorrelated_launches
+            .extend(
+                o.uncorrelated_launches
+                    .into_iter()
+                    .map(|(p, tid, ts, mut l)| {
+                        l.thread = threads[l.thread as usize];
+                        (p, tid, ts, l)
+                    }),
+            );
+        t.flow_starts.extend(o.flow_starts);
+        t.flow_ends.extend(o.flow_ends);
+        t.memcpy.events += o.memcpy.events;
+        t.memcpy.time_us += o.memcpy.time_us;
+        t.memset.events += o.memset.events;
+        t.memset.time_us += o.memset.time_us;
+        t.gpu_annotations += o.gpu_annotations;
+        t.events += o.events;
+        t.repaired_events += o.repaired_events;
+        t.skipped_events += o.skipped_events;
+        t.invalid_timing += o.invalid_timing;
+    }
+
+    fn intern_dims(&mut self, dims: Vec<Vec<i64>>) -> u32 {
+        if let Some(&id) = self.dims_ids.get(&dims) {
+            return id;
+        }
+        let id = self.trace.dims.len() as u32;
+        self.trace.dims.push(dims.clone());
+        self.dims_ids.insert(dims, id);
+        id
     }
 
     fn intern(&mut self, name: &[u8]) -> u32 {
@@ -651,8 +718,10 @@ impl Collector {
                     _ => RangeCat::Other,
                 };
                 let (dims, dtype) = match args {
-                    Some(a) if rcat == RangeCat::Op => (a.input_dims.map(|d| d.0), a.dtype),
-                    _ => (None, None),
+                    Some(a) if rcat == RangeCat::Op => {
+                        (a.input_dims.map_or(0, |d| self.intern_dims(d.0)), a.dtype)
+                    }
+                    _ => (0, None),
                 };
                 let name = self.intern(name);
                 self.trace.ranges.push(CpuRange {
@@ -706,6 +775,71 @@ pub(crate) fn read_trace(path: &Path) -> Result<Trace, ProfileError> {
     }
 }
 
+/// Bytes per block handed from the reading thread to the parser.
+const CHUNK: usize = 1 << 20;
+
+/// The parser's end of the reading thread: blocks arrive over a bounded channel.
+struct ChannelReader {
+    rx: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    current: Vec<u8>,
+    at: usize,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.at == self.current.len() {
+            match self.rx.recv() {
+                Ok(Ok(block)) => {
+                    self.current = block;
+                    self.at = 0;
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.current.len() - self.at);
+        out[..n].copy_from_slice(&self.current[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// Reads (and decompresses) on a second thread while `f` parses: at most four blocks of
+/// [`CHUNK`] bytes in flight.
+fn with_reader_thread<T>(reader: impl Read + Send, f: impl FnOnce(&mut ChannelReader) -> T) -> T {
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel(3);
+        scope.spawn(move || {
+            let mut reader = reader;
+            loop {
+                let mut block = vec![0u8; CHUNK];
+                match read_full(&mut reader, &mut block) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        block.truncate(n);
+                        if tx.send(Ok(block)).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        break;
+                    }
+                }
+            }
+        });
+        let mut r = ChannelReader {
+            rx,
+            current: Vec::new(),
+            at: 0,
+        };
+        let out = f(&mut r);
+        // dropping the receiver stops the reading thread if parsing ended early
+        drop(r);
+        out
+    })
+}
+
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
@@ -727,8 +861,16 @@ enum State {
     Done,
 }
 
-/// The streaming driver: a bounded buffer refilled from `reader`, cut into events.
-pub(crate) fn read_trace_from(mut reader: impl Read, path: &Path) -> Result<Trace, ProfileError> {
+/// The streaming driver: a bounded buffer refilled from `reader` (read on a second
+/// thread), cut into events.
+pub(crate) fn read_trace_from(
+    reader: impl Read + Send,
+    path: &Path,
+) -> Result<Trace, ProfileError> {
+    with_reader_thread(reader, |r| parse_stream(r, path))
+}
+
+fn parse_stream(mut reader: impl Read, path: &Path) -> Result<Trace, ProfileError> {
     let io = |source| ProfileError::Io {
         path: path.to_path_buf(),
         source,
@@ -861,6 +1003,13 @@ pub(crate) fn read_trace_from(mut reader: impl Read, path: &Path) -> Result<Trac
                     state = if bare { State::Done } else { State::TopObject };
                 }
                 _ => {
+                    // a large window of events: parse its two halves on two threads
+                    if b == b'{' && data.len() - i >= PARALLEL_MIN {
+                        if let Some(end) = parse_window_in_parallel(&mut collector, data, i) {
+                            pos = end;
+                            continue;
+                        }
+                    }
                     // fast path: parse the event in place; serde_json finds its end
                     if b == b'{' {
                         let mut stream = serde_json::Deserializer::from_slice(&data[i..])
@@ -911,6 +1060,89 @@ pub(crate) fn read_trace_from(mut reader: impl Read, path: &Path) -> Result<Trac
         return Err(not_a_trace("it has no `traceEvents` array".to_string()));
     }
     Ok(collector.trace)
+}
+
+/// Windows at least this large are parsed by two threads.
+const PARALLEL_MIN: usize = 1 << 20;
+
+/// Parses well-formed events from the start of `data` until the end of the events array,
+/// a malformed event, or an event cut by the end of `data`. Returns where it stopped: the
+/// start of the first event (or `]`) not consumed, commas and whitespace skipped.
+fn parse_run(collector: &mut Collector, data: &[u8]) -> usize {
+    let mut pos = 0;
+    loop {
+        let mut i = scan::skip_ws(data, pos);
+        if data.get(i) == Some(&b',') {
+            i = scan::skip_ws(data, i + 1);
+        }
+        if data.get(i) != Some(&b'{') {
+            return i;
+        }
+        let mut stream =
+            serde_json::Deserializer::from_slice(&data[i..]).into_iter::<RawEvent<'_>>();
+        match stream.next() {
+            Some(Ok(e)) => {
+                pos = i + stream.byte_offset();
+                collector.event(e, true);
+            }
+            _ => return i,
+        }
+    }
+}
+
+/// Speculative split of the window `data[start..]` of events: the second half starts at a
+/// `{` that follows `}` and `,` (a likely event boundary) and is parsed on another thread
+/// into its own collector, while this thread parses the first half from a known boundary.
+/// The split is confirmed when the first half ends exactly at it; then the second half is
+/// merged. Otherwise (the `{` was inside a string, or the first half met a malformed
+/// event) the second half's work is dropped. Either way every event is taken once, and the
+/// position where sequential parsing resumes is returned; `None` when no split point was
+/// found (nothing was parsed).
+fn parse_window_in_parallel(collector: &mut Collector, data: &[u8], start: usize) -> Option<usize> {
+    let window = &data[start..];
+    let split = likely_boundary(window, window.len() / 2)?;
+    let (a_stop, second) = std::thread::scope(|scope| {
+        let second = scope.spawn(|| {
+            let mut c = Collector::new();
+            let stop = parse_run(&mut c, &window[split..]);
+            (c, stop)
+        });
+        let a_stop = parse_run(collector, &window[..split]);
+        (a_stop, second.join())
+    });
+    match second {
+        Ok((c, b_stop)) if a_stop == split => {
+            collector.merge(c);
+            Some(start + split + b_stop)
+        }
+        _ => Some(start + a_stop),
+    }
+}
+
+/// The first `{` at or after `from` preceded by `,` and then `}` (whitespace aside).
+fn likely_boundary(window: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < window.len() {
+        let off = window[i..].iter().position(|&b| b == b'{')?;
+        i += off;
+        let mut j = i;
+        let back = |j: &mut usize| {
+            while *j > 0 && matches!(window[*j - 1], b' ' | b'\t' | b'\n' | b'\r') {
+                *j -= 1;
+            }
+            if *j == 0 {
+                None
+            } else {
+                *j -= 1;
+                Some(window[*j])
+            }
+        };
+        if back(&mut j) == Some(b',') && back(&mut j) == Some(b'}') {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
 }
 
 fn handle_event(

@@ -60,7 +60,10 @@ pub fn import_trace(path: &Path) -> Result<ImportedTrace, ProfileError> {
 ///
 /// # Errors
 /// As [`import_trace`].
-pub fn import_trace_from(reader: impl Read, name: &Path) -> Result<ImportedTrace, ProfileError> {
+pub fn import_trace_from(
+    reader: impl Read + Send,
+    name: &Path,
+) -> Result<ImportedTrace, ProfileError> {
     let trace = import::read_trace_from(reader, name)?;
     let linked = link::link(&trace);
     Ok(rank::build(trace, linked))

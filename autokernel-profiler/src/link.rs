@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use autokernel_core::DType;
 
-use crate::import::{CpuRange, RangeCat, Trace};
+use crate::import::{RangeCat, Trace};
 
 /// Prefix of the `record_function` ranges that name a module, as `profile_model.py` writes
 /// them (`nn.Module: LlamaRMSNorm`); torch's own `with_modules` ranges use it too (with a
@@ -40,8 +40,6 @@ pub(crate) struct Group {
     pub kernels: Vec<String>,
     /// Names of the ops and modules seen on the chains of its kernels.
     pub chain_ops: BTreeSet<String>,
-    /// The same as name ids, while linking.
-    chain_ids: BTreeSet<u32>,
 }
 
 /// The result of linking a trace.
@@ -147,15 +145,22 @@ impl<'t> Index<'t> {
         }
     }
 
-    /// `range` and its enclosing ranges, innermost first.
-    fn chain(&self, range: usize) -> Vec<usize> {
+    /// `range` and its enclosing ranges, innermost first, into `out` (cleared first).
+    fn chain_into(&self, range: usize, out: &mut Vec<usize>) {
+        out.clear();
         let (thread, mut pos) = self.where_is[range];
         let t = &self.threads[thread as usize];
-        let mut out = vec![range];
+        out.push(range);
         while let Some(p) = t.parent[pos] {
             out.push(t.order[p]);
             pos = p;
         }
+    }
+
+    /// `range` and its enclosing ranges, innermost first.
+    fn chain(&self, range: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        self.chain_into(range, &mut out);
         out
     }
 
@@ -193,7 +198,7 @@ impl<'t> Index<'t> {
             if !direct {
                 continue;
             }
-            let rank = c.dims.as_ref().and_then(|d| d.first()).map_or(0, Vec::len);
+            let rank = self.trace.dims[c.dims as usize].first().map_or(0, Vec::len);
             if best.is_none_or(|(_, b)| rank > b) {
                 best = Some((i, rank));
             }
@@ -222,23 +227,31 @@ fn is_wrapper(name: &str) -> bool {
         || name.starts_with("## ")
 }
 
-/// The group an attribution chain names: (op, shapes, dtype).
-fn name_group(
-    index: &Index<'_>,
-    chain: &[usize],
-) -> Option<(String, Vec<Vec<i64>>, Option<DType>)> {
+/// What names a group while linking: a module range (its class is derived at the end), or
+/// another name (op, annotation, kernel), by name id; with the dims id and dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct GroupKey {
+    module: bool,
+    name: u32,
+    dims: u32,
+}
+
+/// The group an attribution chain names, with its dtype.
+fn name_group(index: &Index<'_>, chain: &[usize]) -> Option<(GroupKey, Option<DType>)> {
     let trace = index.trace;
     let ranges = &trace.ranges;
     let name = |i: usize| trace.names[ranges[i].name as usize].as_str();
-    let op_shapes = |r: &CpuRange| (r.dims.clone().unwrap_or_default(), r.dtype);
     // innermost module range
     if let Some(&m) = chain.iter().find(|&&i| module_class(name(i)).is_some()) {
-        let class = module_class(name(m)).unwrap_or_default().to_string();
-        let (shapes, dtype) = index
+        let (dims, dtype) = index
             .module_input_op(m)
-            .map(|o| op_shapes(&ranges[o]))
-            .unwrap_or_default();
-        return Some((class, shapes, dtype));
+            .map_or((0, None), |o| (ranges[o].dims, ranges[o].dtype));
+        let key = GroupKey {
+            module: true,
+            name: ranges[m].name,
+            dims,
+        };
+        return Some((key, dtype));
     }
     // outermost aten (or custom) op
     if let Some(&o) = chain
@@ -246,54 +259,65 @@ fn name_group(
         .rev()
         .find(|&&i| ranges[i].cat == RangeCat::Op && !is_wrapper(name(i)))
     {
-        let (shapes, dtype) = op_shapes(&ranges[o]);
-        return Some((name(o).to_string(), shapes, dtype));
+        let key = GroupKey {
+            module: false,
+            name: ranges[o].name,
+            dims: ranges[o].dims,
+        };
+        return Some((key, ranges[o].dtype));
     }
     // innermost user annotation
     if let Some(&a) = chain
         .iter()
         .find(|&&i| ranges[i].cat == RangeCat::Annotation && !is_wrapper(name(i)))
     {
-        return Some((name(a).to_string(), Vec::new(), None));
+        let key = GroupKey {
+            module: false,
+            name: ranges[a].name,
+            dims: 0,
+        };
+        return Some((key, None));
     }
     None
 }
 
+/// A group while linking, by ids.
+struct RawGroup {
+    key: GroupKey,
+    dtype: Option<DType>,
+    time_us: f64,
+    calls: u64,
+    kernels: Vec<u32>,
+    chain_ids: rustc_hash::FxHashSet<u32>,
+}
+
 #[derive(Default)]
 struct Groups {
-    index: HashMap<(String, Vec<Vec<i64>>), usize>,
-    list: Vec<Group>,
+    index: HashMap<GroupKey, usize>,
+    list: Vec<RawGroup>,
 }
 
 impl Groups {
-    #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
-        op: String,
-        shapes: Vec<Vec<i64>>,
+        key: GroupKey,
         dtype: Option<DType>,
         time_us: f64,
-        kernel: Option<&str>,
+        kernel: Option<u32>,
         chain_names: impl Iterator<Item = u32>,
     ) {
-        let key = (op, shapes);
-        let i = match self.index.get(&key) {
-            Some(&i) => i,
-            None => {
-                self.list.push(Group {
-                    op: key.0.clone(),
-                    shapes: key.1.clone(),
-                    dtype,
-                    time_us: 0.0,
-                    calls: 0,
-                    kernels: Vec::new(),
-                    chain_ops: BTreeSet::new(),
-                    chain_ids: BTreeSet::new(),
-                });
-                self.index.insert(key, self.list.len() - 1);
-                self.list.len() - 1
-            }
-        };
+        let list = &mut self.list;
+        let i = *self.index.entry(key).or_insert_with(|| {
+            list.push(RawGroup {
+                key,
+                dtype,
+                time_us: 0.0,
+                calls: 0,
+                kernels: Vec::new(),
+                chain_ids: Default::default(),
+            });
+            list.len() - 1
+        });
         let g = &mut self.list[i];
         g.time_us += time_us;
         g.calls += 1;
@@ -301,12 +325,61 @@ impl Groups {
             g.dtype = dtype;
         }
         if let Some(k) = kernel {
-            if !g.kernels.iter().any(|x| x == k) {
-                g.kernels.push(k.to_string());
+            if !g.kernels.contains(&k) {
+                g.kernels.push(k);
             }
         }
         g.chain_ids.extend(chain_names);
     }
+
+    /// Named groups; groups that name the same op and shapes (module instances
+    /// `Linear_0`, `Linear_1`) are merged.
+    fn finish(self, trace: &Trace) -> Vec<Group> {
+        let names = &trace.names;
+        let mut out: Vec<Group> = Vec::new();
+        let mut by_label: std::collections::HashMap<(String, u32), usize> = Default::default();
+        for g in self.list {
+            let raw = names[g.key.name as usize].as_str();
+            let op = if g.key.module {
+                module_class(raw).unwrap_or(raw).to_string()
+            } else {
+                raw.to_string()
+            };
+            let i = *by_label.entry((op.clone(), g.key.dims)).or_insert_with(|| {
+                out.push(Group {
+                    op,
+                    shapes: trace.dims[g.key.dims as usize].clone(),
+                    dtype: None,
+                    time_us: 0.0,
+                    calls: 0,
+                    kernels: Vec::new(),
+                    chain_ops: BTreeSet::new(),
+                });
+                out.len() - 1
+            });
+            let o = &mut out[i];
+            o.time_us += g.time_us;
+            o.calls += g.calls;
+            o.dtype = o.dtype.or(g.dtype);
+            for k in g.kernels {
+                let k = &names[k as usize];
+                if !o.kernels.contains(k) {
+                    o.kernels.push(k.clone());
+                }
+            }
+            o.chain_ops
+                .extend(g.chain_ids.into_iter().map(|id| names[id as usize].clone()));
+        }
+        out
+    }
+}
+
+/// Name ids of the ops, modules and annotations on a chain.
+fn chain_names<'c>(trace: &'c Trace, chain: &'c [usize]) -> impl Iterator<Item = u32> + 'c {
+    chain
+        .iter()
+        .filter(|&&i| trace.ranges[i].cat != RangeCat::Other)
+        .map(|&i| trace.ranges[i].name)
 }
 
 /// Attributes every kernel (or, in a trace without kernels, every CPU op's self time).
@@ -314,14 +387,7 @@ pub(crate) fn link(trace: &Trace) -> Linked {
     let index = Index::new(trace);
     let mut linked = Linked::default();
     let mut groups = Groups::default();
-    let names = &trace.names;
-    let chain_names = |chain: &[usize]| -> Vec<u32> {
-        chain
-            .iter()
-            .filter(|&&i| trace.ranges[i].cat != RangeCat::Other)
-            .map(|&i| trace.ranges[i].name)
-            .collect()
-    };
+    let mut chain: Vec<usize> = Vec::new();
 
     // launches by correlation, including those found only through flow events
     let mut launches: HashMap<u64, &crate::import::Launch> =
@@ -355,7 +421,6 @@ pub(crate) fn link(trace: &Trace) -> Linked {
         linked.device = true;
         let mut launched: rustc_hash::FxHashSet<u64> = rustc_hash::FxHashSet::default();
         for k in &trace.kernels {
-            let kname = names[k.name as usize].as_str();
             linked.total_us += k.dur;
             let correlation = k
                 .correlation
@@ -376,19 +441,20 @@ pub(crate) fn link(trace: &Trace) -> Linked {
                         .copied()
                 }
             };
-            let chain = op_range.map(|r| index.chain(r)).unwrap_or_default();
-            let (op, shapes, dtype) = name_group(&index, &chain).unwrap_or_else(|| {
+            match op_range {
+                Some(r) => index.chain_into(r, &mut chain),
+                None => chain.clear(),
+            }
+            let (key, dtype) = name_group(&index, &chain).unwrap_or_else(|| {
                 linked.kernels_unattributed += 1;
-                (kname.to_string(), Vec::new(), None)
+                let key = GroupKey {
+                    module: false,
+                    name: k.name,
+                    dims: 0,
+                };
+                (key, None)
             });
-            groups.add(
-                op,
-                shapes,
-                dtype,
-                k.dur,
-                Some(kname),
-                chain_names(&chain).into_iter(),
-            );
+            groups.add(key, dtype, k.dur, Some(k.name), chain_names(trace, &chain));
         }
         linked.launches_with_kernel = launches
             .iter()
@@ -396,13 +462,7 @@ pub(crate) fn link(trace: &Trace) -> Linked {
             .count() as u64;
     }
     linked.kernel_launches = launches.values().filter(|l| l.launches_kernel).count() as u64;
-    linked.groups = groups.list;
-    for g in &mut linked.groups {
-        g.chain_ops = std::mem::take(&mut g.chain_ids)
-            .into_iter()
-            .map(|id| names[id as usize].clone())
-            .collect();
-    }
+    linked.groups = groups.finish(trace);
     linked
 }
 
@@ -438,14 +498,10 @@ fn link_cpu_self_time(trace: &Trace, index: &Index<'_>, groups: &mut Groups, lin
         }
         let t = self_us[i].max(0.0);
         let chain = index.chain(i);
-        let Some((op, shapes, dtype)) = name_group(index, &chain) else {
+        let Some((key, dtype)) = name_group(index, &chain) else {
             continue;
         };
         linked.total_us += t;
-        let names = chain
-            .iter()
-            .filter(|&&c| ranges[c].cat != RangeCat::Other)
-            .map(|&c| ranges[c].name);
-        groups.add(op, shapes, dtype, t, None, names);
+        groups.add(key, dtype, t, None, chain_names(trace, &chain));
     }
 }

@@ -466,3 +466,39 @@ fn a_raw_newline_or_invalid_utf8_alone_is_repaired_and_counted_once() {
         t.report.warnings
     );
 }
+
+/// Several MB of events go through the two-thread path; names holding `},{` put likely
+/// split points inside strings, which must never be taken as event boundaries.
+#[test]
+fn large_traces_parse_the_same_on_two_threads() {
+    let mut ev = Vec::new();
+    let n = 12_000u64;
+    for i in 0..n {
+        let ts = 10.0 + 10.0 * i as f64;
+        let name = if i % 7 == 0 {
+            "aten::weird},{\\\"x\\\"},{"
+        } else {
+            "aten::mm"
+        };
+        ev.push(x(
+            "cpu_op",
+            name,
+            1,
+            1,
+            ts,
+            5.0,
+            &format!(r#""External id":{},"Input Dims":[[4,4],[4,4]]"#, i + 1),
+        ));
+        ev.push(launch("cuda_runtime", ts + 1.0, 100_000 + i, Some(i + 1)));
+        ev.push(kernel("gemm", 1_000_000.0 + ts, 0.25, 100_000 + i));
+    }
+    let text = trace(&ev);
+    assert!(text.len() > 3 << 20, "{}", text.len());
+    let t = import_text(&text);
+    let weird = (0..n).filter(|i| i % 7 == 0).count() as u64;
+    assert_eq!(op(&t, "aten::mm").calls, n - weird);
+    assert_eq!(op(&t, "aten::weird},{\"x\"},{").calls, weird);
+    assert!(close(t.report.total_device_time_us, 0.25 * n as f64));
+    assert!(close(t.report.coverage, 1.0));
+    assert!(t.report.warnings.is_empty(), "{:?}", t.report.warnings);
+}
