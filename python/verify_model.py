@@ -31,12 +31,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# dtype -> (atol, rtol, max relative L2 error) for whole-model outputs: looser than a single
-# kernel's, since rounding differences compound over layers.
+# dtype -> largest relative L2 error ‖out − ref‖ / ‖ref‖ of the whole model's output. A
+# model's output is judged as a whole, not element by element: rounding differences of one
+# layer compound through the next, so a correct fp16 kernel in every nn.Linear of GPT-2
+# moved single logits by 0.5 while the relative L2 error stayed below 1e-3 (H200,
+# 2026-11-29). A wrong kernel lands near 1.
 MODEL_TOLERANCE = {
-    torch.float32: (1e-3, 1e-3, 1e-3),
-    torch.float16: (5e-2, 5e-2, 2e-2),
-    torch.bfloat16: (1e-1, 1e-1, 5e-2),
+    torch.float32: 1e-3,
+    torch.float16: 2e-2,
+    torch.bfloat16: 5e-2,
 }
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -203,7 +206,7 @@ def _first_tensor(out):
 
 def _compare(out, ref, dtype):
     """None when out matches ref within the model tolerance of dtype, else the reason."""
-    atol, rtol, max_l2 = MODEL_TOLERANCE[dtype]
+    max_l2 = MODEL_TOLERANCE[dtype]
     if out is None or out.shape != ref.shape:
         return f"output shape {None if out is None else tuple(out.shape)} differs from {tuple(ref.shape)}"
     o, r = out.detach().float().cpu(), ref.detach().float().cpu()
@@ -214,8 +217,8 @@ def _compare(out, ref, dtype):
     diff = (o - r).abs()
     max_abs = float(diff.max()) if diff.numel() else 0.0
     rel_l2 = float(torch.linalg.vector_norm(o - r) / max(float(torch.linalg.vector_norm(r)), 1e-30))
-    if bool((diff > atol + rtol * r.abs()).any()) or rel_l2 > max_l2:
-        return f"max abs error {max_abs:.3g}, relative L2 error {rel_l2:.3g} (limits atol {atol}, rtol {rtol}, L2 {max_l2})"
+    if rel_l2 > max_l2:
+        return f"relative L2 error {rel_l2:.3g} (limit {max_l2}), max abs error {max_abs:.3g}"
     return None
 
 

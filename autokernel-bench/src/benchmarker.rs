@@ -70,6 +70,7 @@ impl Benchmarker for PyWorkerBenchmarker {
             kind: request.kind,
             extra_shapes: request.extra_shapes.clone(),
             timing: request.timing.clone(),
+            dtypes: request.dtypes.clone(),
             quick: request.quick,
             time_compiled: request.time_compiled,
             gpu_bandwidth_gb_s: self.worker.options().gpu_bandwidth_gb_s,

@@ -60,6 +60,9 @@ pub(crate) struct BenchJob {
     pub kind: Option<KernelKind>,
     pub extra_shapes: Vec<Shape>,
     pub timing: Option<(Shape, DType)>,
+    /// Dtypes to judge; empty: the kind's for the device.
+    #[serde(default)]
+    pub dtypes: Vec<DType>,
     pub quick: bool,
     pub time_compiled: bool,
     pub gpu_bandwidth_gb_s: Option<f64>,

@@ -228,6 +228,10 @@ pub struct BenchRequest {
     /// The shape and dtype to time; `None` times the first extra shape, else the first
     /// shape of the device's set, in float16 on a GPU and float32 on the CPU.
     pub timing: Option<(Shape, DType)>,
+    /// Dtypes to judge (every stage); empty judges the kind's dtypes for the device
+    /// ([`KernelKind::dtypes`]). A target from a model sets its own dtype: a kernel for an
+    /// fp16 model need not be compiled and checked in three dtypes every experiment.
+    pub dtypes: Vec<DType>,
     /// Fewer shapes and repetitions, for a quick look.
     pub quick: bool,
     /// Also time `torch.compile` of the reference.
@@ -245,6 +249,7 @@ impl BenchRequest {
             device: Device::Auto,
             extra_shapes: Vec::new(),
             timing: None,
+            dtypes: Vec::new(),
             quick: false,
             time_compiled: false,
             timeout: Duration::from_secs(300),

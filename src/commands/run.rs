@@ -280,8 +280,9 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     );
     if let Some(v) = &verification {
         summary.push_str(&format!(
-            "verified: {}\nend_to_end_speedup: {}\n",
+            "verified: {}\nkernels_plugged_in: {}\nend_to_end_speedup: {}\n",
             v.passed,
+            v.included.len(),
             v.speedup.map_or("n/a".into(), |s| format!("{s:.3}"))
         ));
     }

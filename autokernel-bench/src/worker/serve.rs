@@ -727,7 +727,7 @@ impl Run<'_, '_> {
         }
         let set = kind.shapes(if on_gpu { ShapeSet::Gpu } else { ShapeSet::Cpu });
         let small = kind.shapes(ShapeSet::Cpu)[0].clone();
-        let dtypes = kind.dtypes(on_gpu);
+        let dtypes = judged_dtypes(kind.dtypes(on_gpu), &job.dtypes);
         let quick = job.quick;
         let sweep_dtypes: Vec<DType> = if quick {
             dtypes[..1].to_vec()
@@ -1151,5 +1151,37 @@ mod tests {
     fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
         assert_eq!(median(&[]), 0.0);
+    }
+}
+
+/// The dtypes a job judges: the requested ones the device supports (no bfloat16 in the CPU
+/// interpreter), else every dtype of the kind for the device.
+fn judged_dtypes(supported: Vec<DType>, requested: &[DType]) -> Vec<DType> {
+    let wanted: Vec<DType> = requested
+        .iter()
+        .copied()
+        .filter(|d| supported.contains(d))
+        .collect();
+    if wanted.is_empty() {
+        supported
+    } else {
+        wanted
+    }
+}
+
+#[cfg(test)]
+mod judged_dtypes_tests {
+    use super::*;
+
+    #[test]
+    fn a_target_dtype_narrows_the_sweep_and_unsupported_ones_fall_back() {
+        let gpu = DType::ALL.to_vec();
+        assert_eq!(
+            judged_dtypes(gpu.clone(), &[DType::Float16]),
+            vec![DType::Float16]
+        );
+        assert_eq!(judged_dtypes(gpu.clone(), &[]), gpu);
+        let cpu = vec![DType::Float32, DType::Float16];
+        assert_eq!(judged_dtypes(cpu.clone(), &[DType::Bfloat16]), cpu);
     }
 }

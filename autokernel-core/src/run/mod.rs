@@ -422,6 +422,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             device: self.options.device,
             extra_shapes: target.shapes.clone(),
             timing: target.shapes.first().map(|s| (s.clone(), target.dtype)),
+            dtypes: vec![target.dtype],
             quick: false,
             time_compiled: false,
             timeout: self.options.bench_timeout,
