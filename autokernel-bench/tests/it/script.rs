@@ -15,7 +15,12 @@ async fn call_script_returns_json_and_python_errors_carry_the_traceback() {
     );
     let w = worker();
     let v = w
-        .call_script(&s, "add", serde_json::json!({"a": 2, "b": 3}), Duration::from_secs(120))
+        .call_script(
+            &s,
+            "add",
+            serde_json::json!({"a": 2, "b": 3}),
+            Duration::from_secs(120),
+        )
         .await
         .unwrap();
     assert_eq!(v["sum"], 5);
@@ -25,7 +30,9 @@ async fn call_script_returns_json_and_python_errors_carry_the_traceback() {
         .call_script(&s, "bad", serde_json::json!({}), Duration::from_secs(60))
         .await
         .unwrap_err();
-    let WorkerError::Python { message, traceback } = err else { panic!("{err:?}") };
+    let WorkerError::Python { message, traceback } = err else {
+        panic!("{err:?}")
+    };
     assert_eq!(message, "KeyError: 'nope'");
     assert!(traceback.contains("line 6, in bad"), "{traceback}");
 }
@@ -47,7 +54,10 @@ async fn compare_times_both_kernels_interleaved() {
         .await
         .unwrap();
     assert_eq!(c.repetitions, 3);
-    assert!(c.incumbent_latency_us > 0.0 && c.candidate_latency_us > 0.0, "{c:?}");
+    assert!(
+        c.incumbent_latency_us > 0.0 && c.candidate_latency_us > 0.0,
+        "{c:?}"
+    );
     // the same file against itself: the median ratio is near 1 (CPU wall clock, loose)
     assert!(c.median_speedup > 0.3 && c.median_speedup < 3.0, "{c:?}");
 }
