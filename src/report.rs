@@ -299,15 +299,20 @@ pub fn draw_progress(
     mesh.draw()?;
     for (i, (id, points)) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        let mut best = 0f64;
-        let steps: Vec<(f64, f64)> = points
-            .iter()
-            .filter(|p| p.kept)
-            .map(|p| {
-                best = best.max(p.speedup);
-                (p.experiment, best)
-            })
-            .collect();
+        // running best as a step line: flat until the next kept experiment, then up
+        let mut steps: Vec<(f64, f64)> = Vec::new();
+        let mut best: Option<f64> = None;
+        for p in points.iter().filter(|p| p.kept) {
+            if let Some(b) = best {
+                steps.push((p.experiment, b));
+            }
+            let b = best.map_or(p.speedup, |b| b.max(p.speedup));
+            steps.push((p.experiment, b));
+            best = Some(b);
+        }
+        if let (Some(b), Some(last)) = (best, points.last()) {
+            steps.push((last.experiment, b));
+        }
         let line = chart.draw_series(LineSeries::new(steps, color.stroke_width(2)))?;
         if font {
             line.label(id.clone()).legend(move |(x, y)| {
