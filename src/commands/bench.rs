@@ -43,7 +43,8 @@ pub struct BenchArgs {
     /// matmul M,N,K; softmax rows,cols; ...)
     #[arg(long, value_name = "DIMS", help_heading = "Bench")]
     pub shape: Option<Shape>,
-    /// The dtype to time at --shape (default float16 on a GPU, float32 on the CPU)
+    /// The dtype to judge and time at --shape; every stage then runs in this dtype only
+    /// (default: every dtype of the kind; timing in float16 on a GPU, float32 on the CPU)
     #[arg(long, requires = "shape", help_heading = "Bench")]
     pub dtype: Option<DType>,
     /// Judge the file as this kind (default: its KERNEL_KIND)
@@ -95,6 +96,8 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
         request.extra_shapes.push(shape.clone());
         if let Some(dtype) = args.dtype {
             request.timing = Some((shape.clone(), dtype));
+            // a kernel for one dtype is judged in that dtype only
+            request.dtypes = vec![dtype];
         }
     }
     let result = bench
