@@ -390,7 +390,7 @@ mod tests {
         assert_eq!(s.speedup, Some(2.0));
         assert_eq!((s.experiments, s.kept), (3, 2));
         // 0.6 at 2x saves 0.3 → 1/0.7
-        assert!((projected(&[s.clone()]) - 1.0 / 0.7).abs() < 1e-12);
+        assert!((projected(std::slice::from_ref(s)) - 1.0 / 0.7).abs() < 1e-12);
     }
 
     #[test]
