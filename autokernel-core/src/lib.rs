@@ -18,7 +18,7 @@
 //! The default implementations live in sibling crates (`autokernel-bench`,
 //! `autokernel-profiler`, `autokernel-agent`, `autokernel-vcs`); this crate depends on none
 //! of them, nor on pyo3, gix or an HTTP client. With the `testing` feature,
-//! [`testing`] offers in-memory doubles of the traits for tests of code built on the loop.
+//! the `testing` module offers in-memory doubles of the traits for tests of code built on the loop.
 //!
 //! ```
 //! use autokernel_core::{KernelKind, Shape, DType, run::keep::end_to_end_speedup};

@@ -88,7 +88,7 @@ pub struct RunArgs {
         help_heading = "Output"
     )]
     pub workspace: PathBuf,
-    /// Branch name suffix: experiments go to autokernel/<TAG> [default: date and model]
+    /// Branch name suffix: experiments go to the branch autokernel/TAG [default: date and model]
     #[arg(long, value_name = "TAG", help_heading = "Output")]
     pub run_tag: Option<String>,
     /// Skip the end-to-end verification after the loop
