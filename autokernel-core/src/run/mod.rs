@@ -232,6 +232,16 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         &self.store
     }
 
+    /// The rows of `results.tsv` for one target, oldest first.
+    fn target_rows(&self, id: &str) -> Vec<ExperimentRecord> {
+        self.log
+            .rows()
+            .iter()
+            .filter(|r| r.target == id)
+            .cloned()
+            .collect()
+    }
+
     /// Runs every target to completion (or until a budget, the cap or Ctrl-C). Each pair is
     /// a target and its starting `kernel.py`. Resumes from what `results.tsv` and the store
     /// already hold: experiments committed but never logged are logged as `CRASH`/`revert`
@@ -335,31 +345,22 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                 ));
                 continue;
             };
-            let record = ExperimentRecord {
-                experiment: lost.experiment,
-                timestamp: now_rfc3339(),
-                target: lost.target.clone(),
+            let record = unmeasured_record(
+                lost.experiment,
+                &lost.target,
                 kind,
-                agent: lost.agent.clone(),
-                description: format!(
+                &lost.agent,
+                format!(
                     "interrupted before its result was logged: {}",
                     lost.description
                 ),
-                commit: Some(lost.commit.0.clone()),
-                decision: Decision::Revert,
-                correctness: Correctness::Crash {
+                Some(lost.commit.0.clone()),
+                Decision::Revert,
+                &Correctness::Crash {
                     reason: String::new(),
-                }
-                .label()
-                .to_string(),
-                latency_us: None,
-                throughput: None,
-                throughput_unit: String::new(),
-                pct_peak: None,
-                speedup_vs_reference: None,
-                peak_vram_mb: None,
-                duration_s: 0.0,
-            };
+                },
+                0.0,
+            );
             self.store.revert(&record).await?;
             self.log.append(record.clone())?;
             self.reporter.on_decision(&record, None);
@@ -373,13 +374,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         target: &Target,
         orchestrator: &mut Orchestrator,
     ) -> Result<Option<Incumbent>, LoopError> {
-        let rows: Vec<ExperimentRecord> = self
-            .log
-            .rows()
-            .iter()
-            .filter(|r| r.target == target.id)
-            .cloned()
-            .collect();
+        let rows = self.target_rows(&target.id);
         let Some(baseline) = rows.iter().find(|r| r.decision == Decision::Baseline) else {
             return Ok(None);
         };
@@ -566,13 +561,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         let n = self.log.next_experiment();
         let t0 = Instant::now();
         self.reporter.on_experiment_start(target, n);
-        let history: Vec<ExperimentRecord> = self
-            .log
-            .rows()
-            .iter()
-            .filter(|r| r.target == target.id)
-            .cloned()
-            .collect();
+        let history = self.target_rows(&target.id);
         let context = ProposalContext {
             target,
             gpu: self.options.gpu.as_ref(),
@@ -587,24 +576,17 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         let (description, source) = match proposal {
             Proposal::Exhausted => return Ok(None),
             Proposal::Invalid { reason, .. } => {
-                let record = ExperimentRecord {
-                    experiment: n,
-                    timestamp: now_rfc3339(),
-                    target: target.id.clone(),
-                    kind: target.kind,
-                    agent,
-                    description: reason.clone(),
-                    commit: None,
-                    decision: Decision::Invalid,
-                    correctness: Correctness::NotRun.label().to_string(),
-                    latency_us: None,
-                    throughput: None,
-                    throughput_unit: String::new(),
-                    pct_peak: None,
-                    speedup_vs_reference: None,
-                    peak_vram_mb: None,
-                    duration_s: t0.elapsed().as_secs_f64(),
-                };
+                let record = unmeasured_record(
+                    n,
+                    &target.id,
+                    target.kind,
+                    &agent,
+                    reason.clone(),
+                    None,
+                    Decision::Invalid,
+                    &Correctness::NotRun,
+                    t0.elapsed().as_secs_f64(),
+                );
                 self.failures.push((n, reason));
                 self.log.append(record.clone())?;
                 self.agent.observe(&record);
@@ -735,6 +717,40 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         incumbent.source = source;
         incumbent.result = Some(result);
         Ok(Some((true, speedup, pct)))
+    }
+}
+
+/// A row without measurements: an invalid proposal, or an experiment found committed but
+/// never logged.
+#[allow(clippy::too_many_arguments)]
+fn unmeasured_record(
+    experiment: u64,
+    target: &str,
+    kind: crate::KernelKind,
+    agent: &str,
+    description: String,
+    commit: Option<String>,
+    decision: Decision,
+    correctness: &Correctness,
+    duration_s: f64,
+) -> ExperimentRecord {
+    ExperimentRecord {
+        experiment,
+        timestamp: now_rfc3339(),
+        target: target.to_string(),
+        kind,
+        agent: agent.to_string(),
+        description,
+        commit,
+        decision,
+        correctness: correctness.label().to_string(),
+        latency_us: None,
+        throughput: None,
+        throughput_unit: String::new(),
+        pct_peak: None,
+        speedup_vs_reference: None,
+        peak_vram_mb: None,
+        duration_s,
     }
 }
 
