@@ -69,24 +69,20 @@ pub fn init_logging(global: &GlobalArgs, log_file: Option<&std::path::Path>) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let stderr = fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
         .without_time()
         .with_filter(filter);
-    let file = log_file.and_then(|p| {
-        let _ = std::fs::create_dir_all(p.parent()?);
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .ok()?;
-        Some(
-            fmt::layer()
-                .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(f))
-                .with_filter(EnvFilter::new(format!(
-                    "info,{}",
-                    crates.replace("LEVEL", "debug")
-                ))),
-        )
+    let file = log_file.map(|p| {
+        fmt::layer()
+            .with_ansi(false)
+            .with_writer(LazyFile::new(p))
+            .with_filter(EnvFilter::new(format!(
+                "info,{}",
+                crates.replace("LEVEL", "debug")
+            )))
     });
     let _ = tracing_subscriber::registry()
         .with(stderr)
@@ -101,5 +97,55 @@ pub fn print_error(err: &anyhow::Error) {
     eprintln!("error: {err}");
     for cause in err.chain().skip(1) {
         eprintln!("  Caused by: {cause}");
+    }
+}
+
+/// The log file, created (with its folder) at the first event, so that a command refused for
+/// a bad flag leaves no workspace folder behind. Writes that fail are dropped: logging must
+/// never stop the run.
+pub struct LazyFile {
+    path: std::path::PathBuf,
+    file: std::sync::Mutex<Option<std::fs::File>>,
+}
+
+impl LazyFile {
+    fn new(path: &std::path::Path) -> Self {
+        LazyFile {
+            path: path.to_path_buf(),
+            file: std::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl std::io::Write for &LazyFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut slot = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            *slot = Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.path)?,
+            );
+        }
+        match slot.as_mut() {
+            Some(f) => f.write(buf),
+            None => Ok(buf.len()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let mut slot = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        slot.as_mut().map_or(Ok(()), std::io::Write::flush)
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LazyFile {
+    type Writer = &'a LazyFile;
+    fn make_writer(&'a self) -> Self::Writer {
+        self
     }
 }

@@ -142,6 +142,12 @@ pub fn agent(
                 "{e}\nhint: pass --llm-model NAME (and --llm-base-url URL for a local server)"
             )
         })?;
+        if config.base_url == autokernel_agent::DEFAULT_BASE_URL && config.api_key.is_none() {
+            anyhow::bail!(
+                "--agent openai talks to {} by default, and OPENAI_API_KEY is not set\nhint: set OPENAI_API_KEY, or point --llm-base-url at a local server (vLLM, Ollama, llama.cpp)",
+                autokernel_agent::DEFAULT_BASE_URL
+            );
+        }
         config.program_md = ws.path("program.md");
         Ok(autokernel_agent::OpenAiAgent::new(config)?)
     };

@@ -32,13 +32,15 @@ pub struct ModelIdentity {
     /// Input shape.
     #[serde(default)]
     pub input_shape: Vec<u64>,
-    /// Dtype name.
+    /// Dtype name as the user gave it; empty when defaulted (float16 on a GPU, float32 on
+    /// the CPU), so that `--device auto` and `--device cpu` runs of one model match.
+    #[serde(default)]
     pub dtype: String,
 }
 
 impl ModelIdentity {
-    /// From the model spec of a run.
-    pub fn of(spec: &ModelSpec) -> Self {
+    /// From the model spec of a run; `dtype_given` is whether the user chose the dtype.
+    pub fn of(spec: &ModelSpec, dtype_given: bool) -> Self {
         ModelIdentity {
             source: spec.source.clone(),
             kwargs: if spec.kwargs.is_null() {
@@ -47,8 +49,36 @@ impl ModelIdentity {
                 spec.kwargs.to_string()
             },
             input_shape: spec.input_shape.clone(),
-            dtype: spec.dtype.to_string(),
+            dtype: if dtype_given {
+                spec.dtype.to_string()
+            } else {
+                String::new()
+            },
         }
+    }
+
+    /// Whether `other` is the same model run the same way (a defaulted dtype matches any).
+    pub fn same_model(&self, other: &ModelIdentity) -> bool {
+        self.source == other.source
+            && self.kwargs == other.kwargs
+            && self.input_shape == other.input_shape
+            && (self.dtype.is_empty() || other.dtype.is_empty() || self.dtype == other.dtype)
+    }
+
+    /// The label with the input shape, kwargs and dtype, for messages that compare two.
+    pub fn describe(&self) -> String {
+        let mut s = self.label();
+        if !self.input_shape.is_empty() {
+            let dims: Vec<String> = self.input_shape.iter().map(u64::to_string).collect();
+            s.push_str(&format!(", input {}", dims.join("x")));
+        }
+        if !self.kwargs.is_empty() {
+            s.push_str(&format!(", kwargs {}", self.kwargs));
+        }
+        if !self.dtype.is_empty() {
+            s.push_str(&format!(", {}", self.dtype));
+        }
+        s
     }
 
     /// A short name for messages and the run tag.
@@ -234,11 +264,24 @@ mod tests {
             dtype: DType::Float32,
             device: Device::Cpu,
         };
-        ws.settings.model = Some(ModelIdentity::of(&spec));
+        ws.settings.model = Some(ModelIdentity::of(&spec, true));
         ws.settings.run_tag = Some("20261129-tiny".into());
         ws.save_settings().unwrap();
         let again = Workspace::open(dir.path()).unwrap();
         assert_eq!(again.settings, ws.settings);
-        assert_eq!(again.settings.model.unwrap().slug(), "tiny");
+        let model = again.settings.model.unwrap();
+        assert_eq!(model.slug(), "tiny");
+        // a defaulted dtype matches a given one; another input shape does not
+        let defaulted = ModelIdentity::of(&spec, false);
+        assert!(model.same_model(&defaulted) && defaulted.same_model(&model));
+        let other = ModelIdentity::of(
+            &ModelSpec {
+                input_shape: vec![1, 64],
+                ..spec
+            },
+            true,
+        );
+        assert!(!model.same_model(&other));
+        assert_eq!(other.describe(), "example tiny, input 1x64, float32");
     }
 }

@@ -61,7 +61,8 @@ pub struct RunArgs {
         help_heading = "Agent"
     )]
     pub llm_model: Option<String>,
-    /// Stop after this many experiments (baselines not counted)
+    /// Stop after this many experiments in this invocation (baselines not counted; a resumed
+    /// run counts afresh)
     #[arg(long, value_name = "N", help_heading = "Budget")]
     pub max_experiments: Option<u64>,
     /// Stop after this much wall time, e.g. 45m, 8h, 1h30m
@@ -70,7 +71,7 @@ pub struct RunArgs {
     /// Wall time per target before moving on, e.g. 30m
     #[arg(long, value_name = "DURATION", value_parser = defaults::parse_duration, help_heading = "Budget")]
     pub target_budget: Option<Duration>,
-    /// Consecutive experiments not kept before moving on to the next target
+    /// Consecutive experiments not kept before moving on to the next target [default: 8]
     #[arg(long, value_name = "N", help_heading = "Budget")]
     pub plateau: Option<u32>,
     /// Number of kernels from the plan to optimise [default: 5]
@@ -117,21 +118,42 @@ pub struct RunArgs {
 
 /// Runs `autokernel run`.
 pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    let mut ws = Workspace::open(&args.workspace)?;
+    // flags first: a refused command leaves no workspace folder behind
     let device = args.device;
     let spec = args.model.spec(device)?;
-    let identity = ModelIdentity::of(&spec);
+    let mut ws = Workspace::open(&args.workspace)?;
+    let identity = ModelIdentity::of(&spec, args.model.dtype.is_some());
     if let Some(previous) = &ws.settings.model {
-        if previous != &identity {
+        if !previous.same_model(&identity) {
             bail!(
                 "workspace `{}` belongs to another model ({}), not {}\nhint: pass a new --workspace, or delete that folder to start over",
                 ws.root.display(),
-                previous.label(),
-                identity.label()
+                previous.describe(),
+                identity.describe()
             );
         }
     }
-    ws.settings.model = Some(identity.clone());
+    if args.top == Some(0) {
+        bail!("--top 0 leaves nothing to optimise; pass --top 1 or more");
+    }
+    if args.bench_timeout == 0 {
+        bail!(
+            "--bench-timeout 0 would time out every benchmark; pass a limit in seconds, e.g. 600"
+        );
+    }
+    if args
+        .keep_threshold_pct
+        .is_some_and(|p| !(0.0..100.0).contains(&p))
+    {
+        bail!("--keep-threshold-pct must be in [0, 100), e.g. 1 for 1%");
+    }
+    // the agent is configured (and an LLM's settings checked) before any work is done
+    let agent: Box<dyn Agent> = defaults::agent(
+        args.agent,
+        &ws,
+        args.llm_base_url.clone(),
+        args.llm_model.clone(),
+    )?;
     let run_tag = args
         .run_tag
         .clone()
@@ -143,8 +165,8 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
                 identity.slug()
             )
         });
-    ws.settings.run_tag = Some(run_tag.clone());
-    ws.save_settings()?;
+    // opening the store takes the workspace's owner lock: nothing is written before it
+    let store = defaults::store(&ws, &run_tag)?;
     defaults::install_program_md(&ws)?;
 
     let mut services = defaults::Services::start(
@@ -184,6 +206,11 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
             t
         }
     };
+    // the workspace belongs to this model once it has a plan for it (not before: a run that
+    // failed to load the model must not lock the folder to it)
+    ws.settings.model = Some(identity.clone());
+    ws.settings.run_tag = Some(run_tag.clone());
+    ws.save_settings()?;
     crate::print_stdout(&format!(
         "plan: {} target(s): {}",
         targets.len(),
@@ -195,13 +222,6 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     ));
 
     // 2–3. the loop
-    let agent: Box<dyn Agent> = defaults::agent(
-        args.agent,
-        &ws,
-        args.llm_base_url.clone(),
-        args.llm_model.clone(),
-    )?;
-    let store = defaults::store(&ws, &run_tag)?;
     let log = ResultsLog::open(ws.path("results.tsv"))?;
     if log.repaired_torn_line() {
         tracing::warn!("results.tsv had a torn last row (a killed run); it was cut off and saved to results.tsv.torn");
@@ -251,13 +271,17 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
 
     // 4. verify, unless interrupted or asked not to
     let interrupted = outcome.stop == StopReason::Interrupted;
+    let mut verified_now = None;
     if !args.no_verify && !interrupted {
         let bar = spinner(global, "verifying the kept kernels inside the model");
         let v =
             crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets).await;
         bar.finish_and_clear();
         match v {
-            Ok(v) => ws.save_verification(&v)?,
+            Ok(v) => {
+                ws.save_verification(&v)?;
+                verified_now = Some(v);
+            }
             Err(e) => tracing::warn!("verification could not run: {e:#}"),
         }
     }
@@ -278,7 +302,16 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         outcome.experiments,
         report::projected(&summaries)
     );
-    if let Some(v) = &verification {
+    if let Some(v) = verified_now.as_ref().filter(|v| v.included.is_empty()) {
+        summary.push_str(&format!(
+            "verified: n/a (no kernel could be plugged into the model: {})\n",
+            v.excluded
+                .iter()
+                .map(|e| e.target.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    } else if let Some(v) = &verified_now {
         summary.push_str(&format!(
             "verified: {}\nkernels_plugged_in: {}\nend_to_end_speedup: {}\n",
             v.passed,

@@ -66,7 +66,14 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
             serde_json::from_str(&identity.kwargs)?
         },
         input_shape: identity.input_shape.clone(),
-        dtype: identity.dtype.parse::<DType>()?,
+        // a defaulted dtype: the one the plan was made in
+        dtype: if identity.dtype.is_empty() {
+            ws.load_plan()?
+                .and_then(|t| t.first().map(|t| t.dtype))
+                .unwrap_or(DType::Float32)
+        } else {
+            identity.dtype.parse::<DType>()?
+        },
         device,
     };
     let mut services = Services::start(

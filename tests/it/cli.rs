@@ -123,3 +123,63 @@ fn report_on_a_folder_that_is_not_a_workspace_exits_2_with_a_hint() {
         "{err}"
     );
 }
+
+#[test]
+fn a_refused_flag_leaves_no_workspace_folder() {
+    let (_d, ws) = tempdir();
+    let (code, err) = stderr_of(&[
+        "run",
+        "--example",
+        "tiny",
+        "--input-shape",
+        "0,2",
+        "--workspace",
+        ws.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--input-shape `0,2`"), "{err}");
+    assert!(!ws.exists(), "the refused command created {}", ws.display());
+}
+
+#[test]
+fn a_run_that_failed_to_load_its_model_does_not_lock_the_workspace_to_it() {
+    let (_d, ws) = tempdir();
+    let w = ws.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.py");
+    std::fs::write(
+        &model,
+        "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+    )
+    .unwrap();
+    let m = model.to_str().unwrap();
+    let (code, err) = stderr_of(&[
+        "run",
+        "--model",
+        m,
+        "--class",
+        "Nope",
+        "--device",
+        "cpu",
+        "--input-shape",
+        "2,8",
+        "--workspace",
+        w,
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    // the same workspace with another model is not refused as "another model's"
+    let (code, err) = stderr_of(&[
+        "run",
+        "--example",
+        "tiny",
+        "--device",
+        "cpu",
+        "--top",
+        "0",
+        "--workspace",
+        w,
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(!err.contains("belongs to another model"), "{err}");
+    assert!(err.contains("--top 0"), "{err}");
+}

@@ -119,7 +119,7 @@ fn a_workspace_of_another_model_is_refused_with_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("belongs to another model (example gpt2)"),
+        stderr.contains("belongs to another model (example gpt2, float16)"),
         "{stderr}"
     );
 }
