@@ -181,11 +181,37 @@ fn measured_since_structure_change(
         .iter()
         .rposition(|r| matches!(r.decision, Decision::Keep | Decision::Baseline) && !is_tune(r))
         .map_or(0, |i| i + 1);
-    history[start..]
+    let mut measured = Vec::new();
+    for r in history[start..]
         .iter()
         .filter(|r| is_tune(r) && r.decision != Decision::Invalid)
-        .filter_map(|r| parse_description(&r.description, like))
-        .collect()
+    {
+        let Some(config) = parse_description(&r.description, like) else {
+            continue;
+        };
+        // `(KEY OLD -> NEW)` names the incumbent it started from, which was measured too:
+        // after a resume that is how the baseline's configuration is known again
+        if let Some(from) = starting_point(&r.description, &config) {
+            measured.push(from);
+        }
+        measured.push(config);
+    }
+    measured
+}
+
+/// The configuration a tuner proposal started from: `config` with the key of its
+/// `(KEY OLD -> NEW)` suffix set back to `OLD`.
+fn starting_point(
+    description: &str,
+    config: &[(String, PyValue)],
+) -> Option<Vec<(String, PyValue)>> {
+    let inner = description.rsplit_once('(')?.1.strip_suffix(')')?;
+    let (key, change) = inner.split_once(' ')?;
+    let (old, _new) = change.split_once(" -> ")?;
+    let old = parse_literal(old).ok()?;
+    let mut from = config.to_vec();
+    from.iter_mut().find(|(k, _)| k == key)?.1 = old;
+    Some(from)
 }
 
 /// The single-key changes of `config`, nearest first: for distance 1, 2, … and each

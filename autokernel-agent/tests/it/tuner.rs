@@ -226,3 +226,29 @@ async fn every_starter_kernel_parses_and_gets_a_config_only_proposal() {
     }
     assert_eq!(count, 9, "one starter per kernel kind");
 }
+
+#[tokio::test]
+async fn after_a_resume_the_baseline_configuration_is_not_proposed_again() {
+    // found by a fresh-user test: resumed runs re-measured the starter's CONFIG, because the
+    // baseline row's description names no configuration
+    let mut fx = Fixture::new(KERNEL);
+    let (description, source) = candidate(&mut TunerAgent::new(), &fx).await.unwrap();
+    assert_eq!(triple(&source), (2048, 4, 2));
+    fx.history.push(row(2, Decision::Keep, &description));
+    fx.source = source;
+    let mut restarted = TunerAgent::new();
+    let mut proposed = Vec::new();
+    while let Some((description, source)) = candidate(&mut restarted, &fx).await {
+        proposed.push(triple(&source));
+        fx.history.push(row(
+            3 + proposed.len() as u64,
+            Decision::Revert,
+            &description,
+        ));
+    }
+    assert!(!proposed.is_empty());
+    assert!(
+        !proposed.contains(&(1024, 4, 2)),
+        "re-proposed the baseline: {proposed:?}"
+    );
+}
