@@ -222,7 +222,13 @@ pub struct OpenAiAgent {
     config: OpenAiConfig,
     client: reqwest::Client,
     endpoint: String,
+    /// Proposals in a row whose server could not be reached at all (after retries).
+    unreachable_in_a_row: u32,
 }
+
+/// Proposals in a row that may fail to reach the server before the agent gives up: a
+/// server that is down for minutes would otherwise fill `results.tsv` with invalid rows.
+pub const MAX_UNREACHABLE_IN_A_ROW: u32 = 3;
 
 /// What one HTTP exchange produced.
 #[derive(Debug, Default)]
@@ -331,6 +337,7 @@ impl OpenAiAgent {
             endpoint: format!("{base}/chat/completions"),
             config,
             client,
+            unreachable_in_a_row: 0,
         })
     }
 
@@ -706,8 +713,21 @@ impl Agent for OpenAiAgent {
             let completion = match self.call(&body).await {
                 Ok(c) => c,
                 Err(CallError::Fatal(m)) => return Err(AgentError::Fatal(m)),
-                Err(CallError::Invalid(reason)) => return Ok(Proposal::Invalid { reason, usage }),
+                Err(CallError::Invalid(reason)) => {
+                    if !reason.starts_with("connection") {
+                        return Ok(Proposal::Invalid { reason, usage });
+                    }
+                    self.unreachable_in_a_row += 1;
+                    if self.unreachable_in_a_row >= MAX_UNREACHABLE_IN_A_ROW {
+                        return Err(AgentError::Fatal(format!(
+                            "{reason} ({} proposals in a row); is the server running at `{}`?",
+                            self.unreachable_in_a_row, self.config.base_url
+                        )));
+                    }
+                    return Ok(Proposal::Invalid { reason, usage });
+                }
             };
+            self.unreachable_in_a_row = 0;
             let reported = completion.usage;
             add_usage(
                 &mut usage,

@@ -321,10 +321,17 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     }
     summary.push_str(&format!("report: {}\n", ws.path("report.md").display()));
     crate::print_stdout(&summary);
+    // a run in which no kernel ever passed the judge finished, but the answer is no
+    let anything_passed = rows.iter().any(|r| r.correctness == "PASS");
+    if !anything_passed && !interrupted {
+        tracing::error!("no kernel passed the judge in this workspace: every baseline failed or timed out (see results.tsv and autokernel.log)");
+    }
     Ok(if interrupted {
         ExitCode::from(130)
-    } else {
+    } else if anything_passed {
         ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     })
 }
 

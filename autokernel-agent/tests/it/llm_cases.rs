@@ -621,6 +621,21 @@ async fn a_connection_refused_is_retried_then_classified() {
     let (reason, _) = invalid(agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
     assert!(reason.starts_with("connection: cannot reach"), "{reason}");
     assert!(reason.ends_with("(after 2 attempts)"), "{reason}");
+    // a server that stays unreachable stops the agent instead of filling results.tsv
+    let ctx = Fixture::new(KERNEL);
+    assert!(
+        agent.propose(&ctx.ctx()).await.is_ok(),
+        "the second failure is still a row"
+    );
+    match agent.propose(&ctx.ctx()).await {
+        Err(autokernel_core::AgentError::Fatal(m)) => {
+            assert!(
+                m.contains("3 proposals in a row") && m.contains("is the server running"),
+                "{m}"
+            )
+        }
+        other => panic!("the third unreachable proposal was not fatal: {other:?}"),
+    }
 }
 
 #[test]
