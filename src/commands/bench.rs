@@ -32,6 +32,7 @@ pub struct BenchArgs {
     #[arg(
         long,
         default_value = "auto",
+        value_name = "auto|cuda|cpu",
         env = "AUTOKERNEL_DEVICE",
         help_heading = "Bench"
     )]
@@ -45,10 +46,16 @@ pub struct BenchArgs {
     pub shape: Option<Shape>,
     /// The dtype to judge and time at --shape; every stage then runs in this dtype only
     /// (default: every dtype of the kind; timing in float16 on a GPU, float32 on the CPU)
-    #[arg(long, requires = "shape", help_heading = "Bench")]
+    #[arg(
+        long,
+        requires = "shape",
+        value_name = "float16|bfloat16|float32",
+        help_heading = "Bench"
+    )]
     pub dtype: Option<DType>,
-    /// Judge the file as this kind (default: its KERNEL_KIND)
-    #[arg(long, help_heading = "Bench")]
+    /// Judge the file as this kind (default: its KERNEL_KIND): matmul, softmax, layernorm,
+    /// rmsnorm, flash_attention, fused_mlp, cross_entropy, rotary_embedding or reduce
+    #[arg(long, value_name = "KIND", help_heading = "Bench")]
     pub kind: Option<KernelKind>,
     /// Also time torch.compile of the reference
     #[arg(long, help_heading = "Bench")]

@@ -210,6 +210,14 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     // failed to load the model must not lock the folder to it)
     ws.settings.model = Some(identity.clone());
     ws.settings.run_tag = Some(run_tag.clone());
+    ws.settings.device = Some(
+        match device {
+            Device::Auto => "auto",
+            Device::Cuda => "cuda",
+            Device::Cpu => "cpu",
+        }
+        .to_string(),
+    );
     ws.save_settings()?;
     crate::print_stdout(&format!(
         "plan: {} target(s): {}",
