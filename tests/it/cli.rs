@@ -2,6 +2,20 @@
 
 use crate::util::{autokernel, tempdir};
 
+/// A model file whose `Net` has no forward.
+const NET_WITHOUT_FORWARD: &str = "import torch\nclass Net(torch.nn.Module):\n    pass\n";
+/// A model file whose `Net` returns its input.
+const IDENTITY_NET: &str =
+    "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n";
+
+/// Writes `source` to `m.py` in a fresh folder (kept alive by the returned guard).
+fn model_file(source: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.py");
+    std::fs::write(&model, source).unwrap();
+    (dir, model)
+}
+
 fn stderr_of(args: &[&str]) -> (Option<i32>, String) {
     let out = autokernel().args(args).output().unwrap();
     (
@@ -47,13 +61,7 @@ fn missing_model_file_and_missing_class_exit_2() {
         err.contains("model file `/no/such/model.py` not found"),
         "{err}"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("m.py");
-    std::fs::write(
-        &model,
-        "import torch\nclass Net(torch.nn.Module):\n    pass\n",
-    )
-    .unwrap();
+    let (_dir, model) = model_file(NET_WITHOUT_FORWARD);
     let (code, err) = stderr_of(&["run", "--model", model.to_str().unwrap(), "--workspace", w]);
     assert_eq!(code, Some(2));
     assert!(err.contains("needs `--class NAME`"), "{err}");
@@ -62,13 +70,7 @@ fn missing_model_file_and_missing_class_exit_2() {
 #[test]
 fn a_class_that_is_not_in_the_file_exits_2_naming_it() {
     let (_d, ws) = tempdir();
-    let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("m.py");
-    std::fs::write(
-        &model,
-        "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
-    )
-    .unwrap();
+    let (_dir, model) = model_file(IDENTITY_NET);
     let (code, err) = stderr_of(&[
         "run",
         "--model",
@@ -145,13 +147,7 @@ fn a_refused_flag_leaves_no_workspace_folder() {
 fn a_run_that_failed_to_load_its_model_does_not_lock_the_workspace_to_it() {
     let (_d, ws) = tempdir();
     let w = ws.to_str().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("m.py");
-    std::fs::write(
-        &model,
-        "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
-    )
-    .unwrap();
+    let (_dir, model) = model_file(IDENTITY_NET);
     let m = model.to_str().unwrap();
     let (code, err) = stderr_of(&[
         "run",
