@@ -7,7 +7,7 @@
 //! logical order, not memory order).
 
 use autokernel_core::{DType, KernelKind, Shape, Stage, Tolerance};
-use ndarray::{ArrayViewD, Dimension};
+use ndarray::ArrayViewD;
 
 /// Where a comparison happens, for failure messages.
 #[derive(Debug, Clone, Copy)]
@@ -81,9 +81,111 @@ pub fn check_spec(
     Ok(())
 }
 
+/// The multi-index of the `flat`-th element in logical (row-major) order of an array of
+/// shape `dims`.
+fn unravel(mut flat: usize, dims: &[usize]) -> Vec<usize> {
+    let mut ix = vec![0; dims.len()];
+    for (slot, &d) in ix.iter_mut().zip(dims).rev() {
+        let d = d.max(1);
+        *slot = flat % d;
+        flat /= d;
+    }
+    ix
+}
+
 fn fmt_index(ix: &[usize]) -> String {
     let parts: Vec<String> = ix.iter().map(usize::to_string).collect();
     format!("[{}]", parts.join(", "))
+}
+
+/// The running totals of one comparison (see `compare_outputs` for the rules).
+struct Scan {
+    max: f64,
+    tol: Tolerance,
+    last_dim: usize,
+    /// The last dimension's largest power of two below it: elements at or past it are in
+    /// the tail a power-of-two block would miss.
+    pow2_floor: usize,
+    diff2: f64,
+    ref2: f64,
+    max_abs: f64,
+    elements: usize,
+    nonfinite: usize,
+    /// (flat index, output, reference) of the first non-finite output.
+    first_nonfinite: Option<(usize, f32, f32)>,
+    outside: usize,
+    /// (excess over the tolerance, flat index, output, reference) of the worst element.
+    worst: Option<(f64, usize, f32, f32)>,
+    tail_outside: usize,
+    out_all_zero: bool,
+}
+
+impl Scan {
+    fn new(max: f64, tol: Tolerance, last_dim: usize) -> Self {
+        let pow2_floor = if last_dim.is_power_of_two() {
+            last_dim
+        } else {
+            last_dim.next_power_of_two() / 2
+        };
+        Scan {
+            max,
+            tol,
+            last_dim,
+            pow2_floor,
+            diff2: 0.0,
+            ref2: 0.0,
+            max_abs: 0.0,
+            elements: 0,
+            nonfinite: 0,
+            first_nonfinite: None,
+            outside: 0,
+            worst: None,
+            tail_outside: 0,
+            out_all_zero: true,
+        }
+    }
+
+    #[inline(always)]
+    fn visit(&mut self, flat: usize, o: f32, r: f32) {
+        if o != 0.0 {
+            self.out_all_zero = false;
+        }
+        if !r.is_finite() {
+            // a reference NaN or infinity must be matched exactly (NaN by NaN)
+            let matched = if r.is_nan() { o.is_nan() } else { o == r };
+            if !matched {
+                self.outside += 1;
+            }
+            return;
+        }
+        let (o64, r64) = (f64::from(o), f64::from(r));
+        if r64.abs() > self.max && o.is_infinite() && o.signum() == r.signum() {
+            return;
+        }
+        if !o.is_finite() {
+            self.nonfinite += 1;
+            if self.first_nonfinite.is_none() {
+                self.first_nonfinite = Some((flat, o, r));
+            }
+            return;
+        }
+        self.elements += 1;
+        let err = (o64 - r64).abs();
+        self.max_abs = self.max_abs.max(err);
+        self.diff2 += err * err;
+        self.ref2 += r64 * r64;
+        let allowed = self.tol.atol + self.tol.rtol * r64.abs();
+        if err > allowed {
+            self.outside += 1;
+            if flat % self.last_dim >= self.pow2_floor && self.pow2_floor < self.last_dim {
+                self.tail_outside += 1;
+            }
+            let excess = err - allowed;
+            if self.worst.as_ref().is_none_or(|w| excess > w.0) {
+                self.worst = Some((excess, flat, o, r));
+            }
+        }
+    }
 }
 
 /// Compares `out` with `reference` (both float32 views of the same shape; `out` holds
@@ -113,67 +215,41 @@ pub fn compare_outputs(
             reference.shape()
         ));
     }
-    let max = dtype_max(out_dtype);
     let total = out.len();
-    let (mut diff2, mut ref2) = (0.0f64, 0.0f64);
-    let mut max_abs = 0.0f64;
-    let mut elements = 0usize;
-    let mut nonfinite = 0usize;
-    let mut first_nonfinite: Option<(Vec<usize>, f32, f32)> = None;
-    let mut outside = 0usize;
-    let mut worst: Option<(f64, Vec<usize>, f32, f32)> = None;
-    let mut tail_outside = 0usize;
-    let mut out_all_zero = true;
-    let last_dim = out.shape().last().copied().unwrap_or(1);
-    let pow2_floor = if last_dim.is_power_of_two() {
-        last_dim
-    } else {
-        last_dim.next_power_of_two() / 2
-    };
-    for ((ix, &o), &r) in out.indexed_iter().zip(reference.iter()) {
-        if o != 0.0 {
-            out_all_zero = false;
-        }
-        let (o64, r64) = (f64::from(o), f64::from(r));
-        if r.is_nan() {
-            if !o.is_nan() {
-                outside += 1;
+    let last_dim = out.shape().last().copied().unwrap_or(1).max(1);
+    let mut scan = Scan::new(dtype_max(out_dtype), tol, last_dim);
+    // Flat logical-order iteration over slices when both arrays are in standard layout; the
+    // multi-index is only worked out (`unravel`) for the elements a message names. Per
+    // element `indexed_iter()` was 3x slower (benches/judge.rs) and, at 8192x8192, a visible
+    // part of every experiment.
+    match (out.as_slice(), reference.as_slice()) {
+        (Some(o), Some(r)) => {
+            for (flat, (&o, &r)) in o.iter().zip(r).enumerate() {
+                scan.visit(flat, o, r);
             }
-            continue;
         }
-        if r.is_infinite() {
-            if o != r {
-                outside += 1;
-            }
-            continue;
-        }
-        if r64.abs() > max && o.is_infinite() && o.signum() == r.signum() {
-            continue;
-        }
-        if !o.is_finite() {
-            nonfinite += 1;
-            if first_nonfinite.is_none() {
-                first_nonfinite = Some((ix.slice().to_vec(), o, r));
-            }
-            continue;
-        }
-        elements += 1;
-        let err = (o64 - r64).abs();
-        max_abs = max_abs.max(err);
-        diff2 += err * err;
-        ref2 += r64 * r64;
-        let allowed = tol.atol + tol.rtol * r64.abs();
-        if err > allowed {
-            outside += 1;
-            if ix.slice().last().copied().unwrap_or(0) >= pow2_floor && pow2_floor < last_dim {
-                tail_outside += 1;
-            }
-            let excess = err - allowed;
-            if worst.as_ref().is_none_or(|w| excess > w.0) {
-                worst = Some((excess, ix.slice().to_vec(), o, r));
+        _ => {
+            for (flat, (&o, &r)) in out.iter().zip(reference.iter()).enumerate() {
+                scan.visit(flat, o, r);
             }
         }
     }
+    let dims = out.shape();
+    let Scan {
+        diff2,
+        ref2,
+        max_abs,
+        elements,
+        nonfinite,
+        first_nonfinite,
+        outside,
+        worst,
+        tail_outside,
+        out_all_zero,
+        ..
+    } = scan;
+    let first_nonfinite = first_nonfinite.map(|(flat, o, r)| (unravel(flat, dims), o, r));
+    let worst = worst.map(|(e, flat, o, r)| (e, unravel(flat, dims), o, r));
     let rel_l2 = if ref2 > 0.0 {
         (diff2 / ref2).sqrt()
     } else if diff2 > 0.0 {
@@ -281,13 +357,19 @@ pub fn check_bitwise_identical(
                 first.shape()
             ));
         }
+        // the common case, identical runs, in one vectorisable pass over the bits
+        if let (Some(a), Some(b)) = (first.as_slice(), run.as_slice()) {
+            if a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()) {
+                continue;
+            }
+        }
         let mut differing = 0usize;
         let mut first_diff: Option<(Vec<usize>, f32, f32)> = None;
-        for ((ix, &a), &b) in first.indexed_iter().zip(run.iter()) {
+        for (flat, (&a, &b)) in first.iter().zip(run.iter()).enumerate() {
             if a.to_bits() != b.to_bits() {
                 differing += 1;
                 if first_diff.is_none() {
-                    first_diff = Some((ix.slice().to_vec(), a, b));
+                    first_diff = Some((unravel(flat, first.shape()), a, b));
                 }
             }
         }

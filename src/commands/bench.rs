@@ -1,10 +1,10 @@
-//! `autokernel bench`: judge one kernel.py (every correctness stage, then timing) and print
-//! a stage table or one JSON object.
+//! `autokernel bench`: judge kernel.py files (every correctness stage, then timing) on one
+//! warm worker and print a stage table or one JSON object per file.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use autokernel_bench::{PyWorkerBenchmarker, WorkerOptions, WorkerProgram};
@@ -17,6 +17,8 @@ const EXAMPLES: &str = "Examples:
   autokernel bench kernel.py                      all stages, then timing on the GPU
   autokernel bench kernel.py --device cpu --quick a quick look with Triton's interpreter
   autokernel bench kernel.py --shape 4096,4096 --dtype float16 --json
+  autokernel bench a.py b.py c.py --json          three candidates on one warm worker (JSON lines)
+  autokernel bench rmsnorm.py --shape 4096,4096 --shape 8192,8192 --dtype float16 --compile
 
 Exit codes: 0 the verdict is PASS; 1 any other verdict (FAIL, TIMEOUT, CRASH, TAMPER);
 2 usage or environment error (missing file, unusable python).";
@@ -25,8 +27,10 @@ Exit codes: 0 the verdict is PASS; 1 any other verdict (FAIL, TIMEOUT, CRASH, TA
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = EXAMPLES)]
 pub struct BenchArgs {
-    /// The kernel.py to judge (defines KERNEL_KIND and kernel_fn)
-    pub path: PathBuf,
+    /// The kernel.py files to judge (each defines KERNEL_KIND and kernel_fn), one after
+    /// another on the same warm worker
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
     /// Where to run: auto (CUDA when available), cuda, or cpu (Triton's interpreter; timings
     /// are then not representative)
     #[arg(
@@ -41,14 +45,15 @@ pub struct BenchArgs {
     #[arg(long, help_heading = "Bench")]
     pub quick: bool,
     /// A problem shape to add to the sweep and to time, e.g. 4096,4096 (dims of the kind:
-    /// matmul M,N,K; softmax rows,cols; ...)
-    #[arg(long, value_name = "DIMS", help_heading = "Bench")]
-    pub shape: Option<Shape>,
-    /// The dtype to judge and time at --shape; every stage then runs in this dtype only
+    /// matmul M,N,K; softmax rows,cols; ...). Repeat it to judge and time each file at
+    /// several shapes, one evaluation (and one output) per file and shape
+    #[arg(long = "shape", value_name = "DIMS", help_heading = "Bench")]
+    pub shapes: Vec<Shape>,
+    /// The dtype to judge and time at each --shape; every stage then runs in this dtype only
     /// (default: every dtype of the kind; timing in float16 on a GPU, float32 on the CPU)
     #[arg(
         long,
-        requires = "shape",
+        requires = "shapes",
         value_name = "float16|bfloat16|float32",
         help_heading = "Bench"
     )]
@@ -71,7 +76,8 @@ pub struct BenchArgs {
         help_heading = "Bench"
     )]
     pub timeout: u64,
-    /// Print one JSON object instead of the stage table
+    /// Print one JSON object per file instead of the stage table (pretty for one file, one
+    /// line each for several)
     #[arg(long, help_heading = "Output")]
     pub json: bool,
 }
@@ -79,11 +85,11 @@ pub struct BenchArgs {
 /// Runs `autokernel bench`: exit 0 on PASS, 1 on any other verdict, 2 (an `Err`) when the
 /// file is missing or the environment cannot run the worker.
 pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    if !args.path.is_file() {
+    if let Some(missing) = args.paths.iter().find(|p| !p.is_file()) {
         anyhow::bail!(
             "kernel file `{}` not found\nhint: `autokernel new-kernel softmax -o {}` writes a starter",
-            args.path.display(),
-            args.path.display()
+            missing.display(),
+            missing.display()
         );
     }
     let options = WorkerOptions {
@@ -93,13 +99,43 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
         gpu_bandwidth_gb_s: None,
     };
     let bench = PyWorkerBenchmarker::new(options);
-    let mut request = BenchRequest::new(&args.path);
+    // one evaluation per file and --shape (per file when no shape is given)
+    let shapes: Vec<Option<&Shape>> = if args.shapes.is_empty() {
+        vec![None]
+    } else {
+        args.shapes.iter().map(Some).collect()
+    };
+    let several = args.paths.len() * shapes.len() > 1;
+    let mut all_passed = true;
+    for path in &args.paths {
+        for shape in &shapes {
+            let started = Instant::now();
+            let result = bench
+                .bench(&request(&args, path, *shape))
+                .await
+                .with_context(|| format!("cannot bench `{}`", path.display()))?;
+            let turnaround_s = started.elapsed().as_secs_f64();
+            all_passed &= result.correctness.is_pass();
+            print_result(&args, path, &result, turnaround_s, several)?;
+        }
+    }
+    bench.worker().shutdown().await;
+    Ok(if all_passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The request for one file: every stage, timed at `shape` in `--dtype` when both are given.
+fn request(args: &BenchArgs, path: &Path, shape: Option<&Shape>) -> BenchRequest {
+    let mut request = BenchRequest::new(path);
     request.kind = args.kind;
     request.device = args.device;
     request.quick = args.quick;
     request.time_compiled = args.compile;
     request.timeout = Duration::from_secs(args.timeout);
-    if let Some(shape) = &args.shape {
+    if let Some(shape) = shape {
         request.extra_shapes.push(shape.clone());
         if let Some(dtype) = args.dtype {
             request.timing = Some((shape.clone(), dtype));
@@ -107,26 +143,42 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
             request.dtypes = vec![dtype];
         }
     }
-    let result = bench
-        .bench(&request)
-        .await
-        .with_context(|| format!("cannot bench `{}`", args.path.display()))?;
-    bench.worker().shutdown().await;
+    request
+}
+
+/// Prints one evaluation: a JSON object (one line each when `several`) or the stage table.
+fn print_result(
+    args: &BenchArgs,
+    path: &Path,
+    result: &BenchResult,
+    turnaround_s: f64,
+    several: bool,
+) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&to_json(&result))?)?;
+        let mut v = to_json(result);
+        v["path"] = json!(path.display().to_string());
+        v["turnaround_s"] = json!(turnaround_s);
+        let text = if several {
+            serde_json::to_string(&v)?
+        } else {
+            serde_json::to_string_pretty(&v)?
+        };
+        writeln!(out, "{text}")?;
     } else {
-        write!(out, "{}", table(&args.path, &result))?;
+        write!(out, "{}", table(path, result))?;
+        writeln!(out, "turnaround_s: {turnaround_s:.2}")?;
+        if several {
+            writeln!(out)?;
+        }
     }
-    Ok(if result.correctness.is_pass() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    out.flush()?;
+    Ok(())
 }
 
 /// The JSON object of `bench --json`: the contract's keys (nulls where absent) plus `shape`,
-/// `dtype` and `compiled_latency_us`.
+/// `dtype` and `compiled_latency_us` (`run` adds `path` and `turnaround_s`, the wall time of
+/// the evaluation in seconds as the caller saw it).
 fn to_json(r: &BenchResult) -> serde_json::Value {
     let m = r.metrics.as_ref();
     let on_gpu = r.device.starts_with("cuda");

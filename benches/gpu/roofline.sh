@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The issue-8 table in one run: the GPU's ceilings (ceilings.py: copy bandwidth, cuBLAS,
+# SDPA, eager SwiGLU), then every starter judged and timed by `autokernel bench` in float16
+# at the table's shapes, next to PyTorch eager and torch.compile of the same reference in the
+# same worker (--compile). Each starter passes every stage at its shapes and the edge shapes
+# or the row says which verdict it got.
+# Usage (on the GPU machine, from the repository root): benches/gpu/roofline.sh BIN [KINDS]
+# KINDS: a comma list (default: all nine). Writes $OUT/roofline.jsonl, $OUT/ceilings.json
+# and prints the markdown table (also $OUT/roofline.md).
+set -u
+AK=$(realpath "$1"); KINDS=${2:-rmsnorm,softmax,layernorm,cross_entropy,rotary_embedding,reduce,matmul,flash_attention,fused_mlp}
+OUT=${OUT:-/tmp/ak-out}; mkdir -p "$OUT"
+HERE=$(cd "$(dirname "$0")" && pwd)
+export PYTHONUNBUFFERED=1 AUTOKERNEL_PYTHON=${AUTOKERNEL_PYTHON:-$(command -v python3)}
+W=$(mktemp -d)
+python3 "$HERE/ceilings.py" >"$OUT/ceilings.json" 2>>"$OUT/errs.txt"
+shapes() {
+  case $1 in
+    rmsnorm|layernorm) echo "--shape 4096,4096 --shape 8192,8192" ;;
+    softmax) echo "--shape 4096,4096 --shape 8192,8192 --shape 4096,50257" ;;
+    cross_entropy) echo "--shape 4096,50257 --shape 4096,32000" ;;
+    rotary_embedding|flash_attention) echo "--shape 1,32,2048,128" ;;
+    reduce) echo "--shape 8192,8192 --shape 4096,4096" ;;
+    matmul) echo "--shape 4096,4096,4096 --shape 4096,11008,4096" ;;
+    fused_mlp) echo "--shape 2048,4096,11008" ;;
+  esac
+}
+IFS="," read -ra KIND_LIST <<<"$KINDS"
+for kind in "${KIND_LIST[@]}"; do
+  "$AK" new-kernel "$kind" -o "$W/$kind.py" --force >/dev/null
+  t0=$(date +%s%N)
+  # shellcheck disable=SC2046
+  timeout 240 "$AK" bench "$W/$kind.py" $(shapes "$kind") --dtype float16 --compile --json \
+    >"$W/$kind.jsonl" 2>>"$OUT/errs.txt"
+  echo "$kind rc=$? wall_ms=$(( ($(date +%s%N) - t0) / 1000000 ))" >>"$OUT/summary.txt"
+  # one pretty object when a single shape was asked for; one line each otherwise
+  python3 -c "import json,sys
+text=open('$W/$kind.jsonl').read().strip()
+objs=[json.loads(text)] if text.startswith('{\n') else [json.loads(l) for l in text.splitlines() if l]
+for o in objs: print(json.dumps(o))" >>"$OUT/roofline.jsonl" 2>>"$OUT/errs.txt"
+done
+python3 "$HERE/roofline_table.py" "$OUT/roofline.jsonl" "$OUT/ceilings.json" | tee "$OUT/roofline.md"
