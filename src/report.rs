@@ -61,6 +61,9 @@ pub struct TargetSummary {
     pub speedup: Option<f64>,
     /// Best kernel's % of roofline.
     pub pct_peak: Option<f64>,
+    /// The best kernel's speedup over PyTorch's own op at the target's shape and dtype
+    /// (`speedup_vs_reference` of its row): what plugging it into the model gains there.
+    pub vs_pytorch: Option<f64>,
     /// Experiments after the baseline.
     pub experiments: usize,
     /// Experiments kept.
@@ -93,6 +96,7 @@ pub fn summarize(targets: &[Target], rows: &[ExperimentRecord]) -> Vec<TargetSum
                     _ => None,
                 },
                 pct_peak: best.and_then(|r| r.pct_peak),
+                vs_pytorch: best.and_then(|r| r.speedup_vs_reference),
                 experiments: mine
                     .iter()
                     .filter(|r| r.decision != Decision::Baseline)
@@ -107,22 +111,40 @@ fn opt(v: Option<f64>, decimals: usize, suffix: &str) -> String {
     v.map_or_else(|| "—".to_string(), |x| format!("{x:.decimals$}{suffix}"))
 }
 
+/// Targets whose best kernel is not faster than PyTorch's own op at the model's shape, with
+/// the reason: verification leaves them out, so the model is never made slower by them.
+pub fn slower_than_pytorch(summaries: &[TargetSummary]) -> Vec<Excluded> {
+    summaries
+        .iter()
+        .filter_map(|s| {
+            let x = s.vs_pytorch?;
+            (x <= 1.0).then(|| Excluded {
+                target: s.id.clone(),
+                reason: format!(
+                    "slower than PyTorch at the model's shape ({x:.3}x): PyTorch's own op is kept"
+                ),
+            })
+        })
+        .collect()
+}
+
 /// The per-target table in Markdown (also printed on the terminal).
 pub fn summary_table(summaries: &[TargetSummary]) -> String {
     let mut out = String::from(
-        "| target | kind | share of time | baseline µs | best µs | speedup | % roofline | experiments | kept |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| target | kind | share of time | baseline µs | best µs | speedup | vs PyTorch | % roofline | experiments | kept |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for s in summaries {
         let _ = writeln!(
             out,
-            "| {} | {} | {:.1}% | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.1}% | {} | {} | {} | {} | {} | {} | {} |",
             s.id,
             s.kind,
             s.fraction * 100.0,
             opt(s.baseline_us, 2, ""),
             opt(s.best_us, 2, ""),
             opt(s.speedup, 3, "x"),
+            opt(s.vs_pytorch, 3, "x"),
             opt(s.pct_peak, 1, "%"),
             s.experiments,
             s.kept
@@ -131,11 +153,13 @@ pub fn summary_table(summaries: &[TargetSummary]) -> String {
     out
 }
 
-/// Projected end-to-end speedup from the per-target speedups (Amdahl).
+/// Projected end-to-end speedup (Amdahl) from each target's share of the model's time and
+/// its best kernel's speedup over PyTorch; a kernel slower than PyTorch is not plugged in
+/// (see [`slower_than_pytorch`]) and counts as 1.
 pub fn projected(summaries: &[TargetSummary]) -> f64 {
     let parts: Vec<(f64, f64)> = summaries
         .iter()
-        .map(|s| (s.fraction, s.speedup.unwrap_or(1.0)))
+        .map(|s| (s.fraction, s.vs_pytorch.unwrap_or(1.0).max(1.0)))
         .collect();
     end_to_end_speedup(&parts)
 }
@@ -360,7 +384,8 @@ mod tests {
             throughput: None,
             throughput_unit: String::new(),
             pct_peak: Some(50.0),
-            speedup_vs_reference: None,
+            // as if PyTorch's own op took 100 µs
+            speedup_vs_reference: Some(100.0 / latency),
             peak_vram_mb: None,
             duration_s: 1.0,
         }
@@ -389,8 +414,29 @@ mod tests {
         assert_eq!(s.best_us, Some(50.0));
         assert_eq!(s.speedup, Some(2.0));
         assert_eq!((s.experiments, s.kept), (3, 2));
+        assert_eq!(s.vs_pytorch, Some(2.0));
         // 0.6 at 2x saves 0.3 → 1/0.7
         assert!((projected(std::slice::from_ref(s)) - 1.0 / 0.7).abs() < 1e-12);
+        assert!(slower_than_pytorch(std::slice::from_ref(s)).is_empty());
+    }
+
+    #[test]
+    fn a_kernel_slower_than_pytorch_is_left_out_and_projects_no_gain() {
+        // b: the starter (125 µs) was improved to 110 µs, still slower than PyTorch's 100 µs
+        let rows = vec![
+            row(1, "a", Decision::Baseline, 100.0),
+            row(2, "a", Decision::Keep, 50.0),
+            row(3, "b", Decision::Baseline, 125.0),
+            row(4, "b", Decision::Keep, 110.0),
+        ];
+        let s = summarize(&[target("a", 0.6), target("b", 0.3)], &rows);
+        assert_eq!(s[1].speedup, Some(125.0 / 110.0));
+        let out = slower_than_pytorch(&s);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].target, "b");
+        assert!(out[0].reason.contains("0.909x"), "{}", out[0].reason);
+        // only a counts: 0.6 at 2x → 1/0.7, b stays at 1
+        assert!((projected(&s) - 1.0 / 0.7).abs() < 1e-12);
     }
 
     #[test]

@@ -263,8 +263,17 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
     Raises ValueError for an unknown kind or mode, or a shape of the wrong rank.
     """
     dims = _check(kind, shape, mode)
-    g = torch.Generator(device="cpu")
+    # Generated where they are used: a CPU generator plus a host-to-device copy was a large
+    # part of each case at the `gpu` shapes (docs/benchmarks.md, turnaround). Every factory
+    # call below allocates on `device` (torch.device as a context manager).
+    g = torch.Generator(device=torch.device(device))
     g.manual_seed(int(seed))
+    with torch.device(device):
+        return _make_inputs(kind, dims, dtype, device, g, mode)
+
+
+def _make_inputs(kind: str, dims, dtype: torch.dtype, device, g: torch.Generator, mode: str) -> dict:
+    """The body of :func:`make_inputs`, run with `device` as the default device."""
     dmax = _dtype_max(dtype)
     large = _LARGE.get(dtype, _LARGE[torch.float32])
     t: dict[str, torch.Tensor] = {}

@@ -283,7 +283,8 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     if !args.no_verify && !interrupted {
         let bar = spinner(global, "verifying the kept kernels inside the model");
         let v =
-            crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets).await;
+            crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets, &rows)
+                .await;
         bar.finish_and_clear();
         match v {
             Ok(v) => {

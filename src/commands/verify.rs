@@ -6,12 +6,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use autokernel_core::{DType, Device, ModelSource, ModelSpec, Target};
+use autokernel_core::{DType, Device, ExperimentRecord, ModelSource, ModelSpec, Target};
 
 use crate::cli::GlobalArgs;
 use crate::defaults::Services;
 use crate::progress::spinner;
-use crate::report::Verification;
+use crate::report::{self, Verification};
 use crate::workspace::Workspace;
 
 /// The verification script, run inside the bench worker.
@@ -82,7 +82,11 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
         ws.settings.measured_bandwidth_gb_s,
     )?;
     let bar = spinner(global, "verifying the kept kernels inside the model");
-    let v = verify_workspace(&mut services, &ws, &spec, &targets).await;
+    let rows = match ws.path("results.tsv") {
+        p if p.exists() => autokernel_core::ResultsLog::open(p)?.rows().to_vec(),
+        _ => Vec::new(),
+    };
+    let v = verify_workspace(&mut services, &ws, &spec, &targets, &rows).await;
     bar.finish_and_clear();
     let v = v?;
     ws.save_verification(&v)?;
@@ -134,18 +138,29 @@ pub fn install_scripts(ws: &Workspace) -> anyhow::Result<PathBuf> {
 }
 
 /// Runs the verification script in the worker over the workspace's current kernels (the
-/// branch tip: the best kept kernel of each target).
+/// branch tip: the best kept kernel of each target), leaving out those that `rows` (the
+/// workspace's results) show slower than PyTorch at the model's shape.
 pub async fn verify_workspace(
     services: &mut Services,
     ws: &Workspace,
     spec: &ModelSpec,
     targets: &[Target],
+    rows: &[ExperimentRecord],
 ) -> anyhow::Result<Verification> {
     let scripts = install_scripts(ws)?;
     let script = scripts.join("verify_model.py");
+    // a kernel slower than PyTorch at the model's shape is never plugged in (on a GPU: the
+    // interpreter's timings on the CPU say nothing about speed)
+    let device = services.device_name(&scripts, spec.device).await?;
+    let slower = if device.starts_with("cuda") {
+        report::slower_than_pytorch(&report::summarize(targets, rows))
+    } else {
+        Vec::new()
+    };
     let present: Vec<serde_json::Value> = targets
         .iter()
         .filter(|t| ws.path(&t.kernel_relpath()).exists())
+        .filter(|t| !slower.iter().any(|e| e.target == t.id))
         .map(|t| serde_json::json!({"id": t.id, "kind": t.kind.name(), "path": ws.path(&t.kernel_relpath())}))
         .collect();
     let model = match &spec.source {
@@ -157,7 +172,6 @@ pub async fn verify_workspace(
         }
         ModelSource::Example { name } => serde_json::json!({"source": "example", "name": name}),
     };
-    let device = services.device_name(&scripts, spec.device).await?;
     let kwargs = serde_json::json!({
         "model": model,
         "model_kwargs": if spec.kwargs.is_null() { serde_json::json!({}) } else { spec.kwargs.clone() },
@@ -171,7 +185,10 @@ pub async fn verify_workspace(
         .worker()
         .call_script(&script, "verify", kwargs, Duration::from_secs(1800))
         .await?;
-    serde_json::from_value(reply).context("the verification script returned an unexpected reply")
+    let mut verification: Verification = serde_json::from_value(reply)
+        .context("the verification script returned an unexpected reply")?;
+    verification.excluded.extend(slower);
+    Ok(verification)
 }
 
 /// The dtype the model was planned in (`plan.json` records it per target), else the spec's.
