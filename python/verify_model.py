@@ -303,6 +303,25 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
             continue
         good.append(p)
 
+    eager_ms = _time_ms(forward, on_gpu)
+    if on_gpu:
+        # each correct kernel alone must also make the model faster: a kernel faster than
+        # PyTorch's op on the benchmark's inputs can still lose inside the model (another
+        # memory layout, e.g. nn.Linear's transposed weight, or a shape it was not tuned for)
+        faster = []
+        for p in good:
+            with p.installed(net):
+                alone_ms = _time_ms(forward, on_gpu)
+            if alone_ms < eager_ms:
+                faster.append(p)
+            else:
+                excluded.append({
+                    "target": p.target_id,
+                    "reason": f"makes the model slower: {alone_ms:.3f} ms with it alone, "
+                              f"{eager_ms:.3f} ms eager",
+                })
+        good = faster
+
     result = {
         "passed": True,
         "included": [p.target_id for p in good],
@@ -321,7 +340,7 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
         result["max_abs_error"] = _max_abs(out, ref)
         if why:
             result["excluded"].append({"target": "+".join(p.target_id for p in good), "reason": f"together: {why}"})
-    result["eager_ms"] = _time_ms(forward, on_gpu)
+    result["eager_ms"] = eager_ms
     if not good:
         # nothing plugged in: timing the same model twice would report noise as a speedup
         return result

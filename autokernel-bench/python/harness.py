@@ -108,6 +108,9 @@ def init(device):
         np_array=numpy.array,
         perf_counter=time.perf_counter,
         do_bench=triton.testing.do_bench,
+        Event=torch.cuda.Event,
+        # a GPU-side spin (private but long-standing torch API); without it no slack
+        cuda_sleep=getattr(torch.cuda, "_sleep", None),
         synchronize=torch.cuda.synchronize if use_cuda else (lambda: None),
         cuda_synchronize=torch.cuda.synchronize,
         profile=torch.profiler.profile,
@@ -157,6 +160,7 @@ def guarded_names():
         "torch.Tensor.data_ptr",
         "torch.Tensor",
         "torch.cuda.synchronize",
+        "torch.cuda.Event",
         "torch.profiler.profile",
         "numpy.array",
         "time.perf_counter",
@@ -524,10 +528,7 @@ def _spin_up():
     if _STATE["device"] != "cuda":
         return
     torch = _P["torch"]
-    a = _STATE.get("spin_tensor")
-    if a is None:
-        a = torch.randn(2048, 2048, dtype=torch.float16, device="cuda")
-        _STATE["spin_tensor"] = a
+    a = torch.ones(2048, 2048, dtype=torch.float16, device="cuda")
     clock, sync = _P["perf_counter"], _P["cuda_synchronize"]
     t0 = clock()
     while clock() - t0 < _SPIN_UP_S:
@@ -536,23 +537,71 @@ def _spin_up():
         sync()
 
 
+# GPU-side slack before each timed call, in clock cycles (torch.cuda._sleep): about 200 us at
+# the H200's 1.98 GHz working clock. The timed call's start event and launches are enqueued
+# by the host while the GPU flushes L2 and then sleeps, so a host that falls behind for a
+# moment (other processes, the collector) does not leave the GPU idle inside the timed
+# window. With triton's do_bench (flush only, ~80 us of GPU work) a 6.7 us layernorm of
+# GPT-2 read 32-43 us at random on a loaded host (H200, 2026-11-30), and the keep rule
+# kept slower candidates.
+_SLACK_CYCLES = 400_000
+# L2 flush buffer: larger than the H200's 60 MiB L2 (as do_bench's 256 MB).
+_FLUSH_BYTES = 256 * 1024 * 1024
+
+
+def _kernel_us(fn, quick):
+    """Median device time of fn() in microseconds, between CUDA events on the current
+    stream, L2 flushed before each repetition (the method of triton.testing.do_bench, plus
+    the slack above). Runs ~25 ms of warm-up (10 when quick) and ~100 ms of repetitions
+    (30 when quick), between 10 and 1000 of them."""
+    torch = _P["torch"]
+    sync, Event = _P["cuda_synchronize"], _P["Event"]
+    # allocated per measurement (from the caching allocator's pool), so that it never
+    # counts in a later call's peak_vram_mb
+    flush = torch.empty(_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    sleep = _P["cuda_sleep"]
+    warmup_ms, rep_ms = (10.0, 30.0) if quick else (25.0, 100.0)
+    start, end = Event(enable_timing=True), Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        fn()
+    end.record()
+    sync()
+    est_ms = max(start.elapsed_time(end) / 5, 1e-3)
+    for _ in range(max(1, min(2000, int(warmup_ms / est_ms)))):
+        fn()
+    # each repetition also costs the flush and the slack, ~0.3 ms of GPU time
+    n = max(10, min(1000, int(rep_ms / (est_ms + 0.3))))
+    starts = [Event(enable_timing=True) for _ in range(n)]
+    ends = [Event(enable_timing=True) for _ in range(n)]
+    for i in range(n):
+        flush.zero_()
+        if sleep is not None:
+            sleep(_SLACK_CYCLES)
+        starts[i].record()
+        fn()
+        ends[i].record()
+    sync()
+    return float(statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))) * 1000.0
+
+
 def _measure_us(fn, quick):
     """Latency of fn() in microseconds.
 
-    GPU: triton's do_bench median (CUDA events on the current stream, L2 flushed between
-    repetitions), the field's measure of a kernel's time. Work a candidate enqueues on
-    another stream is invisible to those events, so a batch of back-to-back calls ended by
-    one device-wide synchronize is timed too: when the batch is much slower per call than
-    do_bench and the host spent most of it waiting on the synchronize (not launching), the
-    device was busy with work the events missed, and the batch's per-call time is the
-    latency. A wrapper slower than its kernel makes the batch slow while the host is busy
-    launching, which is not hidden work. (On the H200, 2026-11-29, a synchronize inside
-    every timed call added ~15-30 us of host round trip to 20 us kernels, so it is not used.)
+    GPU: `_kernel_us`, the device time between CUDA events on the current stream, the
+    field's measure of a kernel's time. Work a candidate enqueues on another stream is
+    invisible to those events, so a batch of back-to-back calls ended by one device-wide
+    synchronize is timed too: when the batch is much slower per call than the events say
+    and the host spent most of it waiting on the synchronize (not launching), the device was
+    busy with work the events missed, and the batch's per-call time is the latency. A
+    wrapper slower than its kernel makes the batch slow while the host is busy launching,
+    which is not hidden work. (On the H200, 2026-11-29, a synchronize inside every timed
+    call added ~15-30 us of host round trip to 20 us kernels, so it is not used.)
     CPU: a wall clock, median of a few calls after one warm-up."""
     if _STATE["device"] == "cuda":
         sync = _P["cuda_synchronize"]
         clock = _P["perf_counter"]
-        kernel_us = float(_P["do_bench"](fn, warmup=10 if quick else 25, rep=30 if quick else 100, return_mode="median")) * 1000.0
+        kernel_us = _kernel_us(fn, quick)
         sync()
         t0 = clock()
         for _ in range(_BATCH_CALLS):
