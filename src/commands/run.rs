@@ -311,22 +311,23 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         outcome.experiments,
         report::projected(&summaries)
     );
-    if let Some(v) = verified_now.as_ref().filter(|v| v.included.is_empty()) {
-        summary.push_str(&format!(
-            "verified: n/a (no kernel could be plugged into the model: {})\n",
-            v.excluded
-                .iter()
-                .map(|e| e.target.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    } else if let Some(v) = &verified_now {
-        summary.push_str(&format!(
-            "verified: {}\nkernels_plugged_in: {}\nend_to_end_speedup: {}\n",
-            v.passed,
-            v.included.len(),
-            v.speedup.map_or("n/a".into(), |s| format!("{s:.3}"))
-        ));
+    if let Some(v) = &verified_now {
+        if v.included.is_empty() {
+            summary.push_str(
+                "verified: n/a (no kernel was plugged into the model; PyTorch's own ops are kept)\n",
+            );
+        } else {
+            summary.push_str(&format!(
+                "verified: {}\nkernels_plugged_in: {}\nend_to_end_speedup: {}\n",
+                v.passed,
+                v.included.len(),
+                v.speedup.map_or("n/a".into(), |s| format!("{s:.3}"))
+            ));
+        }
+        // why each other kernel stayed out: not pluggable, breaks the model, or slower
+        for e in &v.excluded {
+            summary.push_str(&format!("left_out: {}: {}\n", e.target, e.reason));
+        }
     }
     summary.push_str(&format!("report: {}\n", ws.path("report.md").display()));
     crate::print_stdout(&summary);
