@@ -179,3 +179,65 @@ fn a_run_that_failed_to_load_its_model_does_not_lock_the_workspace_to_it() {
     assert!(!err.contains("belongs to another model"), "{err}");
     assert!(err.contains("--top 0"), "{err}");
 }
+
+#[test]
+fn bench_judges_every_file_at_every_shape_on_one_worker_and_fails_if_any_fails() {
+    let (keep, _) = tempdir();
+    let dir = keep.path();
+    let good = dir.join("good.py");
+    let out = autokernel()
+        .args(["new-kernel", "rmsnorm", "-o"])
+        .arg(&good)
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    // the same starter with its answer replaced by zeros: passes load, fails smoke
+    let source = std::fs::read_to_string(&good).unwrap();
+    let zeros = source.replace("    return y\n", "    return torch.zeros_like(y)\n");
+    assert_ne!(zeros, source, "the starter ends kernel_fn with `return y`");
+    let bad = dir.join("bad.py");
+    std::fs::write(&bad, zeros).unwrap();
+    let out = autokernel()
+        .arg("bench")
+        .args([&good, &bad])
+        .args(["--shape", "8,64", "--shape", "5,33", "--dtype", "float32"])
+        .args(["--device", "cpu", "--quick", "--json"])
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    let seen: Vec<(String, String)> = lines
+        .iter()
+        .map(|v| {
+            let path = v["path"].as_str().unwrap().to_string();
+            let file = path.rsplit('/').next().unwrap().to_string();
+            (file, v["correctness"].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("good.py".to_string(), "PASS".to_string()),
+            ("good.py".to_string(), "PASS".to_string()),
+            ("bad.py".to_string(), "FAIL".to_string()),
+            ("bad.py".to_string(), "FAIL".to_string()),
+        ]
+    );
+    // each passing evaluation was timed at its own --shape
+    assert_eq!(lines[0]["shape"], "8x64");
+    assert_eq!(lines[1]["shape"], "5x33");
+    assert_eq!(lines[0]["dtype"], "float32");
+    assert!(lines
+        .iter()
+        .all(|v| v["turnaround_s"].as_f64().unwrap() > 0.0));
+}
