@@ -254,6 +254,15 @@ impl KernelKind {
         }
     }
 
+    /// Whether `autokernel verify` can plug a kernel of this kind into a model: each such
+    /// kind has a standard call site (`nn.Linear` for matmul, `nn.LayerNorm`, RMSNorm
+    /// modules, `torch.nn.functional` softmax, scaled_dot_product_attention and
+    /// cross_entropy, silu-gated MLP modules; `python/verify_model.py`). Rotary embeddings
+    /// and reductions are written inline in models and have none.
+    pub fn pluggable(self) -> bool {
+        !matches!(self, KernelKind::RotaryEmbedding | KernelKind::Reduce)
+    }
+
     /// Aten ops a candidate of this kind may not dispatch: computing the result with the
     /// reference's own operation is not a kernel.
     pub fn forbidden_ops(self) -> &'static [&'static str] {

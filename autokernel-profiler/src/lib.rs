@@ -42,7 +42,7 @@ pub use classify::{bound, classify_group, kind_of_kernel, kind_of_op, problem_sh
 pub use import::TransferStats;
 pub use link::MODULE_PREFIX;
 pub use profiler::{ChromeTraceProfiler, ModelRun, EXAMPLES, PROFILE_MODEL_PY};
-pub use rank::{plan, ImportedTrace, RankedOp};
+pub use rank::{plan, plan_for_model, unpluggable_ops, ImportedTrace, RankedOp};
 
 /// Imports a Chrome trace file (`.json`, or gzip-compressed, detected by its magic bytes).
 ///

@@ -185,9 +185,41 @@ pub(crate) fn build(trace: Trace, linked: Linked) -> ImportedTrace {
 /// added, the first op's name kept). At most `top` targets, numbered in order:
 /// `01-matmul`, `02-layernorm`, … (valid per [`Target::id_is_valid`]).
 pub fn plan(report: &ProfileReport, top: usize, dtype: DType) -> Vec<Target> {
+    plan_where(report, top, dtype, |_| true)
+}
+
+/// [`plan`] for work on a whole model: kinds that cannot be plugged back into a model
+/// ([`KernelKind::pluggable`]: rotary embeddings, reductions) are skipped like unclassified
+/// ops, so that they take no place among the `top` targets and no share of the budget (a
+/// LLaMA-style model's rotary embedding, 35% of its device time, was target 01 and then
+/// could not be verified). [`unpluggable_ops`] lists what was skipped.
+pub fn plan_for_model(report: &ProfileReport, top: usize, dtype: DType) -> Vec<Target> {
+    plan_where(report, top, dtype, KernelKind::pluggable)
+}
+
+/// The classified ops [`plan_for_model`] skips, with their kind and fraction of the time.
+pub fn unpluggable_ops(report: &ProfileReport) -> Vec<(&str, KernelKind, f64)> {
+    report
+        .ops
+        .iter()
+        .filter_map(|op| {
+            let kind = op.kind.filter(|k| !k.pluggable())?;
+            Some((op.op.as_str(), kind, op.fraction))
+        })
+        .collect()
+}
+
+fn plan_where(
+    report: &ProfileReport,
+    top: usize,
+    dtype: DType,
+    keep: impl Fn(KernelKind) -> bool,
+) -> Vec<Target> {
     let mut targets: Vec<(KernelKind, Option<Shape>, f64, String)> = Vec::new();
     for op in &report.ops {
-        let Some(kind) = op.kind else { continue };
+        let Some(kind) = op.kind.filter(|k| keep(*k)) else {
+            continue;
+        };
         let shape = problem_shape(kind, &op.op, &op.shapes);
         if let Some(t) = targets.iter_mut().find(|t| t.0 == kind && t.1 == shape) {
             t.2 += op.fraction;
@@ -424,5 +456,61 @@ mod tests {
         assert_eq!(all.len(), 3);
         assert_eq!(all[2].id, "03-softmax");
         assert_eq!(all[2].shapes, vec![Shape(vec![12 * 512, 512])]);
+    }
+
+    #[test]
+    fn a_model_plan_skips_kinds_that_cannot_be_plugged_in_and_lists_them() {
+        let report = ProfileReport {
+            device: "cuda".into(),
+            total_device_time_us: 100.0,
+            coverage: 1.0,
+            warnings: vec![],
+            ops: vec![
+                op(
+                    1,
+                    "RotaryEmbedding",
+                    Some(KernelKind::RotaryEmbedding),
+                    vec![],
+                    0.35,
+                ),
+                op(
+                    2,
+                    "RMSNorm",
+                    Some(KernelKind::Rmsnorm),
+                    vec![vec![512, 768]],
+                    0.25,
+                ),
+                op(
+                    3,
+                    "aten::sum",
+                    Some(KernelKind::Reduce),
+                    vec![vec![512, 768]],
+                    0.1,
+                ),
+                op(
+                    4,
+                    "Linear",
+                    Some(KernelKind::Matmul),
+                    vec![vec![1, 512, 768], vec![768, 768]],
+                    0.05,
+                ),
+            ],
+        };
+        // the plain plan keeps the rotary embedding as target 01
+        assert_eq!(
+            plan(&report, 2, DType::Float16)[0].id,
+            "01-rotary_embedding"
+        );
+        let t = plan_for_model(&report, 2, DType::Float16);
+        let ids: Vec<&str> = t.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["01-rmsnorm", "02-matmul"]);
+        let skipped = unpluggable_ops(&report);
+        assert_eq!(
+            skipped,
+            [
+                ("RotaryEmbedding", KernelKind::RotaryEmbedding, 0.35),
+                ("aten::sum", KernelKind::Reduce, 0.1)
+            ]
+        );
     }
 }

@@ -198,7 +198,21 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
                 }
             }
             let top = args.top.or(ws.settings.top).unwrap_or(5);
-            let t = autokernel_profiler::plan(&imported.report, top, dtype);
+            let t = autokernel_profiler::plan_for_model(&imported.report, top, dtype);
+            let skipped = autokernel_profiler::unpluggable_ops(&imported.report);
+            if !skipped.is_empty() && !global.quiet {
+                let list: Vec<String> = skipped
+                    .iter()
+                    .map(|(op, kind, f)| format!("{op} ({kind}, {:.1}%)", f * 100.0))
+                    .collect();
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!(
+                        "not planned, no standard call site to plug a kernel into: {} (optimise them with `autokernel bench` and a kernel of your own)",
+                        list.join(", ")
+                    );
+                }
+            }
             if t.is_empty() {
                 bail!("the profile has no kernel autokernel can optimise (no op classified as one of its nine kinds)");
             }
