@@ -20,12 +20,13 @@ pub const TUNE_PREFIX: &str = "tune:";
 /// lines). Each proposal changes one key of the best `CONFIG` to another value of its
 /// `TUNABLES` list: coordinate descent. Values are tried nearest first (one step up,
 /// one step down, then two steps, …), keys in turn at each distance, so a kept improvement
-/// moves the centre and the next proposal searches around the new best. A configuration
+/// moves the centre and the next proposal searches around the new best. When no single
+/// move is left, pairs of keys move together, each to one of its two nearest values. A configuration
 /// is never proposed twice for the same kernel structure (the file without its `CONFIG`
 /// literal): the tuner remembers what it proposed, and after a restart re-reads the
 /// configurations measured since the structure last changed from the history's
-/// descriptions (`tune: BLOCK_SIZE=1024 num_warps=8 …`). When every value along every
-/// axis around the best has been measured it answers [`Proposal::Exhausted`].
+/// descriptions (`tune: BLOCK_SIZE=1024 num_warps=8 …`). When every single and paired
+/// move around the best has been measured it answers [`Proposal::Exhausted`].
 ///
 /// Only the `CONFIG` literal is rewritten; every other byte of the file, the rest of that
 /// line included, is unchanged. A file without `CONFIG`/`TUNABLES`, or with literals
@@ -67,20 +68,26 @@ impl TunerAgent {
         for measured in measured_since_structure_change(context.history, &parsed.config) {
             tried.insert(canonical(&measured));
         }
-        for (key, value) in neighbourhood(&parsed.config, &parsed.tunables) {
+        // single-key moves first (coordinate descent), then pairs of keys: launch
+        // parameters interact (more rows per program wants more warps), and a pair can
+        // improve where every single move from the best does not
+        let moves = neighbourhood(&parsed.config, &parsed.tunables)
+            .into_iter()
+            .map(|m| vec![m])
+            .chain(pair_neighbourhood(&parsed.config, &parsed.tunables));
+        for changes in moves {
             let mut config = parsed.config.clone();
-            let old = config
-                .iter_mut()
-                .find(|(k, _)| *k == key)
-                .map(|slot| std::mem::replace(&mut slot.1, value.clone()))
-                .expect("neighbourhood only changes keys of CONFIG");
+            let mut what = Vec::new();
+            for (key, value) in &changes {
+                let old = config
+                    .iter_mut()
+                    .find(|(k, _)| k == key)
+                    .map(|slot| std::mem::replace(&mut slot.1, value.clone()))
+                    .expect("neighbourhoods only change keys of CONFIG");
+                what.push(format!("{key} {} -> {}", compact(&old), compact(value)));
+            }
             if tried.insert(canonical(&config)) {
-                let description = format!(
-                    "{} ({key} {} -> {})",
-                    describe(&config),
-                    compact(&old),
-                    compact(&value)
-                );
+                let description = format!("{} ({})", describe(&config), what.join(", "));
                 tracing::debug!(target_id = %context.target.id, %description, "tuner proposes");
                 return Some((description, parsed.with_config(source, &config)));
             }
@@ -88,7 +95,7 @@ impl TunerAgent {
         tracing::debug!(
             target_id = %context.target.id,
             tried = tried.len(),
-            "tuner: every value along every axis around the best was measured"
+            "tuner: every single and paired move around the best was measured"
         );
         None
     }
@@ -199,19 +206,57 @@ fn measured_since_structure_change(
     measured
 }
 
-/// The configuration a tuner proposal started from: `config` with the key of its
-/// `(KEY OLD -> NEW)` suffix set back to `OLD`.
+/// The configuration a tuner proposal started from: `config` with each key of its
+/// `(KEY OLD -> NEW, KEY OLD -> NEW)` suffix set back to `OLD` (values are written without
+/// spaces by `compact`, so ", " only separates changes).
 fn starting_point(
     description: &str,
     config: &[(String, PyValue)],
 ) -> Option<Vec<(String, PyValue)>> {
-    let inner = description.rsplit_once('(')?.1.strip_suffix(')')?;
-    let (key, change) = inner.split_once(' ')?;
-    let (old, _new) = change.split_once(" -> ")?;
-    let old = parse_literal(old).ok()?;
+    let inner = description.rsplit_once(" (")?.1.strip_suffix(')')?;
     let mut from = config.to_vec();
-    from.iter_mut().find(|(k, _)| k == key)?.1 = old;
+    for change in inner.split(", ") {
+        let (key, change) = change.split_once(' ')?;
+        let (old, _new) = change.split_once(" -> ")?;
+        from.iter_mut().find(|(k, _)| k == key)?.1 = parse_literal(old).ok()?;
+    }
     Some(from)
+}
+
+/// How many of each key's nearest alternatives the paired moves combine.
+const PAIR_RANKS: usize = 2;
+
+/// Two-key changes of `config`, nearest first: for each pair of tunable keys (in
+/// `TUNABLES` order) and each of their `PAIR_RANKS` nearest alternatives (as
+/// `neighbourhood` ranks them), ordered by the sum of the two ranks. Three keys with two
+/// alternatives each give 3 pairs × 4 = 12 moves.
+fn pair_neighbourhood(
+    config: &[(String, PyValue)],
+    tunables: &[(String, Vec<PyValue>)],
+) -> Vec<Vec<(String, PyValue)>> {
+    let axes: Vec<(String, Vec<PyValue>)> = tunables
+        .iter()
+        .filter_map(|(key, values)| {
+            let current = &config.iter().find(|(k, _)| k == key)?.1;
+            let mut near = ranked_alternatives(current, values);
+            near.truncate(PAIR_RANKS);
+            Some((key.clone(), near))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for rank_sum in 0..(2 * PAIR_RANKS).saturating_sub(1) {
+        for (i, (k1, v1)) in axes.iter().enumerate() {
+            for (k2, v2) in &axes[i + 1..] {
+                for r1 in 0..=rank_sum {
+                    let r2 = rank_sum - r1;
+                    if let (Some(a), Some(b)) = (v1.get(r1), v2.get(r2)) {
+                        out.push(vec![(k1.clone(), a.clone()), (k2.clone(), b.clone())]);
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The single-key changes of `config`, nearest first: for distance 1, 2, … and each
