@@ -769,9 +769,23 @@ pub(crate) fn read_trace(path: &Path) -> Result<Trace, ProfileError> {
     if n == 2 && magic == [0x1f, 0x8b] {
         let gz =
             flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 20, file));
-        read_trace_from(gz, path)
+        read_trace_from(EndAtTruncation(gz), path)
     } else {
         read_trace_from(file, path)
+    }
+}
+
+/// A gzip stream cut off mid-file (a trace whose writer was killed) ends where its data
+/// ends, as a cut-off `.json` does: the decoder's "unexpected end of file" becomes the end
+/// of input, and the parser then reports the trace as truncated and keeps what it read.
+struct EndAtTruncation<R>(R);
+
+impl<R: Read> Read for EndAtTruncation<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.0.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+            other => other,
+        }
     }
 }
 

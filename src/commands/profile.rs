@@ -66,6 +66,12 @@ pub async fn run(args: ProfileArgs, _global: &GlobalArgs) -> anyhow::Result<Exit
     let (imported, dtype, run) = match &args.import {
         Some(trace) => {
             let imported = import_trace(trace)?;
+            if imported.report.ops.is_empty() {
+                anyhow::bail!(
+                    "`{}` holds no operator or kernel events: nothing to rank\nhint: record it with `torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True)` around a few forward passes, then `prof.export_chrome_trace(path)`",
+                    trace.display()
+                );
+            }
             // the dtype the model ran in: that of the top op that recorded one
             let dtype = imported
                 .ranked

@@ -241,3 +241,19 @@ fn bench_judges_every_file_at_every_shape_on_one_worker_and_fails_if_any_fails()
         .iter()
         .all(|v| v["turnaround_s"].as_f64().unwrap() > 0.0));
 }
+
+#[test]
+fn importing_a_trace_without_events_is_an_error_with_a_hint() {
+    let (keep, _) = tempdir();
+    let trace = keep.path().join("empty.json");
+    std::fs::write(&trace, r#"{"traceEvents": []}"#).unwrap();
+    let out = autokernel()
+        .args(["profile", "--import"])
+        .arg(&trace)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("holds no operator or kernel events"), "{err}");
+    assert!(err.contains("ProfilerActivity.CUDA"), "{err}");
+}

@@ -358,6 +358,40 @@ fn a_truncated_trace_keeps_what_was_read_and_warns() {
 }
 
 #[test]
+fn a_truncated_gzip_trace_keeps_what_was_read_and_warns_like_a_truncated_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut events = vec![
+        cpu_op("aten::mm", 10.0, 20.0, 1, "[[4,4],[4,4]]"),
+        launch("cuda_runtime", 11.0, 100, Some(1)),
+        kernel("k", 40.0, 5.0, 100),
+    ];
+    // enough events after the first kernel that the cut lands well past it
+    for i in 0..2000u32 {
+        events.push(kernel(
+            "later",
+            100.0 + f64::from(i),
+            1.0,
+            10_000 + u64::from(i),
+        ));
+    }
+    let full = trace(&events);
+    let mut packed = Vec::new();
+    let mut gz = flate2::write::GzEncoder::new(&mut packed, flate2::Compression::fast());
+    gz.write_all(full.as_bytes()).unwrap();
+    gz.finish().unwrap();
+    // the writer was killed: the last third of the compressed stream is missing
+    let path = dir.path().join("cut.json.gz");
+    std::fs::write(&path, &packed[..packed.len() * 2 / 3]).unwrap();
+    let t = import_trace(&path).expect("a cut-off gzip trace imports what was there");
+    assert!(close(op(&t, "aten::mm").device_time_us, 5.0));
+    assert!(
+        t.report.warnings.iter().any(|w| w.contains("truncated")),
+        "{:?}",
+        t.report.warnings
+    );
+}
+
+#[test]
 fn a_file_that_is_not_a_trace_is_an_error_naming_it() {
     let e = import_trace_from("hello".as_bytes(), "notes.txt".as_ref()).unwrap_err();
     assert!(matches!(e, ProfileError::NotATrace { .. }));
