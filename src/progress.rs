@@ -5,6 +5,7 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
+use autokernel_core::keep::KeepVerdict;
 use autokernel_core::{
     BenchResult, Decision, ExperimentRecord, MoveOn, Reporter, Target, TargetState,
 };
@@ -16,6 +17,8 @@ use crate::cli::GlobalArgs;
 pub struct ProgressReporter {
     bar: ProgressBar,
     quiet: bool,
+    /// The keep rule's word on the experiment being decided, shown on its line.
+    verdict: std::sync::Mutex<Option<(u64, String)>>,
 }
 
 /// Whether bars may be drawn.
@@ -45,6 +48,7 @@ impl ProgressReporter {
         ProgressReporter {
             bar: spinner(global, "starting"),
             quiet: global.quiet,
+            verdict: std::sync::Mutex::new(None),
         }
     }
 
@@ -95,6 +99,16 @@ impl Reporter for ProgressReporter {
         ));
     }
 
+    fn on_verdict(&self, experiment: u64, verdict: &KeepVerdict) {
+        let text = match verdict {
+            KeepVerdict::Keep { speedup } => format!("{speedup:.3}x the best head to head"),
+            KeepVerdict::Revert { reason } => reason.clone(),
+        };
+        if let Ok(mut slot) = self.verdict.lock() {
+            *slot = Some((experiment, text));
+        }
+    }
+
     fn on_decision(&self, r: &ExperimentRecord, result: Option<&BenchResult>) {
         let timing = match (r.latency_us, r.speedup_vs_reference) {
             (Some(l), Some(s)) => format!(" {l:.2} µs, {s:.2}x vs PyTorch"),
@@ -115,6 +129,15 @@ impl Reporter for ProgressReporter {
                 })
             })
             .unwrap_or_default();
+        // a PASS that was reverted says why (a failing one already did, above)
+        let rule = self
+            .verdict
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+            .filter(|(n, _)| *n == r.experiment && why.is_empty())
+            .map(|(_, text)| format!(" ({text})"))
+            .unwrap_or_default();
         let mark = match r.decision {
             Decision::Keep => "keep    ",
             Decision::Revert => "revert  ",
@@ -122,7 +145,7 @@ impl Reporter for ProgressReporter {
             Decision::Invalid => "invalid ",
         };
         self.line(format!(
-            "[{:>3}] {mark} {} {}{timing}{why} · {}",
+            "[{:>3}] {mark} {} {}{timing}{why}{rule} · {}",
             r.experiment, r.target, r.correctness, r.description
         ));
     }

@@ -372,6 +372,9 @@ impl autokernel_core::Reporter for SharedReporter {
     fn on_candidate(&self, t: &autokernel_core::Target, n: u64, d: &str) {
         self.0.on_candidate(t, n, d)
     }
+    fn on_verdict(&self, n: u64, v: &autokernel_core::keep::KeepVerdict) {
+        self.0.on_verdict(n, v)
+    }
     fn on_decision(
         &self,
         r: &autokernel_core::ExperimentRecord,

@@ -69,6 +69,11 @@ pub trait Reporter: Send + Sync {
     fn on_experiment_start(&self, _target: &Target, _experiment: u64) {}
     /// The agent proposed a candidate, now being benchmarked.
     fn on_candidate(&self, _target: &Target, _experiment: u64, _description: &str) {}
+    /// The keep rule decided on experiment `experiment` (called just before its
+    /// [`Reporter::on_decision`], for candidates that were benchmarked): the measured
+    /// speedup of a kept one, or why one was reverted (`0.6% faster over 5 repetitions,
+    /// below the 1.0% threshold`).
+    fn on_verdict(&self, _experiment: u64, _verdict: &keep::KeepVerdict) {}
     /// An experiment ended and its row was written.
     fn on_decision(&self, _record: &ExperimentRecord, _result: Option<&BenchResult>) {}
     /// The orchestrator moved on from a target.
@@ -703,6 +708,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                 .push((n, format!("{} {stage}{reason}", result.correctness.label())));
         }
         self.agent.observe(&record);
+        self.reporter.on_verdict(n, &verdict);
         self.reporter.on_decision(&record, Some(&result));
         let _ = std::fs::remove_file(&incumbent_path);
         if !kept {

@@ -308,3 +308,65 @@ async fn a_result_for_other_source_bytes_is_not_kept() {
     assert_eq!(l.log().rows()[1].correctness, "TAMPER");
     assert_eq!(l.log().rows()[1].decision, Decision::Revert);
 }
+
+/// Records every verdict and decision, in order.
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<String>>);
+
+impl Reporter for Recorder {
+    fn on_verdict(&self, experiment: u64, verdict: &KeepVerdict) {
+        let text = match verdict {
+            KeepVerdict::Keep { speedup } => format!("verdict {experiment} keep {speedup:.2}"),
+            KeepVerdict::Revert { reason } => format!("verdict {experiment} revert: {reason}"),
+        };
+        self.0.lock().unwrap().push(text);
+    }
+    fn on_decision(&self, record: &ExperimentRecord, _result: Option<&BenchResult>) {
+        self.0.lock().unwrap().push(format!(
+            "decision {} {}",
+            record.experiment,
+            record.decision.label()
+        ));
+    }
+}
+
+#[tokio::test]
+async fn the_reporter_hears_why_each_candidate_was_kept_or_reverted_before_its_row() {
+    let fx = Fixture::new();
+    let agent = ScriptedAgent::candidates(&[
+        ("faster", &src(80.0, "")),
+        ("noise", &src(79.6, "")), // 0.5% faster than 80: below the 1% threshold
+    ]);
+    let recorder = std::sync::Arc::new(Recorder::default());
+    struct Shared(std::sync::Arc<Recorder>);
+    impl Reporter for Shared {
+        fn on_verdict(&self, n: u64, v: &KeepVerdict) {
+            self.0.on_verdict(n, v)
+        }
+        fn on_decision(&self, r: &ExperimentRecord, b: Option<&BenchResult>) {
+            self.0.on_decision(r, b)
+        }
+    }
+    let mut l = OptimizationLoop::new(
+        agent,
+        FakeBenchmarker::from_comments(),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    )
+    .with_reporter(Box::new(Shared(recorder.clone())));
+    l.run(vec![(target("t", 0.5), src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    let events = recorder.0.lock().unwrap().clone();
+    assert_eq!(events.len(), 5, "{events:?}");
+    assert_eq!(events[0], "decision 1 baseline");
+    // 100 → 80 µs head to head
+    assert_eq!(events[1], "verdict 2 keep 1.25");
+    assert_eq!(events[2], "decision 2 keep");
+    assert!(
+        events[3].starts_with("verdict 3 revert: ") && events[3].contains("threshold"),
+        "{events:?}"
+    );
+    assert_eq!(events[4], "decision 3 revert");
+}
