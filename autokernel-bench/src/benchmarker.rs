@@ -114,9 +114,10 @@ impl Benchmarker for PyWorkerBenchmarker {
         let kind = request
             .kind
             .or_else(|| declared_kind(&String::from_utf8_lossy(&bytes)))
-            .ok_or_else(|| BenchError::Worker {
-                message: format!(
-                    "{}; and `{}` declares no literal KERNEL_KIND to label the result with",
+            .ok_or_else(|| BenchError::UnlabelledVerdict {
+                verdict: verdict.label().to_string(),
+                reason: format!(
+                    "{} (and `{}` declares no literal KERNEL_KIND, e.g. KERNEL_KIND = \"softmax\", to label the result with)",
                     verdict.reason().unwrap_or_default(),
                     path.display()
                 ),

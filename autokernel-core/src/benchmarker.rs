@@ -318,6 +318,17 @@ pub enum BenchError {
         /// What happened, with the tail of the worker's stderr.
         message: String,
     },
+    /// The candidate crashed, timed out or tampered before it could say what it is: no
+    /// literal `KERNEL_KIND` in the file and none in the request, so no [`BenchResult`] can
+    /// be labelled. The verdict is the candidate's, not the environment's (`autokernel
+    /// bench` reports it as such and exits 1).
+    #[error("{verdict}: {reason}")]
+    UnlabelledVerdict {
+        /// `CRASH`, `TIMEOUT` or `TAMPER`.
+        verdict: String,
+        /// What happened, and that the file declares no literal `KERNEL_KIND`.
+        reason: String,
+    },
     /// The request itself is invalid (e.g. a shape of the wrong rank, CUDA asked but absent).
     #[error("invalid bench request: {0}")]
     Request(String),

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use autokernel_bench::{PyWorkerBenchmarker, WorkerOptions, WorkerProgram};
-use autokernel_core::{BenchRequest, BenchResult, Benchmarker, DType, Device, KernelKind, Shape};
+use autokernel_core::{
+    BenchError, BenchRequest, BenchResult, Benchmarker, DType, Device, KernelKind, Shape,
+};
 use serde_json::json;
 
 use crate::cli::GlobalArgs;
@@ -110,10 +111,20 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
     for path in &args.paths {
         for shape in &shapes {
             let started = Instant::now();
-            let result = bench
-                .bench(&request(&args, path, *shape))
-                .await
-                .with_context(|| format!("cannot bench `{}`", path.display()))?;
+            let result = match bench.bench(&request(&args, path, *shape)).await {
+                Ok(r) => r,
+                // the candidate's verdict, though it cannot be labelled with a kind
+                Err(BenchError::UnlabelledVerdict { verdict, reason }) => {
+                    all_passed = false;
+                    print_unlabelled(&args, path, &verdict, &reason, several)?;
+                    continue;
+                }
+                Err(e) => {
+                    return Err(
+                        anyhow::Error::new(e).context(format!("cannot bench `{}`", path.display()))
+                    )
+                }
+            };
             let turnaround_s = started.elapsed().as_secs_f64();
             all_passed &= result.correctness.is_pass();
             print_result(&args, path, &result, turnaround_s, several)?;
@@ -125,6 +136,42 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A verdict without a kind: the JSON keys of the contract with nulls, or two lines.
+fn print_unlabelled(
+    args: &BenchArgs,
+    path: &Path,
+    verdict: &str,
+    reason: &str,
+    several: bool,
+) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let v = json!({
+            "kind": null, "correctness": verdict, "failed_stage": null, "reason": reason,
+            "stages": [], "latency_us": null, "reference_latency_us": null,
+            "speedup_vs_reference": null, "throughput": null, "throughput_unit": null,
+            "pct_peak": null, "peak_vram_mb": null, "device": null,
+            "timing_representative": false, "source_sha256": null,
+            "path": path.display().to_string(),
+        });
+        let text = if several {
+            serde_json::to_string(&v)?
+        } else {
+            serde_json::to_string_pretty(&v)?
+        };
+        writeln!(out, "{text}")?;
+    } else {
+        writeln!(
+            out,
+            "kernel: {}
+correctness: {verdict}
+reason: {reason}",
+            path.display()
+        )?;
+    }
+    Ok(())
 }
 
 /// The request for one file: every stage, timed at `shape` in `--dtype` when both are given.

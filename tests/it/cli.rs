@@ -257,3 +257,34 @@ fn importing_a_trace_without_events_is_an_error_with_a_hint() {
     assert!(err.contains("holds no operator or kernel events"), "{err}");
     assert!(err.contains("ProfilerActivity.CUDA"), "{err}");
 }
+
+#[test]
+fn a_kernel_that_kills_the_worker_before_naming_its_kind_is_a_crash_verdict() {
+    let (keep, _) = tempdir();
+    let path = keep.path().join("exits.py");
+    // no literal KERNEL_KIND: the kind is computed, and the import never gets that far
+    std::fs::write(
+        &path,
+        "import os\nos._exit(3)\nKERNEL_KIND = 'soft' + 'max'\ndef kernel_fn(x):\n    return x\n",
+    )
+    .unwrap();
+    let out = autokernel()
+        .arg("bench")
+        .arg(&path)
+        .args(["--device", "cpu", "--quick", "--json"])
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(v["correctness"], "CRASH");
+    assert!(v["kind"].is_null());
+    let reason = v["reason"].as_str().unwrap();
+    assert!(reason.contains("exit status 3"), "{reason}");
+    assert!(reason.contains("no literal KERNEL_KIND"), "{reason}");
+}
