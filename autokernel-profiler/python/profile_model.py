@@ -78,6 +78,21 @@ def _get_class(module, class_name, where):
     return cls
 
 
+def _user_frame(exc):
+    """` (at FILE:LINE)` of the innermost traceback frame in the user's code (not this
+    script, not an installed package such as torch), or "" when there is none."""
+    here = os.path.abspath(__file__)
+    found = ""
+    tb = exc.__traceback__
+    while tb is not None:
+        path = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        installed = any(part in path for part in ("site-packages", "dist-packages"))
+        if path != here and not installed and not path.startswith("<"):
+            found = f" (at {path}:{tb.tb_lineno})"
+        tb = tb.tb_next
+    return found
+
+
 def _construct(cls, kwargs):
     config_class = getattr(cls, "config_class", None)
     try:
@@ -88,7 +103,7 @@ def _construct(cls, kwargs):
     except Exception as e:
         raise ModelError(
             f"constructing `{cls.__name__}` with kwargs {json.dumps(kwargs)} failed: "
-            f"{type(e).__name__}: {e}"
+            f"{type(e).__name__}: {e}{_user_frame(e)}"
         ) from e
 
 
@@ -237,7 +252,7 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
     except Exception as e:
         raise ModelError(
             f"`{class_name}` rejected an input of shape {shape} ({'token ids' if vocab else dtype}): "
-            f"{type(e).__name__}: {e}"
+            f"{type(e).__name__}: {e}{_user_frame(e)}"
         ) from e
     if on_gpu:
         torch.cuda.synchronize()

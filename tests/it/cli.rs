@@ -288,3 +288,43 @@ fn a_kernel_that_kills_the_worker_before_naming_its_kind_is_a_crash_verdict() {
     assert!(reason.contains("exit status 3"), "{reason}");
     assert!(reason.contains("no literal KERNEL_KIND"), "{reason}");
 }
+
+#[test]
+fn model_errors_name_the_file_and_line_in_the_users_code() {
+    let ctor = "import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        raise ValueError('bad config')\n";
+    let (_dir, path) = model_file(ctor);
+    let m = path.to_str().unwrap();
+    let args = [
+        "profile",
+        "--model",
+        m,
+        "--class",
+        "Net",
+        "--device",
+        "cpu",
+        "--input-shape",
+        "2,8",
+    ];
+    let (code, err) = stderr_of(&args);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("ValueError: bad config"), "{err}");
+    assert!(err.contains(&format!("(at {m}:5)")), "{err}");
+    let fwd = "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x.view(3, 7)\n";
+    let (_dir, path) = model_file(fwd);
+    let m = path.to_str().unwrap();
+    let args = [
+        "profile",
+        "--model",
+        m,
+        "--class",
+        "Net",
+        "--device",
+        "cpu",
+        "--input-shape",
+        "2,8",
+    ];
+    let (code, err) = stderr_of(&args);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("rejected an input of shape [2, 8]"), "{err}");
+    assert!(err.contains(&format!("(at {m}:4)")), "{err}");
+}
