@@ -69,6 +69,7 @@ async fn main() -> anyhow::Result<()> {
     queue.sort();
 
     let target = Target {
+        layout: Default::default(),
         id: "softmax".into(),
         kind: KernelKind::Softmax,
         shapes: vec![Shape(vec![64, 1000])],

@@ -70,6 +70,7 @@ async fn main() -> anyhow::Result<()> {
         inner: PyWorkerBenchmarker::with_worker(Arc::new(Worker::new(options))),
     };
     let target = Target {
+        layout: Default::default(),
         id: "rmsnorm".into(),
         kind: KernelKind::Rmsnorm,
         shapes: vec![Shape(vec![32, 512])],

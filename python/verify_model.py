@@ -8,7 +8,7 @@ also verifies.
 
 How each kind is plugged in, for the duration of the check only:
 
-- matmul: every ``nn.Linear`` (``x @ Wᵀ + b`` with ``Wᵀ`` made contiguous once);
+- matmul: ``nn.Linear`` (``x @ Wᵀ + b`` with ``Wᵀ`` made contiguous once);
 - layernorm: every ``nn.LayerNorm`` over the last dim with eps 1e-5 and an affine weight and bias;
 - rmsnorm: every module whose class name contains ``RMSNorm`` with a 1-D weight and eps 1e-6;
 - softmax: ``torch.nn.functional.softmax`` / ``torch.softmax`` over the last dim;
@@ -16,6 +16,8 @@ How each kind is plugged in, for the duration of the check only:
 - cross_entropy: ``F.cross_entropy`` with mean reduction and no weights, smoothing or ignored ids;
 - fused_mlp: modules with bias-free ``gate_proj/up_proj/down_proj`` or ``w_gate/w_up/w_down`` linears;
 - rotary_embedding and reduce have no standard call site and are reported as not pluggable.
+
+Each kernel takes only the calls at its target's problem shapes (see `_Plug`).
 
 A kernel that breaks the model is left out and named: each kernel is checked alone first.
 """
@@ -61,10 +63,19 @@ def _rows(x):
 
 class _Plug:
     """Installs one kernel into a model (module forwards or functional patches) and counts
-    how often the model called it."""
+    how often the model called it.
 
-    def __init__(self, target_id, kind, fn):
+    A target was planned, and tuned, at the model's own problem shapes (`shapes`, e.g.
+    GPT-2's LM head 1024x50257x768): the kernel takes only the calls at those shapes and
+    every other call goes on to what was there before (PyTorch, or another target's kernel
+    of the same kind). Without shapes (a standalone target) it takes every call."""
+
+    def __init__(self, target_id, kind, fn, shapes=()):
         self.target_id, self.kind, self.fn, self.calls = target_id, kind, fn, 0
+        self.shapes = [tuple(int(d) for d in s) for s in shapes]
+
+    def _mine(self, *problem):
+        return not self.shapes or tuple(int(d) for d in problem) in self.shapes
 
     def _count(self, out):
         self.calls += 1
@@ -84,9 +95,13 @@ class _Plug:
         raise NotImplementedError(f"{self.kind} has no standard call site to plug into")
 
     def _replace_forward(self, module, forward, undo):
+        """Replaces module.forward with forward(self, x, previous): `previous` is the
+        forward in place before (a bound method), for the calls this plug does not take."""
         had = "forward" in module.__dict__
         old = module.__dict__.get("forward")
-        module.forward = types.MethodType(forward, module)
+        previous = module.forward
+        module.forward = types.MethodType(
+            lambda self, *a, **kw: forward(self, *a, previous=previous, **kw), module)
         undo.append(lambda: setattr(module, "forward", old) if had else module.__dict__.pop("forward", None))
 
     def _patch(self, owner, name, wrapper, undo):
@@ -100,7 +115,10 @@ class _Plug:
             if isinstance(m, nn.Linear):
                 m._ak_weight_t = m.weight.detach().t().contiguous()
 
-                def forward(self, x):
+                def forward(self, x, previous):
+                    rows = x.numel() // x.shape[-1]
+                    if not plug._mine(rows, self.out_features, self.in_features):
+                        return previous(x)
                     out = plug._count(plug.fn(A=_rows(x), B=self._ak_weight_t))
                     if self.bias is not None:
                         out = out + self.bias
@@ -113,7 +131,9 @@ class _Plug:
         for m in model.modules():
             if isinstance(m, nn.LayerNorm) and len(m.normalized_shape) == 1 and m.weight is not None \
                     and m.bias is not None and abs(m.eps - 1e-5) < 1e-12:
-                def forward(self, x):
+                def forward(self, x, previous):
+                    if not plug._mine(x.numel() // x.shape[-1], x.shape[-1]):
+                        return previous(x)
                     out = plug._count(plug.fn(x=_rows(x), weight=self.weight, bias=self.bias))
                     return out.reshape(x.shape)
 
@@ -126,7 +146,9 @@ class _Plug:
             weight = getattr(m, "weight", None)
             if "RMSNorm" in type(m).__name__ and isinstance(weight, torch.Tensor) and weight.dim() == 1 \
                     and eps is not None and abs(eps - 1e-6) < 1e-12:
-                def forward(self, x):
+                def forward(self, x, previous):
+                    if not plug._mine(x.numel() // x.shape[-1], x.shape[-1]):
+                        return previous(x)
                     out = plug._count(plug.fn(x=_rows(x), weight=self.weight))
                     return out.reshape(x.shape)
 
@@ -138,7 +160,8 @@ class _Plug:
         def wrapper(original):
             def softmax(input, dim=None, *args, **kwargs):
                 extra = kwargs.get("dtype") is not None or (args and args[0] is not None)
-                if isinstance(input, torch.Tensor) and dim in (-1, input.dim() - 1) and not extra:
+                if isinstance(input, torch.Tensor) and dim in (-1, input.dim() - 1) and not extra \
+                        and input.dim() > 0 and plug._mine(input.numel() // input.shape[-1], input.shape[-1]):
                     return plug._count(plug.fn(x=_rows(input))).reshape(input.shape)
                 return original(input, dim, *args, **kwargs)
             return softmax
@@ -152,7 +175,7 @@ class _Plug:
         def wrapper(original):
             def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
                 if is_causal and attn_mask is None and dropout_p == 0.0 and scale is None and not kw \
-                        and q.dim() == 4 and q.shape == k.shape == v.shape:
+                        and q.dim() == 4 and q.shape == k.shape == v.shape and plug._mine(*q.shape):
                     return plug._count(plug.fn(Q=q.contiguous(), K=k.contiguous(), V=v.contiguous()))
                 return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, **kw)
             return sdpa
@@ -167,7 +190,7 @@ class _Plug:
                               reduction="mean", label_smoothing=0.0):
                 simple = (weight is None and size_average is None and reduce is None and reduction == "mean"
                           and label_smoothing == 0.0 and input.dim() == 2 and target.dim() == 1
-                          and not bool((target == ignore_index).any()))
+                          and not bool((target == ignore_index).any()) and plug._mine(*input.shape))
                 if simple:
                     return plug._count(plug.fn(logits=input.contiguous(), targets=target))
                 return original(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
@@ -182,8 +205,10 @@ class _Plug:
             for g, u, d in names:
                 parts = [getattr(m, n, None) for n in (g, u, d)]
                 if all(isinstance(p, nn.Linear) and p.bias is None for p in parts):
-                    def forward(self, x, _names=(g, u, d)):
+                    def forward(self, x, previous, _names=(g, u, d)):
                         gate, up, down = (getattr(self, n).weight for n in _names)
+                        if not plug._mine(x.numel() // x.shape[-1], gate.shape[1], gate.shape[0]):
+                            return previous(x)
                         out = plug._count(plug.fn(x=_rows(x), w_gate=gate, w_up=up, w_down=down))
                         return out.reshape(*x.shape[:-1], out.shape[-1])
 
@@ -274,7 +299,7 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
         except Exception as e:  # noqa: BLE001 - any failure to load is a reason to leave it out
             excluded.append({"target": t["id"], "reason": f"cannot load {t['path']}: {e}"})
             continue
-        plugs.append(_Plug(t["id"], t["kind"], module.kernel_fn))
+        plugs.append(_Plug(t["id"], t["kind"], module.kernel_fn, t.get("shapes") or ()))
 
     def run_with(selected):
         with contextlib.ExitStack() as stack:
@@ -295,7 +320,8 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
             excluded.append({"target": p.target_id, "reason": f"raised {type(e).__name__}: {e}"})
             continue
         if p.calls == 0:
-            excluded.append({"target": p.target_id, "reason": "the model never called it through a standard call site"})
+            excluded.append({"target": p.target_id, "reason": "the model never called it through a "
+                             f"standard call site at its shapes {p.shapes}"})
             continue
         why = _compare(out, ref, torch_dtype)
         if why:

@@ -393,6 +393,7 @@ mod tests {
 
     fn target(id: &str, f: f64) -> Target {
         Target {
+            layout: Default::default(),
             id: id.into(),
             kind: KernelKind::Softmax,
             shapes: vec![Shape(vec![8, 8])],

@@ -85,6 +85,9 @@ DIM_NAMES = {
 MODES = ["normal", "large", "small", "mixed", "zeros", "constant"]
 """Input modes accepted by :func:`make_inputs`."""
 
+LAYOUTS = ["contiguous", "b_transposed"]
+"""Memory layouts accepted by :func:`make_inputs` (``autokernel_core::Layout``)."""
+
 RMSNORM_EPS = 1e-6
 """Epsilon of rmsnorm: ``x / sqrt(mean(x²) + 1e-6) · w``."""
 
@@ -246,7 +249,8 @@ def _reduce_large(g, rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.gather(x, 1, perm)
 
 
-def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: str = "normal") -> dict:
+def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: str = "normal",
+                layout: str = "contiguous") -> dict:
     """Fresh tensors for ``kernel_fn(**inputs)``, keyed by ``INPUT_NAMES[kind]``.
 
     `shape` is the problem shape of ``KernelKind::dim_names`` (see the module docstring);
@@ -260,16 +264,25 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
     [rows, vocab]`` and ``targets [rows]`` int64 in ``[0, vocab)``; rotary_embedding ``x
     [b, h, s, d]``, ``cos``, ``sin`` ``[s, d/2]`` (d must be even).
 
-    Raises ValueError for an unknown kind or mode, or a shape of the wrong rank.
+    `layout` (:data:`LAYOUTS`) says how the tensors sit in memory, with the same values:
+    ``"contiguous"``; ``"b_transposed"``, matmul's ``B`` as the transpose of a contiguous
+    ``[N, K]`` tensor (strides ``(1, K)``), the way ``nn.Linear`` hands its weight over.
+
+    Raises ValueError for an unknown kind, mode or layout, or a shape of the wrong rank.
     """
     dims = _check(kind, shape, mode)
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown input layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
     # Generated where they are used: a CPU generator plus a host-to-device copy was a large
     # part of each case at the `gpu` shapes (docs/benchmarks.md, turnaround). Every factory
     # call below allocates on `device` (torch.device as a context manager).
     g = torch.Generator(device=torch.device(device))
     g.manual_seed(int(seed))
     with torch.device(device):
-        return _make_inputs(kind, dims, dtype, device, g, mode)
+        inputs = _make_inputs(kind, dims, dtype, device, g, mode)
+    if layout == "b_transposed" and kind == "matmul":
+        inputs["B"] = inputs["B"].t().contiguous().t()
+    return inputs
 
 
 def _make_inputs(kind: str, dims, dtype: torch.dtype, device, g: torch.Generator, mode: str) -> dict:

@@ -355,7 +355,8 @@ def _call(fn, inputs, record_ops):
     return out, ops
 
 
-def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, forbidden_ops):
+def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, forbidden_ops,
+             layout="contiguous"):
     """Runs one case: fresh inputs, reference on its own copy (output kept alive on the
     host and on the device), then `repeats` calls of the candidate on fresh copies.
 
@@ -368,7 +369,7 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
     torch = _P["torch"]
     device = _STATE["device"]
     dt = _dtype(dtype)
-    gen = _P["make_inputs"](kind, list(shape), dt, device, int(seed), mode)
+    gen = _P["make_inputs"](kind, list(shape), dt, device, int(seed), mode, layout)
     ref_inputs = {k: _P["clone"](v) for k, v in gen.items()}
     exp_shape, exp_dtype = _P["output_spec"](kind, ref_inputs)
     ref = _P["reference"](kind, ref_inputs)
@@ -630,14 +631,14 @@ def _measure_us(fn, quick):
     return float(statistics.median(samples))
 
 
-def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled):
+def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="contiguous"):
     """Times candidate, eager reference and (optionally) torch.compile of the reference at
     one shape and dtype. Returns JSON: latency_us, reference_latency_us,
     compiled_latency_us (or null), compiled_error, peak_vram_mb (null on CPU)."""
     torch = _P["torch"]
     dt = _dtype(dtype)
     device = _STATE["device"]
-    inputs = _P["make_inputs"](kind, list(shape), dt, device, int(seed), "normal")
+    inputs = _P["make_inputs"](kind, list(shape), dt, device, int(seed), "normal", layout)
     fn = candidate.fn
     result = {"latency_us": None, "reference_latency_us": None, "compiled_latency_us": None,
               "compiled_error": None, "peak_vram_mb": None}
@@ -662,11 +663,11 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled):
     return json.dumps(result)
 
 
-def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions):
+def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout="contiguous"):
     """Times incumbent and candidate interleaved `repetitions` times (alternating which goes
     first). Returns JSON lists `incumbent_us` and `candidate_us`, one per repetition."""
     dt = _dtype(dtype)
-    inputs = _P["make_inputs"](kind, list(shape), dt, _STATE["device"], int(seed), "normal")
+    inputs = _P["make_inputs"](kind, list(shape), dt, _STATE["device"], int(seed), "normal", layout)
     inc, cand = [], []
     _spin_up()
     for r in range(int(repetitions)):

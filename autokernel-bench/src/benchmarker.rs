@@ -74,6 +74,7 @@ impl Benchmarker for PyWorkerBenchmarker {
             quick: request.quick,
             time_compiled: request.time_compiled,
             gpu_bandwidth_gb_s: self.worker.options().gpu_bandwidth_gb_s,
+            layout: request.layout,
         };
         let reply = self
             .worker
@@ -161,6 +162,7 @@ impl Benchmarker for PyWorkerBenchmarker {
             kind: request.kind,
             timing: request.timing.clone(),
             repetitions: request.repetitions,
+            layout: request.layout,
         };
         match self
             .worker

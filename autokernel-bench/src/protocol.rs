@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use autokernel_core::{DType, KernelKind, Shape};
+use autokernel_core::{DType, KernelKind, Layout, Shape};
 use serde::{Deserialize, Serialize};
 
 /// Environment variables the parent sets for the worker.
@@ -66,6 +66,9 @@ pub(crate) struct BenchJob {
     pub quick: bool,
     pub time_compiled: bool,
     pub gpu_bandwidth_gb_s: Option<f64>,
+    /// How the inputs are laid out (`BenchRequest::layout`).
+    #[serde(default)]
+    pub layout: Layout,
 }
 
 /// A compare request as the worker sees it.
@@ -76,6 +79,9 @@ pub(crate) struct CompareJob {
     pub kind: KernelKind,
     pub timing: (Shape, DType),
     pub repetitions: u32,
+    /// How the inputs are laid out.
+    #[serde(default)]
+    pub layout: Layout,
 }
 
 /// The first line the worker writes: ready, or why not.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{DType, KernelKind, Shape};
+use crate::{DType, KernelKind, Layout, Shape};
 
 /// Where a kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -236,6 +236,9 @@ pub struct BenchRequest {
     pub quick: bool,
     /// Also time `torch.compile` of the reference.
     pub time_compiled: bool,
+    /// How the inputs are laid out in memory (a target's [`Layout`], e.g. `nn.Linear`'s
+    /// transposed weight), in every stage and in the timing.
+    pub layout: Layout,
     /// Wall-clock limit of the whole request.
     pub timeout: Duration,
 }
@@ -252,6 +255,7 @@ impl BenchRequest {
             dtypes: Vec::new(),
             quick: false,
             time_compiled: false,
+            layout: Layout::Contiguous,
             timeout: Duration::from_secs(300),
         }
     }
@@ -288,6 +292,8 @@ pub struct CompareRequest {
     pub timing: (Shape, DType),
     /// Interleaved repetitions (each one times both).
     pub repetitions: u32,
+    /// How the inputs are laid out in memory (see [`BenchRequest::layout`]).
+    pub layout: Layout,
     /// Wall-clock limit of the whole request.
     pub timeout: Duration,
 }

@@ -57,7 +57,7 @@ pub use run::{
     Interrupt, LoopError, LoopOptions, LoopOutcome, NoReporter, OptimizationLoop, Reporter,
     StopReason,
 };
-pub use target::Target;
+pub use target::{Layout, Target};
 pub use version_store::{
     CommitId, ExperimentDraft, Reconciliation, StoreError, UnloggedExperiment, VersionStore,
 };

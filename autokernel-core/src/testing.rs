@@ -12,8 +12,8 @@ use sha2::{Digest, Sha256};
 use crate::{
     Agent, AgentError, BenchError, BenchRequest, BenchResult, Benchmarker, CommitId,
     CompareRequest, Comparison, Correctness, DType, Decision, ExperimentDraft, ExperimentRecord,
-    KernelKind, Metrics, Proposal, ProposalContext, Reconciliation, Shape, StoreError, Target,
-    UnloggedExperiment, VersionStore,
+    KernelKind, Layout, Metrics, Proposal, ProposalContext, Reconciliation, Shape, StoreError,
+    Target, UnloggedExperiment, VersionStore,
 };
 
 /// An agent that returns proposals from a script, then [`Proposal::Exhausted`].
@@ -62,6 +62,8 @@ pub struct FakeBenchmarker {
     judge: Box<Judge>,
     /// Sources it was asked to bench, in order.
     pub benched: Mutex<Vec<String>>,
+    /// The input layout of every bench and compare request, in order.
+    pub layouts: Mutex<Vec<Layout>>,
 }
 
 impl FakeBenchmarker {
@@ -70,6 +72,7 @@ impl FakeBenchmarker {
         FakeBenchmarker {
             judge: Box::new(judge),
             benched: Mutex::new(Vec::new()),
+            layouts: Mutex::new(Vec::new()),
         }
     }
 
@@ -122,6 +125,10 @@ impl Benchmarker for FakeBenchmarker {
     async fn bench(&self, request: &BenchRequest) -> Result<BenchResult, BenchError> {
         let src = read(&request.kernel_path)?;
         self.benched.lock().expect("not poisoned").push(src.clone());
+        self.layouts
+            .lock()
+            .expect("not poisoned")
+            .push(request.layout);
         let (correctness, latency_us) = (self.judge)(&src);
         let kind = request.kind.unwrap_or(KernelKind::Softmax);
         let shape = Shape(vec![1024, 1024]);
@@ -149,6 +156,10 @@ impl Benchmarker for FakeBenchmarker {
     }
 
     async fn compare(&self, request: &CompareRequest) -> Result<Comparison, BenchError> {
+        self.layouts
+            .lock()
+            .expect("not poisoned")
+            .push(request.layout);
         let (_, a) = (self.judge)(&read(&request.incumbent)?);
         let (_, b) = (self.judge)(&read(&request.candidate)?);
         Ok(Comparison {

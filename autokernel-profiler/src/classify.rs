@@ -1,7 +1,7 @@
 //! Classification of op groups into [`KernelKind`]s, conversion of recorded input shapes
 //! into each kind's problem [`Shape`], and the memory/compute bound on a given GPU.
 
-use autokernel_core::{Bound, DType, GpuSpec, KernelKind, Shape};
+use autokernel_core::{Bound, DType, GpuSpec, KernelKind, Layout, Shape};
 
 /// The bare op name: lower-case, namespace (`aten::`) and leading underscores removed.
 fn bare(name: &str) -> String {
@@ -146,6 +146,22 @@ fn positive(v: &[i64]) -> Option<Vec<u64>> {
 fn rows_cols(x: &[u64]) -> Option<Shape> {
     let (&cols, lead) = x.split_last()?;
     Some(Shape(vec![lead.iter().product::<u64>().max(1), cols]))
+}
+
+/// How the model lays out the op's inputs ([`Layout`]): `B` transposed for a matmul that
+/// comes from `nn.Linear` / `aten::linear` (weight recorded as [N, K], used as its
+/// transpose); contiguous otherwise, including `addmm` and `mm`, whose recorded shapes do
+/// not say whether `B` is a transposed view (Hugging Face's `Conv1D` passes a contiguous
+/// [K, N] weight to `addmm`).
+pub fn problem_layout(kind: KernelKind, op: &str, shapes: &[Vec<i64>]) -> Layout {
+    if kind != KernelKind::Matmul || bare(op) != "linear" {
+        return Layout::Contiguous;
+    }
+    let dims = |i: usize| shapes.get(i).and_then(|s| positive(s));
+    match (dims(0), dims(1)) {
+        (Some(a), Some(w)) if w.len() == 2 && a.last() == Some(&w[1]) => Layout::BTransposed,
+        _ => Layout::Contiguous,
+    }
 }
 
 /// Converts an op's recorded input shapes (`Input Dims`) into `kind`'s problem shape

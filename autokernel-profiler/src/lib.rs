@@ -38,7 +38,9 @@ use std::path::Path;
 
 use autokernel_core::ProfileError;
 
-pub use classify::{bound, classify_group, kind_of_kernel, kind_of_op, problem_shape};
+pub use classify::{
+    bound, classify_group, kind_of_kernel, kind_of_op, problem_layout, problem_shape,
+};
 pub use import::TransferStats;
 pub use link::MODULE_PREFIX;
 pub use profiler::{ChromeTraceProfiler, ModelRun, EXAMPLES, PROFILE_MODEL_PY};

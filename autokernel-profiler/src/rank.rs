@@ -5,12 +5,12 @@ use std::fmt::Write as _;
 
 use autokernel_core::keep::end_to_end_speedup;
 use autokernel_core::{
-    lookup_gpu, Bound, DType, GpuLookup, GpuSpec, KernelKind, OpProfile, ProfileReport, Shape,
-    Target,
+    lookup_gpu, Bound, DType, GpuLookup, GpuSpec, KernelKind, Layout, OpProfile, ProfileReport,
+    Shape, Target,
 };
 use serde::Serialize;
 
-use crate::classify::{bound, classify_group, problem_shape};
+use crate::classify::{bound, classify_group, problem_layout, problem_shape};
 use crate::import::{Trace, TransferStats};
 use crate::link::Linked;
 
@@ -215,31 +215,36 @@ fn plan_where(
     dtype: DType,
     keep: impl Fn(KernelKind) -> bool,
 ) -> Vec<Target> {
-    let mut targets: Vec<(KernelKind, Option<Shape>, f64, String)> = Vec::new();
+    let mut targets: Vec<(KernelKind, Option<Shape>, Layout, f64, String)> = Vec::new();
     for op in &report.ops {
         let Some(kind) = op.kind.filter(|k| keep(*k)) else {
             continue;
         };
         let shape = problem_shape(kind, &op.op, &op.shapes);
-        if let Some(t) = targets.iter_mut().find(|t| t.0 == kind && t.1 == shape) {
-            t.2 += op.fraction;
+        let layout = problem_layout(kind, &op.op, &op.shapes);
+        if let Some(t) = targets
+            .iter_mut()
+            .find(|t| t.0 == kind && t.1 == shape && t.2 == layout)
+        {
+            t.3 += op.fraction;
             continue;
         }
         if targets.len() == top {
             continue;
         }
-        targets.push((kind, shape, op.fraction, op.op.clone()));
+        targets.push((kind, shape, layout, op.fraction, op.op.clone()));
     }
     targets
         .into_iter()
         .enumerate()
-        .map(|(i, (kind, shape, fraction, op))| Target {
+        .map(|(i, (kind, shape, layout, fraction, op))| Target {
             id: format!("{:02}-{}", i + 1, kind.name()),
             kind,
             shapes: shape.into_iter().collect(),
             dtype,
             fraction: fraction.min(1.0),
             op,
+            layout,
         })
         .collect()
 }
@@ -456,6 +461,57 @@ mod tests {
         assert_eq!(all.len(), 3);
         assert_eq!(all[2].id, "03-softmax");
         assert_eq!(all[2].shapes, vec![Shape(vec![12 * 512, 512])]);
+    }
+
+    #[test]
+    fn a_matmul_from_nn_linear_is_planned_with_b_transposed_and_addmm_contiguous() {
+        let report = ProfileReport {
+            device: "cuda".into(),
+            total_device_time_us: 100.0,
+            coverage: 1.0,
+            warnings: vec![],
+            ops: vec![
+                // nn.Linear(768, 50257): weight [50257, 768], used as its transpose
+                op(
+                    1,
+                    "Linear",
+                    Some(KernelKind::Matmul),
+                    vec![vec![1, 1024, 768], vec![50257, 768]],
+                    0.5,
+                ),
+                // Hugging Face Conv1D: addmm with a contiguous [K, N] weight
+                op(
+                    2,
+                    "aten::addmm",
+                    Some(KernelKind::Matmul),
+                    vec![vec![2304], vec![1024, 768], vec![768, 2304]],
+                    0.2,
+                ),
+                // the same problem shape as a Linear, but from mm: not merged with it
+                op(
+                    3,
+                    "aten::mm",
+                    Some(KernelKind::Matmul),
+                    vec![vec![1024, 768], vec![768, 50257]],
+                    0.1,
+                ),
+            ],
+        };
+        let t = plan(&report, 5, DType::Float16);
+        let got: Vec<(&str, Layout, &Shape)> = t
+            .iter()
+            .map(|t| (t.op.as_str(), t.layout, &t.shapes[0]))
+            .collect();
+        let lm = Shape(vec![1024, 50257, 768]);
+        let qkv = Shape(vec![1024, 2304, 768]);
+        assert_eq!(
+            got,
+            vec![
+                ("Linear", Layout::BTransposed, &lm),
+                ("aten::addmm", Layout::Contiguous, &qkv),
+                ("aten::mm", Layout::Contiguous, &lm),
+            ]
+        );
     }
 
     #[test]

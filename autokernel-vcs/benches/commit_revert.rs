@@ -73,6 +73,7 @@ fn commit_revert(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let target = Target {
+        layout: Default::default(),
         id: "t".into(),
         kind: KernelKind::Softmax,
         shapes: vec![Shape(vec![64, 64])],

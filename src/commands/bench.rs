@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use autokernel_bench::{PyWorkerBenchmarker, WorkerOptions, WorkerProgram};
 use autokernel_core::{
-    BenchError, BenchRequest, BenchResult, Benchmarker, DType, Device, KernelKind, Shape,
+    BenchError, BenchRequest, BenchResult, Benchmarker, DType, Device, KernelKind, Layout, Shape,
 };
 use serde_json::json;
 
@@ -66,6 +66,16 @@ pub struct BenchArgs {
     /// Also time torch.compile of the reference
     #[arg(long, help_heading = "Bench")]
     pub compile: bool,
+    /// How the inputs sit in memory: contiguous, or b_transposed (matmul's B as the
+    /// transpose of a contiguous [N, K] tensor, as nn.Linear hands its weight over; the
+    /// layout `run` uses for a target planned from nn.Linear). Other kinds ignore it
+    #[arg(
+        long,
+        default_value = "contiguous",
+        value_name = "contiguous|b_transposed",
+        help_heading = "Bench"
+    )]
+    pub layout: Layout,
     /// The Python interpreter whose environment (torch, triton) the worker adopts
     #[arg(long, env = "AUTOKERNEL_PYTHON", help_heading = "Bench")]
     pub python: Option<PathBuf>,
@@ -181,6 +191,7 @@ fn request(args: &BenchArgs, path: &Path, shape: Option<&Shape>) -> BenchRequest
     request.device = args.device;
     request.quick = args.quick;
     request.time_compiled = args.compile;
+    request.layout = args.layout;
     request.timeout = Duration::from_secs(args.timeout);
     if let Some(shape) = shape {
         request.extra_shapes.push(shape.clone());

@@ -161,7 +161,15 @@ pub async fn verify_workspace(
         .iter()
         .filter(|t| ws.path(&t.kernel_relpath()).exists())
         .filter(|t| !slower.iter().any(|e| e.target == t.id))
-        .map(|t| serde_json::json!({"id": t.id, "kind": t.kind.name(), "path": ws.path(&t.kernel_relpath())}))
+        .map(|t| {
+            let shapes: Vec<&[u64]> = t.shapes.iter().map(|s| s.0.as_slice()).collect();
+            serde_json::json!({
+                "id": t.id,
+                "kind": t.kind.name(),
+                "path": ws.path(&t.kernel_relpath()),
+                "shapes": shapes,
+            })
+        })
         .collect();
     let model = match &spec.source {
         ModelSource::File { path, class } => {

@@ -328,3 +328,43 @@ fn model_errors_name_the_file_and_line_in_the_users_code() {
     assert!(err.contains("rejected an input of shape [2, 8]"), "{err}");
     assert!(err.contains(&format!("(at {m}:4)")), "{err}");
 }
+
+#[test]
+fn bench_layout_b_transposed_hands_the_kernel_a_transposed_b() {
+    let (keep, _) = tempdir();
+    let path = keep.path().join("mm.py");
+    let out = autokernel()
+        .args(["new-kernel", "matmul", "-o"])
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    // a kernel that insists on nn.Linear's layout: B[k, n] at k + n*K
+    let source = std::fs::read_to_string(&path).unwrap().replace(
+        "    M, K = A.shape\n",
+        "    M, K = A.shape\n    assert B.stride(0) == 1 and not B.is_contiguous(), f\"B strides {B.stride()}\"\n",
+    );
+    assert!(
+        source.contains("B strides"),
+        "the starter's kernel_fn starts with `M, K = A.shape`"
+    );
+    std::fs::write(&path, source).unwrap();
+    let bench = |layout: &str| {
+        autokernel()
+            .arg("bench")
+            .arg(&path)
+            .args([
+                "--device", "cpu", "--quick", "--shape", "32,24,16", "--dtype", "float32",
+            ])
+            .args(["--layout", layout, "--json"])
+            .output()
+            .expect("runs")
+    };
+    let transposed = bench("b_transposed");
+    let text = String::from_utf8_lossy(&transposed.stdout);
+    assert_eq!(transposed.status.code(), Some(0), "{text}");
+    let contiguous = bench("contiguous");
+    let text = String::from_utf8_lossy(&contiguous.stdout);
+    assert_eq!(contiguous.status.code(), Some(1), "{text}");
+    assert!(text.contains("B strides"), "{text}");
+}

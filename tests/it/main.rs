@@ -3,5 +3,6 @@
 //! and read the workspace back with the `git` command as an independent reader.
 
 mod cli;
+mod plugs;
 mod run;
 mod util;

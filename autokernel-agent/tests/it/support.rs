@@ -58,6 +58,7 @@ def kernel_fn(x):
 
 pub fn target(id: &str) -> Target {
     Target {
+        layout: Default::default(),
         id: id.into(),
         kind: KernelKind::Softmax,
         shapes: vec![Shape(vec![4096, 4096])],

@@ -480,6 +480,7 @@ impl Harness {
                 dtype.name(),
                 7u64,
                 reps,
+                job.layout.name(),
             ))?
             .extract()?;
         for c in &loaded {
@@ -583,6 +584,7 @@ impl Harness {
             kind,
             seed: 1000,
             forbidden: kind.forbidden_ops().iter().map(|s| s.to_string()).collect(),
+            layout: job.layout.name(),
             restart: false,
             stages: std::mem::take(&mut result.stages),
         };
@@ -694,6 +696,8 @@ struct Run<'a, 'py> {
     kind: KernelKind,
     seed: u64,
     forbidden: Vec<String>,
+    /// How the inputs are laid out (`Layout::name`), for every case and the timing.
+    layout: &'static str,
     restart: bool,
     stages: Vec<StageReport>,
 }
@@ -820,6 +824,7 @@ impl Run<'_, '_> {
                 seed,
                 quick,
                 job.time_compiled,
+                self.layout,
             ))
             .and_then(|r| r.extract::<String>());
         let timed = match timed {
@@ -1021,6 +1026,7 @@ impl Run<'_, '_> {
             c.repeats,
             c.record_ops,
             self.forbidden.clone(),
+            self.layout,
         ));
         let res = match res {
             Ok(r) => r,

@@ -43,21 +43,23 @@ async fn compare_times_both_kernels_interleaved() {
     let starter = starter_path("softmax");
     let c = b
         .compare(&CompareRequest {
+            layout: Default::default(),
             incumbent: starter.clone(),
             candidate: starter,
             kind: KernelKind::Softmax,
             device: Device::Cpu,
             timing: (Shape(vec![8, 128]), DType::Float32),
-            repetitions: 3,
+            repetitions: 5,
             timeout: Duration::from_secs(120),
         })
         .await
         .unwrap();
-    assert_eq!(c.repetitions, 3);
+    assert_eq!(c.repetitions, 5);
     assert!(
         c.incumbent_latency_us > 0.0 && c.candidate_latency_us > 0.0,
         "{c:?}"
     );
-    // the same file against itself: the median ratio is near 1 (CPU wall clock, loose)
-    assert!(c.median_speedup > 0.3 && c.median_speedup < 3.0, "{c:?}");
+    // the same file against itself: the median ratio is near 1. Loose: a CPU wall clock
+    // under the other tests of this binary (a 2-core machine once read 11x over 3 reps)
+    assert!(c.median_speedup > 0.1 && c.median_speedup < 10.0, "{c:?}");
 }

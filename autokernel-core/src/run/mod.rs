@@ -425,6 +425,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             dtypes: vec![target.dtype],
             quick: false,
             time_compiled: false,
+            layout: target.layout,
             timeout: self.options.bench_timeout,
         }
     }
@@ -656,6 +657,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                     device: self.options.device,
                     timing: (m.shape.clone(), m.dtype),
                     repetitions: self.options.compare_repetitions,
+                    layout: target.layout,
                     timeout: self.options.bench_timeout,
                 };
                 match self.bench.compare(&req).await {

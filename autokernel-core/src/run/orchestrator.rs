@@ -207,6 +207,7 @@ mod tests {
 
     fn target(id: &str, f: f64) -> Target {
         Target {
+            layout: Default::default(),
             id: id.into(),
             kind: KernelKind::Softmax,
             shapes: vec![],

@@ -6,6 +6,7 @@ use crate::{Comparison, DType, KernelKind};
 
 fn target(id: &str, fraction: f64) -> Target {
     Target {
+        layout: Default::default(),
         id: id.into(),
         kind: KernelKind::Softmax,
         shapes: vec![crate::Shape(vec![64, 64])],
@@ -369,4 +370,40 @@ async fn the_reporter_hears_why_each_candidate_was_kept_or_reverted_before_its_r
         "{events:?}"
     );
     assert_eq!(events[4], "decision 3 revert");
+}
+
+#[tokio::test]
+async fn a_targets_layout_reaches_every_bench_and_compare_request() {
+    let fx = Fixture::new();
+    let agent = ScriptedAgent::candidates(&[("faster", &src(80.0, ""))]);
+    let mut t = target("t", 0.5);
+    t.kind = KernelKind::Matmul;
+    t.layout = crate::Layout::BTransposed;
+    let bench = std::sync::Arc::new(FakeBenchmarker::from_comments());
+    let mut l = OptimizationLoop::new(
+        agent,
+        SharedBench(bench.clone()),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    );
+    l.run(vec![(t, src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    let layouts = bench.layouts.lock().unwrap().clone();
+    // the baseline's bench, the candidate's bench and its head-to-head comparison
+    assert_eq!(layouts, vec![crate::Layout::BTransposed; 3]);
+}
+
+/// Lets a test keep a handle on the benchmarker the loop owns.
+struct SharedBench(std::sync::Arc<FakeBenchmarker>);
+
+#[async_trait::async_trait]
+impl Benchmarker for SharedBench {
+    async fn bench(&self, request: &BenchRequest) -> Result<BenchResult, BenchError> {
+        self.0.bench(request).await
+    }
+    async fn compare(&self, request: &CompareRequest) -> Result<Comparison, BenchError> {
+        self.0.compare(request).await
+    }
 }

@@ -56,6 +56,7 @@ pub fn cases_dir() -> PathBuf {
 
 pub fn target(id: &str) -> Target {
     Target {
+        layout: Default::default(),
         id: id.into(),
         kind: KernelKind::Softmax,
         shapes: vec![Shape(vec![64, 64])],

@@ -1,0 +1,72 @@
+//! `python/verify_model.py`'s plugs, exercised in the project's Python: a kernel takes only
+//! the calls at its target's shapes, and two targets of one kind each keep their own.
+
+use std::path::Path;
+use std::process::Command;
+
+/// The Python the worker would use (as `util::autokernel` picks it).
+fn python() -> std::path::PathBuf {
+    std::env::var_os("AUTOKERNEL_PYTHON")
+        .map(Into::into)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"))
+}
+
+const SCRIPT: &str = r#"
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch, torch.nn as nn
+import verify_model as vm
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 16)   # problem 4x16x8
+        self.b = nn.Linear(16, 8)   # problem 4x8x16
+    def forward(self, x):
+        return self.b(self.a(x))
+
+calls = []
+def kernel(tag):
+    def fn(A, B):
+        calls.append((tag, tuple(A.shape), tuple(B.shape)))
+        return A @ B
+    return fn
+
+net = Net()
+x = torch.randn(4, 8)
+ref = net(x)
+first = vm._Plug("01-matmul", "matmul", kernel("01"), [[4, 16, 8]])
+second = vm._Plug("02-matmul", "matmul", kernel("02"), [[4, 8, 16]])
+with first.installed(net), second.installed(net):
+    out = net(x)
+assert torch.allclose(out, ref, atol=1e-5), (out, ref)
+assert calls == [("01", (4, 8), (8, 16)), ("02", (4, 16), (16, 8))], calls
+assert (first.calls, second.calls) == (1, 1)
+# a shape the plan never saw goes to PyTorch
+calls.clear()
+other = vm._Plug("03-matmul", "matmul", kernel("03"), [[99, 16, 8]])
+with other.installed(net):
+    net(x)
+assert calls == [] and other.calls == 0, calls
+# after the plugs are gone the model is itself again
+assert "forward" not in net.a.__dict__ and "forward" not in net.b.__dict__
+print("ok")
+"#;
+
+#[test]
+fn each_plugged_kernel_takes_only_the_calls_at_its_targets_shapes() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(&dir)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+}
