@@ -425,9 +425,9 @@ mod tests {
                 op(2, "aten::relu", None, vec![vec![512, 768]], 0.2),
                 op(
                     3,
-                    "aten::addmm",
+                    "aten::linear",
                     Some(KernelKind::Matmul),
-                    vec![vec![2304], vec![512, 768], vec![768, 2304]],
+                    vec![vec![512, 768], vec![2304, 768], vec![2304]],
                     0.15,
                 ),
                 op(
@@ -450,7 +450,8 @@ mod tests {
         assert_eq!(t.len(), 2);
         assert_eq!(t[0].id, "01-matmul");
         assert_eq!(t[0].shapes, vec![Shape(vec![512, 2304, 768])]);
-        // Linear and addmm have the same problem shape: one target, 0.4 + 0.15
+        // Linear and aten::linear have the same problem shape and layout: one target,
+        // 0.4 + 0.15
         assert!((t[0].fraction - 0.55).abs() < 1e-12);
         assert_eq!(t[1].id, "02-layernorm");
         assert_eq!(t[1].shapes, vec![Shape(vec![512, 768])]);
