@@ -148,7 +148,12 @@ pub fn agent(
                 autokernel_agent::DEFAULT_BASE_URL
             );
         }
-        config.program_md = ws.path("program.md");
+        // the workspace's program.md (written from the built-in copy on a first run, so
+        // that the user can edit it), unless AUTOKERNEL_PROGRAM_MD names another
+        if std::env::var_os(autokernel_agent::env::AUTOKERNEL_PROGRAM_MD).is_none() {
+            install_program_md(ws)?;
+            config.program_md = ws.path("program.md");
+        }
         Ok(autokernel_agent::OpenAiAgent::new(config)?)
     };
     Ok(match choice {

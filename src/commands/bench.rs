@@ -96,6 +96,18 @@ pub struct BenchArgs {
 /// Runs `autokernel bench`: exit 0 on PASS, 1 on any other verdict, 2 (an `Err`) when the
 /// file is missing or the environment cannot run the worker.
 pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    if args.timeout == 0 {
+        anyhow::bail!(
+            "--timeout 0 would time out every evaluation; pass a limit in seconds, e.g. 600"
+        );
+    }
+    if let Some(dir) = args.paths.iter().find(|p| p.is_dir()) {
+        anyhow::bail!(
+            "`{}` is a folder; bench takes kernel.py files, e.g. `autokernel bench {}/kernel.py`",
+            dir.display(),
+            dir.display()
+        );
+    }
     if let Some(missing) = args.paths.iter().find(|p| !p.is_file()) {
         anyhow::bail!(
             "kernel file `{}` not found\nhint: `autokernel new-kernel softmax -o {}` writes a starter",

@@ -121,20 +121,14 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     // flags first: a refused command leaves no workspace folder behind
     let device = args.device;
     let spec = args.model.spec(device)?;
-    let mut ws = Workspace::open(&args.workspace)?;
-    let identity = ModelIdentity::of(&spec, args.model.dtype.is_some());
-    if let Some(previous) = &ws.settings.model {
-        if !previous.same_model(&identity) {
-            bail!(
-                "workspace `{}` belongs to another model ({}), not {}\nhint: pass a new --workspace, or delete that folder to start over",
-                ws.root.display(),
-                previous.describe(),
-                identity.describe()
-            );
-        }
-    }
     if args.top == Some(0) {
         bail!("--top 0 leaves nothing to optimise; pass --top 1 or more");
+    }
+    if args.max_experiments == Some(0) {
+        bail!("--max-experiments 0 runs no experiment; pass 1 or more (`autokernel profile` shows the plan alone)");
+    }
+    if args.budget.is_some_and(|b| b.is_zero()) {
+        bail!("--budget 0 leaves no time for an experiment; pass a duration such as 20m or 8h");
     }
     if args.bench_timeout == 0 {
         bail!(
@@ -146,6 +140,18 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         .is_some_and(|p| !(0.0..100.0).contains(&p))
     {
         bail!("--keep-threshold-pct must be in [0, 100), e.g. 1 for 1%");
+    }
+    let mut ws = Workspace::open(&args.workspace)?;
+    let identity = ModelIdentity::of(&spec, args.model.dtype.is_some());
+    if let Some(previous) = &ws.settings.model {
+        if !previous.same_model(&identity) {
+            bail!(
+                "workspace `{}` belongs to another model ({}), not {}\nhint: pass a new --workspace, or delete that folder to start over",
+                ws.root.display(),
+                previous.describe(),
+                identity.describe()
+            );
+        }
     }
     // the agent is configured (and an LLM's settings checked) before any work is done
     let agent: Box<dyn Agent> = defaults::agent(

@@ -368,3 +368,57 @@ fn bench_layout_b_transposed_hands_the_kernel_a_transposed_b() {
     assert_eq!(contiguous.status.code(), Some(1), "{text}");
     assert!(text.contains("B strides"), "{text}");
 }
+
+#[test]
+fn an_llm_agent_works_on_a_fresh_workspace_with_the_built_in_program_md() {
+    let (_keep, ws) = tempdir();
+    // nothing listens on port 9: the proposal is an invalid row, not a setup error
+    let out = autokernel()
+        .args(["run", "--example", "tiny", "--agent", "openai"])
+        .args([
+            "--llm-base-url",
+            "http://127.0.0.1:9/v1",
+            "--llm-model",
+            "m",
+        ])
+        .args(["--max-experiments", "1", "--device", "cpu", "--no-verify"])
+        .arg("--workspace")
+        .arg(&ws)
+        .env_remove("AUTOKERNEL_PROGRAM_MD")
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("instruction book"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let program = std::fs::read_to_string(ws.join("program.md")).expect("program.md written");
+    assert!(program.len() > 500, "the built-in playbook");
+    let rows = crate::util::rows(&ws);
+    let llm = rows
+        .iter()
+        .find(|r| r["agent"] == "openai:m")
+        .expect("an LLM row");
+    assert_eq!(llm["decision"], "invalid");
+    assert!(llm["description"].contains("cannot reach"), "{llm:?}");
+}
+
+#[test]
+fn zero_budgets_and_limits_are_refused_before_any_work() {
+    for (flag, value, says) in [
+        ("--max-experiments", "0", "--max-experiments 0"),
+        ("--budget", "0s", "--budget 0"),
+    ] {
+        let (_d, ws) = tempdir();
+        let w = ws.to_str().unwrap();
+        let (code, err) = stderr_of(&["run", "--example", "tiny", flag, value, "--workspace", w]);
+        assert_eq!(code, Some(2), "{flag}: {err}");
+        assert!(err.contains(says), "{err}");
+        assert!(!ws.exists(), "the refused command created {}", ws.display());
+    }
+    let (code, err) = stderr_of(&["bench", "k.py", "--timeout", "0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--timeout 0"), "{err}");
+    let (keep, _) = tempdir();
+    let (code, err) = stderr_of(&["bench", keep.path().to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is a folder"), "{err}");
+}
