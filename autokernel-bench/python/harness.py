@@ -66,6 +66,9 @@ def init(device):
     import triton
     import triton.language  # noqa: F401
     import triton.testing
+    # torch.profiler (which every experiment uses) imports torch._dynamo on first use, and
+    # that rebinds torch.manual_seed: done here, before Rust snapshots the namespaces
+    import torch._dynamo  # noqa: F401
 
     here = os.path.dirname(os.path.abspath(__file__))
     if here not in sys.path:
@@ -176,6 +179,41 @@ def guarded_names():
         "harness._bits_equal",
     ]
     return json.dumps(names)
+
+
+def guarded_namespaces():
+    """Namespaces whose entries Rust snapshots before any candidate runs and re-checks by
+    identity after the load and after every stage: the reference and the harness look
+    their functions up in these at call time, so a candidate that rebinds one (say
+    `torch.softmax = lambda x, dim: torch.zeros_like(x)`, which made the reference agree
+    with an all-zeros kernel and poisoned the worker for the next one) is caught.
+
+    JSON list of {name, scope}: `scope` "callables" checks the entries that are callables
+    or classes (data such as `torch.cuda._initialized` legitimately changes), "all" every
+    entry (our own modules and `_P`), "class" every entry and no new ones (a new
+    `Tensor.__matmul__` would shadow the C implementation). Keys written `__x__` are skipped
+    in modules (`__warningregistry__` changes when a warning fires)."""
+    spaces = [
+        ("torch", "callables"),
+        ("torch.nn.functional", "callables"),
+        ("torch.Tensor", "class"),
+        ("torch._C", "callables"),
+        ("torch._C._VariableFunctions", "callables"),
+        ("torch._C._nn", "callables"),
+        ("torch.linalg", "callables"),
+        ("torch.special", "callables"),
+        ("torch.fft", "callables"),
+        ("torch.library", "callables"),
+        ("torch.overrides", "callables"),
+        ("numpy", "callables"),
+        ("math", "callables"),
+        ("builtins", "callables"),
+        ("triton.testing", "callables"),
+        ("catalogue", "all"),
+        ("harness", "all"),
+        ("harness._P", "all"),
+    ]
+    return json.dumps([{"name": n, "scope": sc} for n, sc in spaces])
 
 
 # ---------------------------------------------------------------------------------------
@@ -709,5 +747,5 @@ def describe_exception(exc):
 
 __all__ = [
     "init", "status", "load", "unload", "run_case", "time_kernel", "compare", "call_script",
-    "guarded_names", "describe_exception",
+    "guarded_names", "guarded_namespaces", "describe_exception",
 ]

@@ -293,9 +293,90 @@ struct Harness {
     funcs: std::collections::HashMap<&'static str, Py<PyAny>>,
     /// (dotted name, object) pairs re-checked by identity after each candidate.
     guards: Vec<(String, Py<PyAny>)>,
+    /// Whole namespaces snapshotted before any candidate (see `guarded_namespaces`).
+    namespaces: Vec<Namespace>,
+    /// Modes and library kernels present before any candidate.
+    interposers: Interposers,
     device: String,
     device_name: String,
     import_s: f64,
+}
+
+/// A namespace's entries as they were before any candidate ran.
+struct Namespace {
+    name: String,
+    /// The namespace object itself (module, class or dict).
+    object: Py<PyAny>,
+    /// "callables", "all" or "class" (see `harness.guarded_namespaces`).
+    scope: String,
+    /// (key, value) of each guarded entry.
+    entries: Vec<(String, Py<PyAny>)>,
+    /// Number of entries of a class namespace (where a new entry is tampering too).
+    len: usize,
+}
+
+/// The mapping of a namespace object: a dict as it is, else its `__dict__`.
+fn mapping<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if obj.is_instance_of::<pyo3::types::PyDict>() {
+        Ok(obj.clone())
+    } else {
+        obj.getattr("__dict__")
+    }
+}
+
+impl Namespace {
+    fn snapshot(py: Python<'_>, name: &str, scope: &str) -> PyResult<Namespace> {
+        let object = resolve_dotted(py, name)?;
+        let map = mapping(&object)?;
+        let callable = py.import("builtins")?.getattr("callable")?;
+        let mut entries = Vec::new();
+        let items = map.call_method0("items")?;
+        for item in items.try_iter()? {
+            let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
+            let Ok(key) = key.extract::<String>() else {
+                continue;
+            };
+            let dunder = key.starts_with("__") && key.ends_with("__");
+            let keep = match scope {
+                "class" | "all" => scope == "class" || !dunder,
+                _ => !dunder && callable.call1((&value,))?.is_truthy()?,
+            };
+            if keep {
+                entries.push((key, value.unbind()));
+            }
+        }
+        Ok(Namespace {
+            name: name.to_string(),
+            len: map.len()?,
+            object: object.unbind(),
+            scope: scope.to_string(),
+            entries,
+        })
+    }
+
+    /// `name.key` for every guarded entry replaced or removed (and, for a class, added).
+    fn changes(&self, py: Python<'_>) -> Vec<String> {
+        let now = match resolve_dotted(py, &self.name) {
+            Ok(now) if now.is(&self.object) => now,
+            _ => return vec![format!("{} (replaced)", self.name)],
+        };
+        let Ok(map) = mapping(&now) else {
+            return vec![format!("{} (no namespace)", self.name)];
+        };
+        let mut out: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(key, value)| match map.get_item(key) {
+                Ok(v) => !v.is(value),
+                Err(_) => true,
+            })
+            .map(|(key, _)| format!("{}.{key}", self.name))
+            .collect();
+        if self.scope == "class" && map.len().map_or(true, |n| n != self.len) {
+            out.push(format!("{} (attributes added)", self.name));
+        }
+        out
+    }
 }
 
 const FUNCS: [&str; 9] = [
@@ -309,6 +390,61 @@ const FUNCS: [&str; 9] = [
     "describe_exception",
     "guarded_names",
 ];
+
+/// What a candidate can leave behind to intercept every torch call without rebinding a
+/// name: torch function or dispatch modes left active, or kernels registered through
+/// `torch.library`. Counted through the guarded (identity-checked) `torch._C` and
+/// `torch.library` namespaces; a count this torch cannot give is `None` and not checked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Interposers {
+    function_modes: Option<usize>,
+    dispatch_modes: Option<usize>,
+    library_impls: Option<usize>,
+}
+
+impl Interposers {
+    fn count(py: Python<'_>) -> Interposers {
+        let call = |helper: &str| {
+            resolve_dotted(py, helper)
+                .and_then(|f| f.call0())
+                .and_then(|n| n.extract::<usize>())
+                .ok()
+        };
+        Interposers {
+            function_modes: call("torch._C._len_torch_function_stack"),
+            dispatch_modes: call("torch._C._len_torch_dispatch_stack"),
+            // overrides of aten ops only: torch.compile registers kernels of its own
+            // namespaces (`_c10d_functional/...`), which no reference calls
+            library_impls: resolve_dotted(py, "torch.library._impls")
+                .and_then(|set| {
+                    let mut n = 0;
+                    for entry in set.try_iter()? {
+                        if entry?.extract::<String>()?.starts_with("aten/") {
+                            n += 1;
+                        }
+                    }
+                    Ok(n)
+                })
+                .ok(),
+        }
+    }
+
+    /// What grew since `before`, in words.
+    fn added_since(&self, before: &Interposers) -> Vec<String> {
+        let grew = |now: Option<usize>, then: Option<usize>| matches!((now, then), (Some(a), Some(b)) if a > b);
+        let mut out = Vec::new();
+        if grew(self.function_modes, before.function_modes) {
+            out.push("a torch function mode was left active".to_string());
+        }
+        if grew(self.dispatch_modes, before.dispatch_modes) {
+            out.push("a torch dispatch mode was left active".to_string());
+        }
+        if grew(self.library_impls, before.library_impls) {
+            out.push("aten kernels were overridden through torch.library".to_string());
+        }
+        out
+    }
+}
 
 fn resolve_dotted<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     let modules = py.import("sys")?.getattr("modules")?;
@@ -343,9 +479,26 @@ impl Harness {
                 let obj = resolve_dotted(py, &n)?;
                 guards.push((n, obj.unbind()));
             }
+            #[derive(serde::Deserialize)]
+            struct Space {
+                name: String,
+                scope: String,
+            }
+            let spaces: String = module.getattr("guarded_namespaces")?.call0()?.extract()?;
+            let spaces: Vec<Space> = serde_json::from_str(&spaces)
+                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+            let mut namespaces = Vec::new();
+            for sp in spaces {
+                // a namespace this torch lacks is skipped, not fatal
+                if let Ok(ns) = Namespace::snapshot(py, &sp.name, &sp.scope) {
+                    namespaces.push(ns);
+                }
+            }
             Ok(Harness {
                 funcs,
                 guards,
+                namespaces,
+                interposers: Interposers::count(py),
                 device: info.device,
                 device_name: info.device_name,
                 import_s: info.import_s,
@@ -361,16 +514,26 @@ impl Harness {
             .expect("every name in FUNCS was looked up at start")
     }
 
-    /// Names of guarded objects that were replaced or removed since start.
+    /// Names of guarded objects that were replaced or removed since start, then entries of
+    /// guarded namespaces, then global interposers (torch function or dispatch modes left
+    /// active, kernels registered through `torch.library`).
     fn tampered(&self, py: Python<'_>) -> Vec<String> {
-        self.guards
+        let mut out: Vec<String> = self
+            .guards
             .iter()
             .filter(|(name, obj)| match resolve_dotted(py, name) {
                 Ok(now) => !now.is(obj),
                 Err(_) => true,
             })
             .map(|(n, _)| n.clone())
-            .collect()
+            .collect();
+        for ns in &self.namespaces {
+            out.extend(ns.changes(py));
+        }
+        if out.is_empty() {
+            out.extend(Interposers::count(py).added_since(&self.interposers));
+        }
+        out
     }
 
     fn on_gpu(&self) -> bool {
@@ -938,7 +1101,7 @@ impl Run<'_, '_> {
         self.restart = true;
         Some(Correctness::Tamper {
             reason: format!(
-                "during {stage}, the candidate replaced or removed harness functions: {}",
+                "during {stage}, the candidate changed what the judge relies on: {}",
                 changed.join(", ")
             ),
         })

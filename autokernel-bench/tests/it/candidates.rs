@@ -95,6 +95,41 @@ async fn integrity_violations_are_tamper_and_bad_outputs_fail() {
 }
 
 #[tokio::test]
+async fn a_candidate_that_rewires_the_references_torch_is_tamper_and_the_worker_recovers() {
+    // each answers zeros and makes the reference answer zeros too, in another way
+    let zeros = "def kernel_fn(x):\n    return torch.zeros_like(x)\n";
+    let got = verdicts(&[
+        ("rebinds_softmax", &format!("torch.softmax = lambda x, dim=-1, **k: torch.zeros_like(x)\n{zeros}")),
+        ("rebinds_functional", &format!("import torch.nn.functional as F\nF.softmax = lambda x, dim=-1, **k: torch.zeros_like(x)\n{zeros}")),
+        ("adds_a_tensor_method", &format!("torch.Tensor.softmax = lambda self, dim=-1, **k: torch.zeros_like(self)\n{zeros}")),
+        ("edits_the_harness_table", &format!("import sys\nsys.modules['harness']._P['reference'] = lambda kind, inputs: torch.zeros_like(inputs['x']).float()\n{zeros}")),
+        ("leaves_a_mode_active", &format!("from torch.overrides import TorchFunctionMode\nclass Z(TorchFunctionMode):\n    def __torch_function__(self, func, types, args=(), kwargs=None):\n        return func(*args, **(kwargs or {{}}))\nZ().__enter__()\n{zeros}")),
+        ("overrides_aten", &format!("_lib = torch.library.Library('aten', 'IMPL')\n_lib.impl('_softmax', lambda x, d, h: torch.zeros_like(x), 'CPU')\n{zeros}")),
+        // and the next, honest candidate on the same benchmarker still passes
+        ("honest", "def kernel_fn(x):\n    e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n    return (e / e.sum(-1, keepdim=True)).to(x.dtype)\n"),
+    ])
+    .await;
+    let expect = [
+        "torch.softmax",
+        "torch.nn.functional.softmax",
+        "torch.Tensor",
+        "harness._P.reference",
+        "torch function mode",
+        "torch.library",
+    ];
+    for (i, what) in expect.iter().enumerate() {
+        let (name, verdict) = &got[i];
+        assert!(
+            matches!(verdict, Correctness::Tamper { .. }),
+            "{name}: {verdict:?}"
+        );
+        let reason = verdict.reason().unwrap_or_default();
+        assert!(reason.contains(what), "{name}: {reason}");
+    }
+    assert!(got[6].1.is_pass(), "{:?}", got[6]);
+}
+
+#[tokio::test]
 async fn a_kernel_that_is_wrong_only_at_non_power_of_two_widths_fails_edge() {
     // correct where cols is a power of two; leaves the tail of other rows unnormalised
     let body = r#"import triton
