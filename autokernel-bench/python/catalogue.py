@@ -85,6 +85,19 @@ DIM_NAMES = {
 MODES = ["normal", "large", "small", "mixed", "zeros", "constant"]
 """Input modes accepted by :func:`make_inputs`."""
 
+TINY_SHAPES = {
+    "matmul": [16, 16, 16],
+    "softmax": [4, 32],
+    "layernorm": [4, 32],
+    "rmsnorm": [4, 32],
+    "flash_attention": [1, 2, 16, 16],
+    "fused_mlp": [4, 16, 32],
+    "cross_entropy": [4, 32],
+    "rotary_embedding": [1, 2, 8, 16],
+    "reduce": [4, 32],
+}
+"""One small problem shape per kind, to run each reference once when the worker starts."""
+
 LAYOUTS = ["contiguous", "b_transposed"]
 """Memory layouts accepted by :func:`make_inputs` (``autokernel_core::Layout``)."""
 

@@ -120,6 +120,7 @@ def init(device):
         ProfilerActivity=torch.profiler.ProfilerActivity,
         float32=torch.float32,
     )
+    _exercise_references()
     name = torch.cuda.get_device_name() if use_cuda else "cpu"
     return json.dumps(
         {
@@ -132,6 +133,23 @@ def init(device):
             "import_s": _now() - t0,
         }
     )
+
+
+def _exercise_references():
+    """Runs every kind's input generator, reference and eager op once on tiny inputs, on the
+    chosen device: whatever torch initialises lazily on first use (the CUDA context, cuBLAS,
+    backend choices, modules imported on demand) happens now, before Rust snapshots the
+    namespaces it guards, and never looks like a candidate's doing."""
+    cat = _P["catalogue"]
+    torch = _P["torch"]
+    for kind, shape in getattr(cat, "TINY_SHAPES", {}).items():
+        try:
+            inputs = _P["make_inputs"](kind, shape, torch.float32, _STATE["device"], 0, "normal")
+            _P["reference"](kind, {k: v.clone() for k, v in inputs.items()})
+            _eager(kind, inputs)
+        except Exception:  # noqa: BLE001 - only a warm-up; the stages report real failures
+            pass
+    _P["synchronize"]()
 
 
 def status():
