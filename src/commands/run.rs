@@ -331,6 +331,10 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         outcome.experiments,
         report::projected(&summaries)
     );
+    if !resolved_device.starts_with("cuda") {
+        // the CPU interpreter's latencies say nothing about speed; say so where they show
+        summary.push_str("timings: Triton's interpreter on the CPU, not representative (the keep rule and the speedups above are only exercised, not meaningful)\n");
+    }
     if let Some(v) = &verified_now {
         if v.included.is_empty() {
             summary.push_str(

@@ -5,6 +5,12 @@ use crate::{BenchResult, Comparison};
 /// Default threshold of the keep rule: a candidate must be more than 1% faster.
 pub const DEFAULT_KEEP_THRESHOLD: f64 = 0.01;
 
+/// Largest spread of the head-to-head speedups, `(max − min) / median`, at which the keep
+/// rule decides on representative (GPU) timings. On the H200 (2026-11-30), 94 comparisons
+/// of two runs had spreads of 0.2–6% (median 1.0%); before the timing fix of that day a
+/// busy host produced 491%, and slower candidates were kept.
+pub const MAX_SPREAD: f64 = 0.25;
+
 /// Why a candidate was or was not kept.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KeepVerdict {
@@ -43,6 +49,16 @@ pub fn decide(
         };
     }
     let gain_pct = (c.median_speedup - 1.0) * 100.0;
+    if candidate.timing_representative && c.spread > MAX_SPREAD {
+        return KeepVerdict::Revert {
+            reason: format!(
+                "too noisy to decide: {gain_pct:.1}% faster but a spread of {:.0}% over {} repetitions (limit {:.0}%); is something else using the GPU or the host?",
+                c.spread * 100.0,
+                c.repetitions,
+                MAX_SPREAD * 100.0
+            ),
+        };
+    }
     if c.median_speedup > 1.0 + threshold {
         KeepVerdict::Keep {
             speedup: c.median_speedup,
@@ -123,6 +139,31 @@ mod tests {
             decide(&result(Correctness::Pass), Some(&cmp(1.2)), 0.01),
             KeepVerdict::Keep { speedup: 1.2 }
         );
+    }
+
+    #[test]
+    fn on_a_gpu_a_comparison_too_noisy_to_trust_is_not_kept_however_fast() {
+        let mut gpu = result(Correctness::Pass);
+        gpu.timing_representative = true;
+        let mut noisy = cmp(2.0);
+        noisy.spread = 0.30;
+        match decide(&gpu, Some(&noisy), 0.01) {
+            KeepVerdict::Revert { reason } => {
+                assert!(reason.contains("too noisy"), "{reason}");
+                assert!(reason.contains("spread of 30%"), "{reason}");
+            }
+            v => panic!("{v:?}"),
+        }
+        // the same spread on the CPU interpreter decides as before (its timings say nothing)
+        assert!(matches!(
+            decide(&result(Correctness::Pass), Some(&noisy), 0.01),
+            KeepVerdict::Keep { .. }
+        ));
+        // and a quiet GPU comparison is kept
+        assert!(matches!(
+            decide(&gpu, Some(&cmp(2.0)), 0.01),
+            KeepVerdict::Keep { .. }
+        ));
     }
 
     #[test]
