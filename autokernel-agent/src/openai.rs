@@ -740,20 +740,7 @@ impl Agent for OpenAiAgent {
                         as u64,
                 }),
             );
-            if let Some(r) = reported.filter(|r| r.prompt_tokens > 0) {
-                if prompt_estimate >= TRUNCATION_CHECK_MIN_TOKENS
-                    && (r.prompt_tokens as usize) * 2 < prompt_estimate
-                {
-                    return Ok(Proposal::Invalid {
-                        reason: format!(
-                            "server_truncated_prompt: the server counted {} prompt tokens but about {prompt_estimate} were sent; its context window is smaller than the prompt (e.g. Ollama's num_ctx, llama.cpp's --n_ctx): raise it, or lower {} to match",
-                            r.prompt_tokens,
-                            env::AUTOKERNEL_LLM_CONTEXT_TOKENS
-                        ),
-                        usage,
-                    });
-                }
-            }
+            // a reply cut at the output limit is `truncated`, whatever the prompt count says
             if completion.finish_reason.as_deref() == Some("length") {
                 if !retried {
                     tracing::warn!(
@@ -781,6 +768,20 @@ impl Agent for OpenAiAgent {
                     ),
                     usage,
                 });
+            }
+            if let Some(r) = reported.filter(|r| r.prompt_tokens > 0) {
+                if prompt_estimate >= TRUNCATION_CHECK_MIN_TOKENS
+                    && (r.prompt_tokens as usize) * 2 < prompt_estimate
+                {
+                    return Ok(Proposal::Invalid {
+                        reason: format!(
+                            "server_truncated_prompt: the server counted {} prompt tokens but about {prompt_estimate} were sent; its context window is smaller than the prompt (e.g. Ollama's num_ctx, llama.cpp's --n_ctx): raise it, or lower {} to match",
+                            r.prompt_tokens,
+                            env::AUTOKERNEL_LLM_CONTEXT_TOKENS
+                        ),
+                        usage,
+                    });
+                }
             }
             return Ok(match parse_reply(&completion.content) {
                 Ok(parsed) => Proposal::Candidate {

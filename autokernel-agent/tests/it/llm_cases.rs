@@ -135,6 +135,28 @@ async fn truncated_reply_case_is_retried_once_with_double_budget_then_named() {
     assert_eq!(sent[1]["max_tokens"], 2000);
 }
 
+/// The same case behind a prompt of over 5000 tokens (a kernel with a long comment) against
+/// the 1800 the case reports: still `truncated`, not blamed on the server's context window.
+#[tokio::test]
+async fn truncated_reply_case_is_truncated_even_when_the_server_counted_a_short_prompt() {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        ResponseTemplate::new(200)
+            .set_body_raw(case("llm", "truncated_reply.json"), "application/json"),
+    )
+    .await;
+    let mut s = setup(&server, |c| c.program_md.set_file_name("shipped.md"));
+    let long = format!("{KERNEL}\n# {}\n", "notes on tiling ".repeat(1500));
+    let (reason, _) = invalid(s.agent.propose(&Fixture::new(&long).ctx()).await.unwrap());
+    assert!(reason.starts_with("truncated:"), "{reason}");
+    assert_eq!(
+        bodies(&server).await.len(),
+        2,
+        "retried once with twice the budget"
+    );
+}
+
 /// Shared case: content cut inside a code fence, finish_reason length: truncated, and
 /// the partial block is never offered as a candidate.
 #[tokio::test]
