@@ -35,7 +35,7 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Judge one kernel.py: every correctness stage, then timing against PyTorch
+    /// Judge kernel.py files: every correctness stage, then timing against PyTorch
     Bench(commands::bench::BenchArgs),
     /// Write a starter kernel.py for a kernel kind
     NewKernel(commands::new_kernel::NewKernelArgs),

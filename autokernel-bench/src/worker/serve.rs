@@ -446,6 +446,14 @@ impl Interposers {
     }
 }
 
+/// The last component of `path` (`kernel.py` when it has none), for messages.
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || "kernel.py".to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
 fn resolve_dotted<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     let modules = py.import("sys")?.getattr("modules")?;
     let mut parts = name.split('.');
@@ -698,9 +706,10 @@ impl Harness {
                 };
                 return Ok((result, true));
             }
+            let file = file_name(&job.kernel_path);
             let at = meta
                 .line
-                .map(|l| format!(" (kernel.py line {l})"))
+                .map(|l| format!(" ({file} line {l})"))
                 .unwrap_or_default();
             load_fail(
                 &mut result,
@@ -748,6 +757,7 @@ impl Harness {
             seed: 1000,
             forbidden: kind.forbidden_ops().iter().map(|s| s.to_string()).collect(),
             layout: job.layout.name(),
+            file: file_name(&job.kernel_path),
             restart: false,
             stages: std::mem::take(&mut result.stages),
         };
@@ -861,6 +871,8 @@ struct Run<'a, 'py> {
     forbidden: Vec<String>,
     /// How the inputs are laid out (`Layout::name`), for every case and the timing.
     layout: &'static str,
+    /// The candidate's file name, for messages that point at a line of it.
+    file: String,
     restart: bool,
     stages: Vec<StageReport>,
 }
@@ -1159,7 +1171,7 @@ impl Run<'_, '_> {
         cuda: bool,
     ) -> Correctness {
         let at = line
-            .map(|l| format!(" (kernel.py line {l})"))
+            .map(|l| format!(" ({} line {l})", self.file))
             .unwrap_or_default();
         if cuda {
             self.restart = true;

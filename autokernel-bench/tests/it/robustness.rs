@@ -87,7 +87,7 @@ async fn a_raising_kernel_fails_smoke_and_the_same_worker_serves_the_next_reques
     let dir = tempfile::tempdir().unwrap();
     let k = write(
         dir.path(),
-        "kernel.py",
+        "raises.py",
         &format!("{HEADER}def kernel_fn(x):\n    raise ValueError('boom')\n"),
     );
     let b = PyWorkerBenchmarker::with_worker(worker());
@@ -98,7 +98,8 @@ async fn a_raising_kernel_fails_smoke_and_the_same_worker_serves_the_next_reques
     };
     assert_eq!(*stage, Stage::Smoke);
     assert!(reason.contains("ValueError: boom"), "{reason}");
-    assert!(reason.contains("kernel.py line 6"), "{reason}");
+    // the line is named in the file the user gave
+    assert!(reason.contains("raises.py line 6"), "{reason}");
     then_good(&b).await;
     assert_eq!(
         pid(&b).await,
