@@ -93,10 +93,18 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
     if args.json {
         crate::print_stdout(&serde_json::to_string_pretty(&v)?);
     } else {
+        let verdict = if v.included.is_empty() {
+            "n/a (no kernel was plugged into the model; PyTorch's own ops are kept)".to_string()
+        } else {
+            v.passed.to_string()
+        };
+        let included = if v.included.is_empty() {
+            "none".to_string()
+        } else {
+            v.included.join(", ")
+        };
         crate::print_stdout(&format!(
-            "verified: {}\nincluded: {}\n{}eager_ms: {}\noptimized_ms: {}\nspeedup: {}",
-            v.passed,
-            v.included.join(", "),
+            "verified: {verdict}\nincluded: {included}\n{}eager_ms: {}\noptimized_ms: {}\nspeedup: {}",
             v.excluded
                 .iter()
                 .map(|e| format!("excluded: {}: {}\n", e.target, e.reason))
