@@ -178,21 +178,25 @@ fn print_unlabelled(
             "timing_representative": false, "source_sha256": null,
             "path": path.display().to_string(),
         });
-        let text = if several {
-            serde_json::to_string(&v)?
-        } else {
-            serde_json::to_string_pretty(&v)?
-        };
-        writeln!(out, "{text}")?;
+        write_json(&mut out, &v, several)?;
     } else {
         writeln!(
             out,
-            "kernel: {}
-correctness: {verdict}
-reason: {reason}",
+            "kernel: {}\ncorrectness: {verdict}\nreason: {reason}",
             path.display()
         )?;
     }
+    Ok(())
+}
+
+/// One JSON object: on one line among several evaluations (JSON lines), pretty when alone.
+fn write_json(out: &mut impl Write, v: &serde_json::Value, several: bool) -> anyhow::Result<()> {
+    let text = if several {
+        serde_json::to_string(v)?
+    } else {
+        serde_json::to_string_pretty(v)?
+    };
+    writeln!(out, "{text}")?;
     Ok(())
 }
 
@@ -229,12 +233,7 @@ fn print_result(
         let mut v = to_json(result);
         v["path"] = json!(path.display().to_string());
         v["turnaround_s"] = json!(turnaround_s);
-        let text = if several {
-            serde_json::to_string(&v)?
-        } else {
-            serde_json::to_string_pretty(&v)?
-        };
-        writeln!(out, "{text}")?;
+        write_json(&mut out, &v, several)?;
     } else {
         write!(out, "{}", table(path, result))?;
         writeln!(out, "turnaround_s: {turnaround_s:.2}")?;

@@ -291,39 +291,27 @@ fn a_kernel_that_kills_the_worker_before_naming_its_kind_is_a_crash_verdict() {
 
 #[test]
 fn model_errors_name_the_file_and_line_in_the_users_code() {
-    let ctor = "import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        raise ValueError('bad config')\n";
-    let (_dir, path) = model_file(ctor);
-    let m = path.to_str().unwrap();
-    let args = [
-        "profile",
-        "--model",
-        m,
-        "--class",
-        "Net",
-        "--device",
-        "cpu",
-        "--input-shape",
-        "2,8",
-    ];
-    let (code, err) = stderr_of(&args);
+    let profile = |source: &str| {
+        let (_dir, path) = model_file(source);
+        let m = path.to_str().unwrap().to_string();
+        let (code, err) = stderr_of(&[
+            "profile",
+            "--model",
+            &m,
+            "--class",
+            "Net",
+            "--device",
+            "cpu",
+            "--input-shape",
+            "2,8",
+        ]);
+        (code, err, m)
+    };
+    let (code, err, m) = profile("import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        raise ValueError('bad config')\n");
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("ValueError: bad config"), "{err}");
     assert!(err.contains(&format!("(at {m}:5)")), "{err}");
-    let fwd = "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x.view(3, 7)\n";
-    let (_dir, path) = model_file(fwd);
-    let m = path.to_str().unwrap();
-    let args = [
-        "profile",
-        "--model",
-        m,
-        "--class",
-        "Net",
-        "--device",
-        "cpu",
-        "--input-shape",
-        "2,8",
-    ];
-    let (code, err) = stderr_of(&args);
+    let (code, err, m) = profile("import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x.view(3, 7)\n");
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("rejected an input of shape [2, 8]"), "{err}");
     assert!(err.contains(&format!("(at {m}:4)")), "{err}");
