@@ -227,6 +227,8 @@ def guarded_namespaces():
         ("math", "callables"),
         ("builtins", "callables"),
         ("triton.testing", "callables"),
+        ("torch.cuda.Event", "class"),
+        ("statistics", "callables"),
         ("catalogue", "all"),
         ("harness", "all"),
         ("harness._P", "all"),

@@ -557,6 +557,14 @@ impl Harness {
                     .map_err(|e| Failure::Harness(e.to_string()))
             }),
             Request::Compare(job) => self.compare(py, &job).and_then(|c| {
+                // both kernels' module code ran again here: no verdict was taken after it
+                let changed = self.tampered(py);
+                if !changed.is_empty() {
+                    return Err(Failure::Tampered(format!(
+                        "during the head-to-head timing, a kernel changed what the judge relies on: {}",
+                        changed.join(", ")
+                    )));
+                }
                 serde_json::to_value(&c)
                     .map(|v| (v, false))
                     .map_err(|e| Failure::Harness(e.to_string()))
@@ -570,6 +578,8 @@ impl Harness {
         match result {
             Ok((value, restart)) => (ReplyBody::Ok { value }, restart),
             Err(Failure::Harness(message)) => (ReplyBody::Error { message }, false),
+            // the worker's torch is no longer trustworthy: answered, then restarted
+            Err(Failure::Tampered(message)) => (ReplyBody::Error { message }, true),
             Err(Failure::Python(e)) => {
                 let (message, traceback, cuda) = self.describe(py, &e);
                 (ReplyBody::PythonError { message, traceback }, cuda)
@@ -777,6 +787,8 @@ impl Harness {
 enum Failure {
     /// The request or the harness is at fault; a message.
     Harness(String),
+    /// A kernel changed what the judge relies on outside a bench (in a comparison).
+    Tampered(String),
     /// Python raised in the harness.
     Python(PyErr),
 }

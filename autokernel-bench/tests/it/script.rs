@@ -63,3 +63,36 @@ async fn compare_times_both_kernels_interleaved() {
     // under the other tests of this binary (a 2-core machine once read 11x over 3 reps)
     assert!(c.median_speedup > 0.1 && c.median_speedup < 10.0, "{c:?}");
 }
+
+#[tokio::test]
+async fn a_kernel_that_tampers_only_when_loaded_for_the_comparison_gets_no_comparison() {
+    let dir = tempfile::tempdir().unwrap();
+    let honest = std::fs::read_to_string(starter_path("softmax")).unwrap();
+    // behaves while judged; its second import (the comparison's) rebinds torch.softmax
+    let sly = format!(
+        "import os\nif os.environ.get('AK_TEST_SEEN'):\n    import torch\n    torch.softmax = lambda x, dim=-1, **k: x\nos.environ['AK_TEST_SEEN'] = '1'\n{honest}"
+    );
+    let k = write(dir.path(), "sly.py", &sly);
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let r = bench(&b, &k, true, 120).await;
+    assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+    let request = |candidate: PathBuf| CompareRequest {
+        layout: Default::default(),
+        incumbent: starter_path("softmax"),
+        candidate,
+        kind: KernelKind::Softmax,
+        device: Device::Cpu,
+        timing: (Shape(vec![8, 128]), DType::Float32),
+        repetitions: 1,
+        timeout: Duration::from_secs(120),
+    };
+    let err = b.compare(&request(k.clone())).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("changed what the judge relies on: torch.softmax"),
+        "{err}"
+    );
+    // the worker was restarted: an honest comparison on the same benchmarker works
+    let c = b.compare(&request(starter_path("softmax"))).await.unwrap();
+    assert_eq!(c.repetitions, 1);
+}
