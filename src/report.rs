@@ -183,9 +183,13 @@ pub fn render_markdown(
     let _ = writeln!(md, "| target | kind | op | shapes | share of time | Amdahl ceiling at 2x |\n| --- | --- | --- | --- | --- | --- |");
     for t in targets {
         let shapes: Vec<String> = t.shapes.iter().map(|s| s.to_string()).collect();
+        let layout = match t.layout {
+            autokernel_core::Layout::Contiguous => "",
+            autokernel_core::Layout::BTransposed => " (B transposed)",
+        };
         let _ = writeln!(
             md,
-            "| {} | {} | `{}` | {} | {:.1}% | {:.3}x |",
+            "| {} | {} | `{}` | {}{layout} | {:.1}% | {:.3}x |",
             t.id,
             t.kind,
             t.op,
