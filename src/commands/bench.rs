@@ -50,14 +50,9 @@ pub struct BenchArgs {
     /// several shapes, one evaluation (and one output) per file and shape
     #[arg(long = "shape", value_name = "DIMS", help_heading = "Bench")]
     pub shapes: Vec<Shape>,
-    /// The dtype to judge and time at each --shape; every stage then runs in this dtype only
-    /// (default: every dtype of the kind; timing in float16 on a GPU, float32 on the CPU)
-    #[arg(
-        long,
-        requires = "shapes",
-        value_name = "float16|bfloat16|float32",
-        help_heading = "Bench"
-    )]
+    /// The dtype to judge and time in: every stage then runs in this dtype only (default:
+    /// every dtype of the kind; timing in float16 on a GPU, float32 on the CPU)
+    #[arg(long, value_name = "float16|bfloat16|float32", help_heading = "Bench")]
     pub dtype: Option<DType>,
     /// Judge the file as this kind (default: its KERNEL_KIND): matmul, softmax, layernorm,
     /// rmsnorm, flash_attention, fused_mlp, cross_entropy, rotary_embedding or reduce
@@ -209,12 +204,14 @@ fn request(args: &BenchArgs, path: &Path, shape: Option<&Shape>) -> BenchRequest
     request.time_compiled = args.compile;
     request.layout = args.layout;
     request.timeout = Duration::from_secs(args.timeout);
+    if let Some(dtype) = args.dtype {
+        // a kernel for one dtype is judged (and timed) in that dtype only
+        request.dtypes = vec![dtype];
+    }
     if let Some(shape) = shape {
         request.extra_shapes.push(shape.clone());
         if let Some(dtype) = args.dtype {
             request.timing = Some((shape.clone(), dtype));
-            // a kernel for one dtype is judged in that dtype only
-            request.dtypes = vec![dtype];
         }
     }
     request

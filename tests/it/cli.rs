@@ -410,3 +410,33 @@ fn zero_budgets_and_limits_are_refused_before_any_work() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("is a folder"), "{err}");
 }
+
+#[test]
+fn bench_dtype_alone_judges_and_times_in_that_dtype() {
+    let (keep, _) = tempdir();
+    let path = keep.path().join("softmax.py");
+    let out = autokernel()
+        .args(["new-kernel", "softmax", "-o"])
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let out = autokernel()
+        .arg("bench")
+        .arg(&path)
+        .args(["--dtype", "float16", "--device", "cpu", "--quick", "--json"])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["dtype"], "float16", "{text}");
+    // every stage ran in float16 only: one smoke case
+    let smoke = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "smoke")
+        .unwrap();
+    assert_eq!(smoke["cases"], 1, "{text}");
+}

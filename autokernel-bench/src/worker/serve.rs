@@ -904,10 +904,11 @@ impl Run<'_, '_> {
                 job.extra_shapes.first().cloned().unwrap_or_else(|| {
                     kind.shapes(if on_gpu { ShapeSet::Gpu } else { ShapeSet::Cpu })[0].clone()
                 }),
-                if on_gpu {
-                    DType::Float16
-                } else {
-                    DType::Float32
+                // a request judged in one dtype is timed in it; else fp16 on a GPU, fp32 on CPU
+                match job.dtypes.as_slice() {
+                    [only] => *only,
+                    _ if on_gpu => DType::Float16,
+                    _ => DType::Float32,
                 },
             ),
         };
