@@ -251,7 +251,7 @@ pub fn render_markdown(
             );
         }
     }
-    let _ = writeln!(md, "\n![progress](progress.png)\n\nEvery experiment is a row of `results.tsv` and a commit: `git log --all` in the workspace.");
+    let _ = writeln!(md, "\n![progress](progress.png)\n\nEvery experiment is a row of `results.tsv` and a commit: `git log --all --oneline -- targets` in the workspace.");
     md
 }
 
