@@ -141,6 +141,9 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     {
         bail!("--keep-threshold-pct must be in [0, 100), e.g. 1 for 1%");
     }
+    // a folder this run creates is removed again if the run fails before it has a plan
+    // (a model that does not load), instead of being left with a repository and a log
+    let mut created = CreatedFolder::new(&args.workspace);
     let mut ws = Workspace::open(&args.workspace)?;
     let identity = ModelIdentity::of(&spec, args.model.dtype.is_some());
     if let Some(previous) = &ws.settings.model {
@@ -223,6 +226,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
                 bail!("the profile has no kernel autokernel can optimise (no op classified as one of its nine kinds)");
             }
             ws.save_plan(&t)?;
+            created.keep();
             t
         }
     };
@@ -367,6 +371,32 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A workspace folder that did not exist before this run: removed on drop unless
+/// [`CreatedFolder::keep`] was called (the run got as far as a plan).
+struct CreatedFolder {
+    path: Option<std::path::PathBuf>,
+}
+
+impl CreatedFolder {
+    fn new(path: &std::path::Path) -> Self {
+        CreatedFolder {
+            path: (!path.exists()).then(|| path.to_path_buf()),
+        }
+    }
+
+    fn keep(&mut self) {
+        self.path = None;
+    }
+}
+
+impl Drop for CreatedFolder {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            let _ = std::fs::remove_dir_all(path);
+        }
+    }
 }
 
 /// Lets the loop own a boxed reporter while `run` keeps a handle to clear the spinner.

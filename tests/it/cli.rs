@@ -163,6 +163,8 @@ fn a_run_that_failed_to_load_its_model_does_not_lock_the_workspace_to_it() {
         w,
     ]);
     assert_eq!(code, Some(2), "{err}");
+    // the folder this run created is gone again: no repository, log or program.md left
+    assert!(!ws.exists(), "a failed first run left {}", ws.display());
     // the same workspace with another model is not refused as "another model's"
     let (code, err) = stderr_of(&[
         "run",
