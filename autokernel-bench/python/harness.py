@@ -110,7 +110,6 @@ def init(device):
         data_ptr=torch.Tensor.data_ptr,
         np_array=numpy.array,
         perf_counter=time.perf_counter,
-        do_bench=triton.testing.do_bench,
         Event=torch.cuda.Event,
         # a GPU-side spin (private but long-standing torch API); without it no slack
         cuda_sleep=getattr(torch.cuda, "_sleep", None),
@@ -185,7 +184,6 @@ def guarded_names():
         "torch.profiler.profile",
         "numpy.array",
         "time.perf_counter",
-        "triton.testing.do_bench",
         "catalogue.make_inputs",
         "catalogue.reference",
         "catalogue.output_spec",
@@ -574,7 +572,7 @@ def _eager(kind, inputs):
 _HIDDEN_WORK_WAITED = 1.0 / 3.0
 # Back-to-back calls in the batch that looks for work hidden from the timing events.
 _BATCH_CALLS = 20
-# The batch overrules do_bench when it is this much slower and the host spent most of it
+# The batch overrules the event timing when it is this much slower and the host spent most of it
 # waiting for the device (not enqueueing): the device had work the events did not see.
 _HIDDEN_WORK_RATIO = 1.5
 

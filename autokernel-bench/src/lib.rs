@@ -5,7 +5,8 @@
 //! In the loop (see `autokernel-core`), every candidate `kernel.py` the agent writes is
 //! judged here: loaded from disk under a fresh module name, run through the correctness
 //! stages (`load`, `smoke`, `shape_sweep`, `stability`, `determinism`, `edge`), timed
-//! against the PyTorch reference with `triton.testing.do_bench`, and re-checked on fresh
+//! against the PyTorch reference (CUDA events, L2 flushed, the method of
+//! `triton.testing.do_bench`), and re-checked on fresh
 //! inputs (`integrity`).
 //!
 //! - [`Worker`]: the parent's handle on a long-lived child process (this crate's

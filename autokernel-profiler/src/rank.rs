@@ -388,6 +388,17 @@ impl ImportedTrace {
 mod tests {
     use super::*;
 
+    /// A CUDA profile of 100 µs holding `ops`.
+    fn report_of(ops: Vec<OpProfile>) -> ProfileReport {
+        ProfileReport {
+            device: "cuda".into(),
+            total_device_time_us: 100.0,
+            coverage: 1.0,
+            warnings: vec![],
+            ops,
+        }
+    }
+
     fn op(
         rank: usize,
         name: &str,
@@ -409,43 +420,37 @@ mod tests {
 
     #[test]
     fn plan_merges_same_kind_and_shape_and_skips_other() {
-        let report = ProfileReport {
-            device: "cuda".into(),
-            total_device_time_us: 100.0,
-            coverage: 1.0,
-            warnings: vec![],
-            ops: vec![
-                op(
-                    1,
-                    "Linear",
-                    Some(KernelKind::Matmul),
-                    vec![vec![1, 512, 768], vec![2304, 768]],
-                    0.4,
-                ),
-                op(2, "aten::relu", None, vec![vec![512, 768]], 0.2),
-                op(
-                    3,
-                    "aten::linear",
-                    Some(KernelKind::Matmul),
-                    vec![vec![512, 768], vec![2304, 768], vec![2304]],
-                    0.15,
-                ),
-                op(
-                    4,
-                    "LayerNorm",
-                    Some(KernelKind::Layernorm),
-                    vec![vec![1, 512, 768]],
-                    0.1,
-                ),
-                op(
-                    5,
-                    "aten::softmax",
-                    Some(KernelKind::Softmax),
-                    vec![vec![12, 512, 512]],
-                    0.05,
-                ),
-            ],
-        };
+        let report = report_of(vec![
+            op(
+                1,
+                "Linear",
+                Some(KernelKind::Matmul),
+                vec![vec![1, 512, 768], vec![2304, 768]],
+                0.4,
+            ),
+            op(2, "aten::relu", None, vec![vec![512, 768]], 0.2),
+            op(
+                3,
+                "aten::linear",
+                Some(KernelKind::Matmul),
+                vec![vec![512, 768], vec![2304, 768], vec![2304]],
+                0.15,
+            ),
+            op(
+                4,
+                "LayerNorm",
+                Some(KernelKind::Layernorm),
+                vec![vec![1, 512, 768]],
+                0.1,
+            ),
+            op(
+                5,
+                "aten::softmax",
+                Some(KernelKind::Softmax),
+                vec![vec![12, 512, 512]],
+                0.05,
+            ),
+        ]);
         let t = plan(&report, 2, DType::Float16);
         assert_eq!(t.len(), 2);
         assert_eq!(t[0].id, "01-matmul");
@@ -466,38 +471,32 @@ mod tests {
 
     #[test]
     fn a_matmul_from_nn_linear_is_planned_with_b_transposed_and_addmm_contiguous() {
-        let report = ProfileReport {
-            device: "cuda".into(),
-            total_device_time_us: 100.0,
-            coverage: 1.0,
-            warnings: vec![],
-            ops: vec![
-                // nn.Linear(768, 50257): weight [50257, 768], used as its transpose
-                op(
-                    1,
-                    "Linear",
-                    Some(KernelKind::Matmul),
-                    vec![vec![1, 1024, 768], vec![50257, 768]],
-                    0.5,
-                ),
-                // Hugging Face Conv1D: addmm with a contiguous [K, N] weight
-                op(
-                    2,
-                    "aten::addmm",
-                    Some(KernelKind::Matmul),
-                    vec![vec![2304], vec![1024, 768], vec![768, 2304]],
-                    0.2,
-                ),
-                // the same problem shape as a Linear, but from mm: not merged with it
-                op(
-                    3,
-                    "aten::mm",
-                    Some(KernelKind::Matmul),
-                    vec![vec![1024, 768], vec![768, 50257]],
-                    0.1,
-                ),
-            ],
-        };
+        let report = report_of(vec![
+            // nn.Linear(768, 50257): weight [50257, 768], used as its transpose
+            op(
+                1,
+                "Linear",
+                Some(KernelKind::Matmul),
+                vec![vec![1, 1024, 768], vec![50257, 768]],
+                0.5,
+            ),
+            // Hugging Face Conv1D: addmm with a contiguous [K, N] weight
+            op(
+                2,
+                "aten::addmm",
+                Some(KernelKind::Matmul),
+                vec![vec![2304], vec![1024, 768], vec![768, 2304]],
+                0.2,
+            ),
+            // the same problem shape as a Linear, but from mm: not merged with it
+            op(
+                3,
+                "aten::mm",
+                Some(KernelKind::Matmul),
+                vec![vec![1024, 768], vec![768, 50257]],
+                0.1,
+            ),
+        ]);
         let t = plan(&report, 5, DType::Float16);
         let got: Vec<(&str, Layout, &Shape)> = t
             .iter()
@@ -517,42 +516,36 @@ mod tests {
 
     #[test]
     fn a_model_plan_skips_kinds_that_cannot_be_plugged_in_and_lists_them() {
-        let report = ProfileReport {
-            device: "cuda".into(),
-            total_device_time_us: 100.0,
-            coverage: 1.0,
-            warnings: vec![],
-            ops: vec![
-                op(
-                    1,
-                    "RotaryEmbedding",
-                    Some(KernelKind::RotaryEmbedding),
-                    vec![],
-                    0.35,
-                ),
-                op(
-                    2,
-                    "RMSNorm",
-                    Some(KernelKind::Rmsnorm),
-                    vec![vec![512, 768]],
-                    0.25,
-                ),
-                op(
-                    3,
-                    "aten::sum",
-                    Some(KernelKind::Reduce),
-                    vec![vec![512, 768]],
-                    0.1,
-                ),
-                op(
-                    4,
-                    "Linear",
-                    Some(KernelKind::Matmul),
-                    vec![vec![1, 512, 768], vec![768, 768]],
-                    0.05,
-                ),
-            ],
-        };
+        let report = report_of(vec![
+            op(
+                1,
+                "RotaryEmbedding",
+                Some(KernelKind::RotaryEmbedding),
+                vec![],
+                0.35,
+            ),
+            op(
+                2,
+                "RMSNorm",
+                Some(KernelKind::Rmsnorm),
+                vec![vec![512, 768]],
+                0.25,
+            ),
+            op(
+                3,
+                "aten::sum",
+                Some(KernelKind::Reduce),
+                vec![vec![512, 768]],
+                0.1,
+            ),
+            op(
+                4,
+                "Linear",
+                Some(KernelKind::Matmul),
+                vec![vec![1, 512, 768], vec![768, 768]],
+                0.05,
+            ),
+        ]);
         // the plain plan keeps the rotary embedding as target 01
         assert_eq!(
             plan(&report, 2, DType::Float16)[0].id,

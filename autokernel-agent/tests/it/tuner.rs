@@ -103,15 +103,10 @@ const PAIRS_AROUND_THE_BASE: [(i64, i64, i64); 12] = [
     (1024, 2, 1),
 ];
 
-/// A stand-in for the benchmark: a separable cost with its minimum at 2048 / 8 / 1.
-fn cost((bs, warps, stages): (i64, i64, i64)) -> f64 {
-    ((bs as f64).log2() - 11.0).abs()
-        + ((warps as f64).log2() - 3.0).abs()
-        + (stages - 1).abs() as f64
-}
-
-#[tokio::test]
-async fn kept_improvements_move_the_search_to_the_optimum_without_repeats() {
+/// Runs the tuner against `cost` (lower is better) until it is exhausted, keeping each
+/// proposal that lowers the cost, as the loop's keep rule would; asserts that no
+/// configuration is proposed twice and that it stops within `limit` proposals.
+async fn descend(cost: impl Fn((i64, i64, i64)) -> f64, limit: u64) -> Fixture {
     let mut fx = Fixture::new(KERNEL);
     let mut agent = TunerAgent::new();
     let mut measured: HashSet<(i64, i64, i64)> = HashSet::from([triple(KERNEL)]);
@@ -130,8 +125,21 @@ async fn kept_improvements_move_the_search_to_the_optimum_without_repeats() {
         if kept {
             fx.source = source;
         }
-        assert!(n < 60, "no convergence");
+        assert!(n < limit, "no convergence");
     }
+    fx
+}
+
+/// A stand-in for the benchmark: a separable cost with its minimum at 2048 / 8 / 1.
+fn cost((bs, warps, stages): (i64, i64, i64)) -> f64 {
+    ((bs as f64).log2() - 11.0).abs()
+        + ((warps as f64).log2() - 3.0).abs()
+        + (stages - 1).abs() as f64
+}
+
+#[tokio::test]
+async fn kept_improvements_move_the_search_to_the_optimum_without_repeats() {
+    let fx = descend(cost, 60).await;
     assert_eq!(triple(&fx.source), (2048, 8, 1));
     // 1024/4/2 → 2048/4/2 → 2048/8/2 → 2048/8/1, each move found among the nearest values
     assert!(
@@ -277,24 +285,7 @@ async fn after_a_resume_the_baseline_configuration_is_not_proposed_again() {
 #[tokio::test]
 async fn a_paired_move_finds_an_optimum_no_single_move_reaches() {
     // only BLOCK_SIZE 2048 with 8 warps together is better than the base
-    let cost = |t: (i64, i64, i64)| if (t.0, t.1) == (2048, 8) { 0.0 } else { 1.0 };
-    let mut fx = Fixture::new(KERNEL);
-    let mut agent = TunerAgent::new();
-    let mut n = 1;
-    while let Some((description, source)) = candidate(&mut agent, &fx).await {
-        n += 1;
-        let kept = cost(triple(&source)) < cost(triple(&fx.source));
-        let decision = if kept {
-            Decision::Keep
-        } else {
-            Decision::Revert
-        };
-        fx.history.push(row(n, decision, &description));
-        if kept {
-            fx.source = source;
-        }
-        assert!(n < 80, "no convergence");
-    }
+    let fx = descend(|t| if (t.0, t.1) == (2048, 8) { 0.0 } else { 1.0 }, 80).await;
     assert_eq!(triple(&fx.source), (2048, 8, 2));
     let kept: Vec<&str> = fx
         .history
