@@ -53,12 +53,33 @@ assert "forward" not in net.a.__dict__ and "forward" not in net.b.__dict__
 print("ok")
 "#;
 
-#[test]
-fn each_plugged_kernel_takes_only_the_calls_at_its_targets_shapes() {
+/// A host that slows down steadily (each timing 1 ms longer than the one before) must not
+/// make one variant of the model look faster than another: the variants are timed in
+/// turns, round after round, so each median sits one step from the other's. Timed one after
+/// the other (all of eager, then all of the next), the medians would be 2 and 7.
+const INTERLEAVED: &str = r#"
+import sys
+sys.path.insert(0, sys.argv[1])
+import verify_model as vm
+
+order = []
+def timed(selected, on_gpu):
+    order.append(tuple(selected))
+    return float(len(order) - 1)
+
+medians = vm._time_variants_ms([[], ["k"]], timed, on_gpu=True)
+assert order == [(), ("k",)] * vm.TIMING_ROUNDS, order
+assert vm.TIMING_ROUNDS == 5 and medians == [4.0, 5.0], medians
+order.clear()
+assert vm._time_variants_ms([[], ["k"]], timed, on_gpu=False) == [0.0, 1.0]
+print("ok")
+"#;
+
+fn run_python(script: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
     let out = Command::new(python())
         .arg("-c")
-        .arg(SCRIPT)
+        .arg(script)
         .arg(&dir)
         .output()
         .expect("python runs");
@@ -69,4 +90,14 @@ fn each_plugged_kernel_takes_only_the_calls_at_its_targets_shapes() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+}
+
+#[test]
+fn each_plugged_kernel_takes_only_the_calls_at_its_targets_shapes() {
+    run_python(SCRIPT);
+}
+
+#[test]
+fn model_variants_are_timed_in_turns_so_host_drift_falls_on_all_alike() {
+    run_python(INTERLEAVED);
 }

@@ -4,8 +4,10 @@ Starter kernel of autokernel (kind `softmax`). Memory-bound: one read, one write
 program handles BLOCK_ROWS rows. A row of up to MAX_ROW_BLOCK columns is held in
 registers (max, exp, sum, scale: one read). A wider row (a vocabulary, 50257) is read in
 chunks of LOOP_BLOCK with an online softmax (running row max and sum, rescaled when the
-max grows; Milakov & Gimelshein 2018), then read again to write the output; the second
-read mostly hits L2, since the rows in flight are a few tens of MB. All arithmetic in float32.
+max grows; Milakov & Gimelshein 2018), then read again to write the output. Wide rows run
+on a persistent grid of LOOP_PROGRAMS_PER_SM programs per SM, LOOP_ROWS rows each, so
+that the rows in flight (about 3 · 132 · 100 KB = 40 MB at 50257 float16 columns on an
+H200) stay in L2 for the second read. All arithmetic in float32.
 """
 
 import torch
@@ -13,21 +15,22 @@ import triton
 import triton.language as tl
 
 KERNEL_KIND = "softmax"
-CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 4096, "num_warps": 8, "num_stages": 1}
+# Measured on the H200 at 4096x50257 float16 (docs/benchmarks.md): this CONFIG 428 us, the
+# one-program-per-2-rows grid it replaced (LOOP_ROWS 2, LOOP_BLOCK 4096, no persistence) 453 us.
+CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 8192, "LOOP_ROWS": 1, "LOOP_PROGRAMS_PER_SM": 3, "num_warps": 8, "num_stages": 1}
 TUNABLES = {
     "BLOCK_ROWS": [1, 2, 4],
-    "LOOP_BLOCK": [2048, 4096, 8192],
+    "LOOP_BLOCK": [4096, 8192],
+    "LOOP_ROWS": [1, 2],
+    "LOOP_PROGRAMS_PER_SM": [0, 3],
     "num_warps": [4, 8, 16],
-    "num_stages": [1, 2],
+    "num_stages": [1],
 }
 
 # Widest row (in elements, a power of two) held in registers by one program.
 MAX_ROW_BLOCK = 16384
 # Most float32 values one program holds at once (BLOCK_ROWS · block width).
 MAX_TILE = 32768
-# Wide rows (looped path): programs per SM of a persistent grid that walks the rows, so
-# that the rows in flight (and re-read by pass 2) stay in L2; 0 = one program per row block.
-LOOP_PROGRAMS_PER_SM = 0
 _SM_COUNT = {}
 
 
@@ -83,13 +86,15 @@ def kernel_fn(x):
     full = triton.next_power_of_2(n_cols)
     one_pass = full <= MAX_ROW_BLOCK
     block_n = full if one_pass else min(CONFIG["LOOP_BLOCK"], full)
-    block_rows = max(1, min(CONFIG["BLOCK_ROWS"], MAX_TILE // block_n))
+    rows_per_block = CONFIG["BLOCK_ROWS"] if one_pass else CONFIG["LOOP_ROWS"]
+    block_rows = max(1, min(rows_per_block, MAX_TILE // block_n))
     grid = (triton.cdiv(n_rows, block_rows),)
-    if not one_pass and LOOP_PROGRAMS_PER_SM > 0:
+    if not one_pass and CONFIG["LOOP_PROGRAMS_PER_SM"] > 0:
+        # Persistent grid (0 = one program per row block): see the module docstring.
         dev = x.device
         if dev not in _SM_COUNT:
             _SM_COUNT[dev] = torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 4
-        grid = (min(grid[0], _SM_COUNT[dev] * LOOP_PROGRAMS_PER_SM),)
+        grid = (min(grid[0], _SM_COUNT[dev] * CONFIG["LOOP_PROGRAMS_PER_SM"]),)
     _softmax_kernel[grid](x, y, n_rows, n_cols,
                           BLOCK_ROWS=block_rows, BLOCK_N=block_n, ONE_PASS=one_pass,
                           num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"])

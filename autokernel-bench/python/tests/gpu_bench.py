@@ -167,14 +167,12 @@ def main():
                     if err:
                         fails.append(f"best config {mode}: {err}")
             if kind == "softmax" and shape[1] > mod.MAX_ROW_BLOCK:
-                mod.CONFIG.clear(); mod.CONFIG.update(best)
                 for pps in [0, 1, 2, 3, 4, 8]:
-                    mod.LOOP_PROGRAMS_PER_SM = pps
+                    mod.CONFIG.clear(); mod.CONFIG.update(best); mod.CONFIG["LOOP_PROGRAMS_PER_SM"] = pps
                     us = bench(lambda: mod.kernel_fn(**i))
                     print(f"  softmax LOOP_PROGRAMS_PER_SM={pps}: {us:.1f} us", flush=True)
                     if us < best_us:
-                        best_us = us
-                mod.LOOP_PROGRAMS_PER_SM = 2
+                        best, best_us = dict(mod.CONFIG), us
             unit = "TFLOP/s" if kind in COMPUTE else "GB/s"
             row = {"shape": shape, "eager_us": ref_us, "default_us": base_us, "best_us": best_us,
                    "best_config": best, "default_tp": throughput(kind, shape, base_us),
