@@ -272,6 +272,11 @@ def _time_ms(call, on_gpu):
 # kernel plugged in that had made it faster alone read 0.70x of eager. On the CPU timings are
 # not representative, so one round.
 TIMING_ROUNDS = 5
+# Least gain (a share of eager's time) a kernel alone must bring to the model to be plugged
+# in, as the keep rule asks 1% of a kernel. Below it the medians of a host-bound model's
+# forward swap places from run to run: on the H200 (2026-11-30) the LLaMA example's rmsnorm
+# read 5% faster in one verification and 1% slower in the next.
+MODEL_GAIN_MIN = 0.01
 
 
 def _time_variants_ms(variants, timed, on_gpu):
@@ -285,6 +290,23 @@ def _time_variants_ms(variants, timed, on_gpu):
         for i, selected in enumerate(variants):
             times[i].append(timed(selected, on_gpu))
     return [statistics.median(t) for t in times]
+
+
+def _gainers(plugs, alone_ms, eager_ms):
+    """Splits plugs by the model time with each alone (ms, same order) against eager's.
+
+    Returns (plugs that make the model at least MODEL_GAIN_MIN faster, exclusion entries
+    ``{"target", "reason"}`` for the others).
+    """
+    kept, excluded = [], []
+    for p, ms in zip(plugs, alone_ms):
+        if ms < eager_ms * (1.0 - MODEL_GAIN_MIN):
+            kept.append(p)
+            continue
+        change = "slower" if ms >= eager_ms else f"less than {MODEL_GAIN_MIN:.0%} faster"
+        excluded.append({"target": p.target_id,
+                         "reason": f"makes the model {change}: {ms:.3f} ms with it alone, {eager_ms:.3f} ms eager"})
+    return kept, excluded
 
 
 def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, loader_dir=None):
@@ -364,17 +386,8 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
         # PyTorch's op on the benchmark's inputs can still lose inside the model (another
         # memory layout, e.g. nn.Linear's transposed weight, or a shape it was not tuned for)
         eager_ms, *alone = _time_variants_ms([[]] + [[p] for p in good], timed, on_gpu)
-        faster = []
-        for p, alone_ms in zip(good, alone):
-            if alone_ms < eager_ms:
-                faster.append(p)
-            else:
-                excluded.append({
-                    "target": p.target_id,
-                    "reason": f"makes the model slower: {alone_ms:.3f} ms with it alone, "
-                              f"{eager_ms:.3f} ms eager",
-                })
-        good = faster
+        good, slow = _gainers(good, alone, eager_ms)
+        excluded.extend(slow)
 
     result = {
         "passed": True,

@@ -75,6 +75,23 @@ assert vm._time_variants_ms([[], ["k"]], timed, on_gpu=False) == [0.0, 1.0]
 print("ok")
 "#;
 
+/// A kernel goes into the model only if the model alone with it is at least 1% faster than
+/// eager: 2% faster is kept; 0.5% faster and 2% slower are left out, each with its reason.
+const GAIN: &str = r#"
+import sys
+sys.path.insert(0, sys.argv[1])
+import verify_model as vm
+
+plugs = [vm._Plug(t, "rmsnorm", None) for t in ("01-a", "02-b", "03-c")]
+kept, excluded = vm._gainers(plugs, [9.8, 9.95, 10.2], 10.0)
+assert [p.target_id for p in kept] == ["01-a"], kept
+assert excluded == [
+    {"target": "02-b", "reason": "makes the model less than 1% faster: 9.950 ms with it alone, 10.000 ms eager"},
+    {"target": "03-c", "reason": "makes the model slower: 10.200 ms with it alone, 10.000 ms eager"},
+], excluded
+print("ok")
+"#;
+
 fn run_python(script: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
     let out = Command::new(python())
@@ -100,4 +117,9 @@ fn each_plugged_kernel_takes_only_the_calls_at_its_targets_shapes() {
 #[test]
 fn model_variants_are_timed_in_turns_so_host_drift_falls_on_all_alike() {
     run_python(INTERLEAVED);
+}
+
+#[test]
+fn a_kernel_goes_into_the_model_only_when_it_makes_it_at_least_one_percent_faster() {
+    run_python(GAIN);
 }
