@@ -43,6 +43,8 @@ pub enum Command {
     Profile(commands::profile::ProfileArgs),
     /// The main job: profile a model, optimise its top kernels, verify, report
     Run(commands::run::RunArgs),
+    /// Tune one kernel.py at given shapes, without a model: the tuner's search, kept when faster
+    Tune(commands::tune::TuneArgs),
     /// Write report.md and progress.png for a workspace and print the summary
     Report(commands::report::ReportArgs),
     /// Plug a workspace's kept kernels into the model and check it end to end

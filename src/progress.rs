@@ -76,6 +76,11 @@ impl ProgressReporter {
 impl Reporter for ProgressReporter {
     fn on_target_start(&self, state: &TargetState) {
         let t = &state.target;
+        if let Some(file) = t.op.strip_prefix(crate::commands::tune::TUNE_OP_PREFIX) {
+            // no model: no share of its time to show
+            self.line(format!("── target {} ({}, {file})", t.id, t.kind));
+            return;
+        }
         self.line(format!(
             "── target {} ({}, {:.1}% of model time, from {})",
             t.id,

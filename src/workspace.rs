@@ -122,6 +122,10 @@ pub struct GpuOverride {
 pub struct Settings {
     /// The model this workspace belongs to (set by the first `run`).
     pub model: Option<ModelIdentity>,
+    /// The kernel file a `tune` workspace refines (set by its first `tune`); a workspace
+    /// has a model or a tuned kernel, never both.
+    #[serde(default)]
+    pub tuned_kernel: Option<PathBuf>,
     /// The run tag: the branch is `autokernel/<run_tag>`.
     pub run_tag: Option<String>,
     /// The agent: `tune`, `openai` or `hybrid`.

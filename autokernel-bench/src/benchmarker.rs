@@ -39,9 +39,12 @@ impl PyWorkerBenchmarker {
     }
 }
 
-/// The `KERNEL_KIND = "..."` literal of a source, when it is written as one (used only to
-/// label a result when the worker died before it could report the kind).
-fn declared_kind(source: &str) -> Option<KernelKind> {
+/// The `KERNEL_KIND = "..."` literal of a kernel.py source, when it is written as one
+/// (a line `KERNEL_KIND = "softmax"` or with single quotes); `None` otherwise, or when the
+/// name is not a kind. The worker's load stage is the authority on a kernel's kind; this
+/// reads it without Python (to label a result when the worker died before it could report
+/// the kind, or to plan a `tune` target).
+pub fn declared_kind(source: &str) -> Option<KernelKind> {
     source.lines().find_map(|line| {
         let rest = line.trim_start().strip_prefix("KERNEL_KIND")?;
         let rest = rest.trim_start().strip_prefix('=')?.trim();

@@ -37,7 +37,7 @@ mod py;
 mod python_env;
 mod worker;
 
-pub use benchmarker::PyWorkerBenchmarker;
+pub use benchmarker::{declared_kind, PyWorkerBenchmarker};
 pub use error::WorkerError;
 pub use python_env::{linked_python_version, resolve_python};
 pub use worker::client::{Worker, WorkerOptions, WorkerProgram, WorkerStatus};

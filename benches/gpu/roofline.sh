@@ -6,7 +6,9 @@
 # or the row says which verdict it got.
 # Usage (on the GPU machine, from the repository root): benches/gpu/roofline.sh BIN [KINDS]
 # KINDS: a comma list (default: all nine). Writes $OUT/roofline.jsonl, $OUT/ceilings.json
-# and prints the markdown table (also $OUT/roofline.md).
+# and prints the markdown table (also $OUT/roofline.md). With KERNELS_DIR set, the kernel of
+# a kind is $KERNELS_DIR/KIND.py when that file exists (e.g. tune_all.sh's tuned kernels),
+# the starter otherwise.
 set -u
 AK=$(realpath "$1"); KINDS=${2:-rmsnorm,softmax,layernorm,cross_entropy,rotary_embedding,reduce,matmul,flash_attention,fused_mlp}
 OUT=${OUT:-/tmp/ak-out}; mkdir -p "$OUT"
@@ -27,7 +29,11 @@ shapes() {
 }
 IFS="," read -ra KIND_LIST <<<"$KINDS"
 for kind in "${KIND_LIST[@]}"; do
-  "$AK" new-kernel "$kind" -o "$W/$kind.py" --force >/dev/null
+  if [ -n "${KERNELS_DIR:-}" ] && [ -f "$KERNELS_DIR/$kind.py" ]; then
+    cp "$KERNELS_DIR/$kind.py" "$W/$kind.py"
+  else
+    "$AK" new-kernel "$kind" -o "$W/$kind.py" --force >/dev/null
+  fi
   t0=$(date +%s%N)
   # shellcheck disable=SC2046
   timeout 240 "$AK" bench "$W/$kind.py" $(shapes "$kind") --dtype float16 --compile --json \

@@ -2,10 +2,12 @@
 //! process exit code.
 
 pub mod bench;
+pub mod experiments;
 pub mod new_kernel;
 pub mod profile;
 pub mod report;
 pub mod run;
+pub mod tune;
 pub mod verify;
 
 use std::process::ExitCode;
@@ -20,6 +22,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::NewKernel(args) => new_kernel::run(args, &global).await,
         Command::Profile(args) => profile::run(args, &global).await,
         Command::Run(args) => run::run(args, &global).await,
+        Command::Tune(args) => tune::run(args, &global).await,
         Command::Report(args) => report::run(args, &global).await,
         Command::Verify(args) => verify::run(args, &global).await,
         Command::Worker => unreachable!("handled in main before the runtime starts"),

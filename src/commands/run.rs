@@ -4,17 +4,16 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
-use autokernel_core::{
-    lookup_gpu, Agent, Device, Interrupt, LoopOptions, OptimizationLoop, ResultsLog, StopReason,
-};
+use autokernel_core::{Agent, Device, StopReason};
 
 use crate::cli::GlobalArgs;
+use crate::commands::experiments::{
+    run_experiments, Baselines, CreatedFolder, Experiments, LoopArgs,
+};
 use crate::model_args::ModelArgs;
-use crate::progress::{spinner, ProgressReporter};
+use crate::progress::spinner;
 use crate::workspace::{ModelIdentity, Workspace};
 use crate::{defaults, report};
 
@@ -61,25 +60,11 @@ pub struct RunArgs {
         help_heading = "Agent"
     )]
     pub llm_model: Option<String>,
-    /// Stop after this many experiments in this invocation (baselines not counted; a resumed
-    /// run counts afresh)
-    #[arg(long, value_name = "N", help_heading = "Budget")]
-    pub max_experiments: Option<u64>,
-    /// Stop after this much wall time, e.g. 45m, 8h, 1h30m
-    #[arg(long, value_name = "DURATION", value_parser = defaults::parse_duration, help_heading = "Budget")]
-    pub budget: Option<Duration>,
-    /// Wall time per target before moving on, e.g. 30m
-    #[arg(long, value_name = "DURATION", value_parser = defaults::parse_duration, help_heading = "Budget")]
-    pub target_budget: Option<Duration>,
-    /// Consecutive experiments not kept before moving on to the next target [default: 8]
-    #[arg(long, value_name = "N", help_heading = "Budget")]
-    pub plateau: Option<u32>,
+    #[command(flatten)]
+    pub experiments: LoopArgs,
     /// Number of kernels from the plan to optimise [default: 5]
     #[arg(long, value_name = "N", help_heading = "Budget")]
     pub top: Option<usize>,
-    /// Keep a candidate only when this much faster than the best, in percent [default: 1]
-    #[arg(long, value_name = "PCT", help_heading = "Budget")]
-    pub keep_threshold_pct: Option<f64>,
     /// The workspace folder (a git repository: one commit per experiment)
     #[arg(
         long,
@@ -95,57 +80,29 @@ pub struct RunArgs {
     /// Skip the end-to-end verification after the loop
     #[arg(long, help_heading = "Output")]
     pub no_verify: bool,
-    /// Where kernels run: auto (CUDA if present), cuda, or cpu (Triton's interpreter)
-    #[arg(
-        long,
-        default_value = "auto",
-        value_name = "auto|cuda|cpu",
-        help_heading = "Bench"
-    )]
-    pub device: Device,
-    /// The Python interpreter whose torch and triton to use [default: $AUTOKERNEL_PYTHON, $VIRTUAL_ENV, python3]
-    #[arg(long, value_name = "PATH", help_heading = "Bench")]
-    pub python: Option<PathBuf>,
-    /// Time limit of one benchmark, in seconds
-    #[arg(
-        long,
-        default_value_t = 600,
-        value_name = "SECS",
-        help_heading = "Bench"
-    )]
-    pub bench_timeout: u64,
 }
 
 /// Runs `autokernel run`.
 pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     // flags first: a refused command leaves no workspace folder behind
-    let device = args.device;
+    let device = args.experiments.device;
     let spec = args.model.spec(device)?;
     if args.top == Some(0) {
         bail!("--top 0 leaves nothing to optimise; pass --top 1 or more");
     }
-    if args.max_experiments == Some(0) {
-        bail!("--max-experiments 0 runs no experiment; pass 1 or more (`autokernel profile` shows the plan alone)");
-    }
-    if args.budget.is_some_and(|b| b.is_zero()) {
-        bail!("--budget 0 leaves no time for an experiment; pass a duration such as 20m or 8h");
-    }
-    if args.bench_timeout == 0 {
-        bail!(
-            "--bench-timeout 0 would time out every benchmark; pass a limit in seconds, e.g. 600"
-        );
-    }
-    if args
-        .keep_threshold_pct
-        .is_some_and(|p| !(0.0..100.0).contains(&p))
-    {
-        bail!("--keep-threshold-pct must be in [0, 100), e.g. 1 for 1%");
-    }
+    args.experiments.check()?;
     // a folder this run creates is removed again if the run fails before it has a plan
     // (a model that does not load), instead of being left with a repository and a log
     let mut created = CreatedFolder::new(&args.workspace);
     let mut ws = Workspace::open(&args.workspace)?;
     let identity = ModelIdentity::of(&spec, args.model.dtype.is_some());
+    if let Some(kernel) = &ws.settings.tuned_kernel {
+        bail!(
+            "workspace `{}` is `autokernel tune`'s, for `{}`, not a model's\nhint: pass another --workspace",
+            ws.root.display(),
+            kernel.display()
+        );
+    }
     if let Some(previous) = &ws.settings.model {
         if !previous.same_model(&identity) {
             bail!(
@@ -179,7 +136,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     defaults::install_program_md(&ws)?;
 
     let mut services = defaults::Services::start(
-        args.python.as_deref(),
+        args.experiments.python.as_deref(),
         device,
         ws.settings.measured_bandwidth_gb_s,
     )?;
@@ -254,39 +211,8 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     ));
 
     // 2–3. the loop
-    let log = ResultsLog::open(ws.path("results.tsv"))?;
-    if log.repaired_torn_line() {
-        tracing::warn!("results.tsv had a torn last row (a killed run); it was cut off and saved to results.tsv.torn");
-    }
-    let mut options = LoopOptions::new(ws.path(".autokernel/scratch"));
-    options.device = device;
-    options.max_experiments = args.max_experiments;
-    options.budget = args.budget;
-    options.bench_timeout = Duration::from_secs(args.bench_timeout);
-    options.keep_threshold = args
-        .keep_threshold_pct
-        .map(|p| p / 100.0)
-        .or(ws.settings.keep_threshold)
-        .unwrap_or(options.keep_threshold);
-    options.orchestrator.plateau = args
-        .plateau
-        .or(ws.settings.plateau)
-        .unwrap_or(options.orchestrator.plateau);
-    options.orchestrator.target_budget = args.target_budget;
-    if let Some(goal) = ws.settings.roofline_goal_pct {
-        options.orchestrator.roofline_goal_pct = goal;
-    }
     let resolved_device = services.device_name(&scripts, device).await?;
-    options.gpu = services
-        .gpu_name
-        .as_deref()
-        .and_then(|n| lookup_gpu(n).spec().cloned());
     tracing::info!(device = %resolved_device, gpu = ?services.gpu_name, "bench device");
-    let reporter = Arc::new(ProgressReporter::new(global));
-    let mut the_loop = OptimizationLoop::new(agent, services.benchmarker(), store, log, options)
-        .with_reporter(Box::new(SharedReporter(reporter.clone())));
-    let interrupt = Arc::new(Interrupt::new());
-    spawn_ctrl_c(interrupt.clone(), global.quiet);
     let starters: Vec<_> = targets
         .iter()
         .map(|t| {
@@ -296,10 +222,20 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
             )
         })
         .collect();
-    let outcome = the_loop.run(starters, &interrupt).await;
-    reporter.finish();
-    let outcome = outcome?;
-    let rows = the_loop.log().rows().to_vec();
+    let baselines = Baselines {
+        kernels: starters,
+        from: None,
+    };
+    let Experiments { outcome, rows } = run_experiments(
+        &args.experiments,
+        &ws,
+        &services,
+        agent,
+        store,
+        baselines,
+        global,
+    )
+    .await?;
 
     // 4. verify, unless interrupted or asked not to
     let interrupted = outcome.stop == StopReason::Interrupted;
@@ -371,81 +307,4 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     } else {
         ExitCode::from(1)
     })
-}
-
-/// A workspace folder that did not exist before this run: removed on drop unless
-/// [`CreatedFolder::keep`] was called (the run got as far as a plan).
-struct CreatedFolder {
-    path: Option<std::path::PathBuf>,
-}
-
-impl CreatedFolder {
-    fn new(path: &std::path::Path) -> Self {
-        CreatedFolder {
-            path: (!path.exists()).then(|| path.to_path_buf()),
-        }
-    }
-
-    fn keep(&mut self) {
-        self.path = None;
-    }
-}
-
-impl Drop for CreatedFolder {
-    fn drop(&mut self) {
-        if let Some(path) = self.path.take() {
-            let _ = std::fs::remove_dir_all(path);
-        }
-    }
-}
-
-/// Lets the loop own a boxed reporter while `run` keeps a handle to clear the spinner.
-struct SharedReporter(Arc<ProgressReporter>);
-
-impl autokernel_core::Reporter for SharedReporter {
-    fn on_target_start(&self, s: &autokernel_core::TargetState) {
-        self.0.on_target_start(s)
-    }
-    fn on_experiment_start(&self, t: &autokernel_core::Target, n: u64) {
-        self.0.on_experiment_start(t, n)
-    }
-    fn on_candidate(&self, t: &autokernel_core::Target, n: u64, d: &str) {
-        self.0.on_candidate(t, n, d)
-    }
-    fn on_verdict(&self, n: u64, v: &autokernel_core::keep::KeepVerdict) {
-        self.0.on_verdict(n, v)
-    }
-    fn on_decision(
-        &self,
-        r: &autokernel_core::ExperimentRecord,
-        b: Option<&autokernel_core::BenchResult>,
-    ) {
-        self.0.on_decision(r, b)
-    }
-    fn on_target_end(&self, t: &autokernel_core::Target, w: &autokernel_core::MoveOn) {
-        self.0.on_target_end(t, w)
-    }
-    fn on_warning(&self, m: &str) {
-        self.0.on_warning(m)
-    }
-}
-
-/// First Ctrl-C: finish the experiment in flight, then stop. Second: abandon it.
-fn spawn_ctrl_c(interrupt: Arc<Interrupt>, quiet: bool) {
-    tokio::spawn(async move {
-        while tokio::signal::ctrl_c().await.is_ok() {
-            interrupt.request();
-            if quiet {
-                continue;
-            }
-            #[allow(clippy::print_stderr)]
-            if interrupt.abandon_requested() {
-                eprintln!("\nabandoning the experiment in flight (it is reverted and logged)");
-            } else {
-                eprintln!(
-                    "\nstopping after the current experiment; press Ctrl-C again to abandon it"
-                );
-            }
-        }
-    });
 }

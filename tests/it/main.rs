@@ -5,4 +5,5 @@
 mod cli;
 mod plugs;
 mod run;
+mod tune;
 mod util;

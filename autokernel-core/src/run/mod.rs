@@ -108,6 +108,9 @@ pub struct LoopOptions {
     pub scratch_dir: PathBuf,
     /// The GPU's figures, when known, for the agent's context.
     pub gpu: Option<GpuSpec>,
+    /// Where each target's starting `kernel.py` comes from, for its baseline row's
+    /// description, e.g. `softmax.py` (default: the kind's starter kernel).
+    pub baseline_source: Option<String>,
 }
 
 impl LoopOptions {
@@ -123,6 +126,7 @@ impl LoopOptions {
             compare_repetitions: 5,
             scratch_dir: scratch_dir.into(),
             gpu: None,
+            baseline_source: None,
         }
     }
 }
@@ -441,7 +445,10 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         let t0 = Instant::now();
         self.reporter.on_experiment_start(target, n);
         let agent = "starter".to_string();
-        let description = format!("baseline: {} starter kernel", target.kind);
+        let description = match &self.options.baseline_source {
+            Some(from) => format!("baseline: {} kernel from {from}", target.kind),
+            None => format!("baseline: {} starter kernel", target.kind),
+        };
         let commit = self
             .store
             .commit(&ExperimentDraft {

@@ -92,6 +92,30 @@ async fn kept_failed_crashed_and_noisy_candidates_are_decided_and_logged() {
 }
 
 #[tokio::test]
+async fn a_baseline_from_a_users_file_says_so_in_its_row() {
+    let fx = Fixture::new();
+    let mut options = fx.options();
+    options.baseline_source = Some("my_softmax.py".into());
+    let mut l = OptimizationLoop::new(
+        ScriptedAgent::candidates(&[]),
+        FakeBenchmarker::from_comments(),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        options,
+    );
+    l.run(vec![(target("t", 1.0), src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    let rows = l.log().rows();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].description,
+        "baseline: softmax kernel from my_softmax.py"
+    );
+    assert_eq!(rows[0].decision, Decision::Baseline);
+}
+
+#[tokio::test]
 async fn a_plateau_moves_on_to_the_next_target() {
     let fx = Fixture::new();
     let slow: Vec<(String, String)> = (0..5)

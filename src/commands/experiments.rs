@@ -1,0 +1,242 @@
+//! What `run` and `tune` share: the flags of the edit → benchmark → keep-or-revert loop
+//! ([`LoopArgs`]) and the loop itself over a workspace ([`run_experiments`]), with its
+//! progress lines, Ctrl-C handling and the workspace folder's clean-up on early failure.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::bail;
+use autokernel_core::{
+    lookup_gpu, Agent, Device, ExperimentRecord, Interrupt, LoopOptions, LoopOutcome,
+    OptimizationLoop, ResultsLog, Target,
+};
+
+use crate::cli::GlobalArgs;
+use crate::defaults;
+use crate::progress::ProgressReporter;
+use crate::workspace::Workspace;
+
+/// Budget and bench flags of the loop, common to `run` and `tune`.
+#[derive(Debug, clap::Args)]
+pub struct LoopArgs {
+    /// Stop after this many experiments in this invocation (baselines not counted; a resumed
+    /// run counts afresh)
+    #[arg(long, value_name = "N", help_heading = "Budget")]
+    pub max_experiments: Option<u64>,
+    /// Stop after this much wall time, e.g. 45m, 8h, 1h30m
+    #[arg(long, value_name = "DURATION", value_parser = defaults::parse_duration, help_heading = "Budget")]
+    pub budget: Option<Duration>,
+    /// Wall time per target before moving on, e.g. 30m
+    #[arg(long, value_name = "DURATION", value_parser = defaults::parse_duration, help_heading = "Budget")]
+    pub target_budget: Option<Duration>,
+    /// Consecutive experiments not kept before moving on to the next target [default: 8]
+    #[arg(long, value_name = "N", help_heading = "Budget")]
+    pub plateau: Option<u32>,
+    /// Keep a candidate only when this much faster than the best, in percent [default: 1]
+    #[arg(long, value_name = "PCT", help_heading = "Budget")]
+    pub keep_threshold_pct: Option<f64>,
+    /// Where kernels run: auto (CUDA if present), cuda, or cpu (Triton's interpreter)
+    #[arg(
+        long,
+        default_value = "auto",
+        value_name = "auto|cuda|cpu",
+        help_heading = "Bench"
+    )]
+    pub device: Device,
+    /// The Python interpreter whose torch and triton to use [default: $AUTOKERNEL_PYTHON, $VIRTUAL_ENV, python3]
+    #[arg(long, value_name = "PATH", help_heading = "Bench")]
+    pub python: Option<PathBuf>,
+    /// Time limit of one benchmark, in seconds
+    #[arg(
+        long,
+        default_value_t = 600,
+        value_name = "SECS",
+        help_heading = "Bench"
+    )]
+    pub bench_timeout: u64,
+}
+
+impl LoopArgs {
+    /// Refuses values that would run nothing, before anything is written.
+    ///
+    /// # Errors
+    /// A message naming the flag and a value that works.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.max_experiments == Some(0) {
+            bail!("--max-experiments 0 runs no experiment; pass 1 or more (`autokernel profile` shows the plan alone)");
+        }
+        if self.budget.is_some_and(|b| b.is_zero()) {
+            bail!("--budget 0 leaves no time for an experiment; pass a duration such as 20m or 8h");
+        }
+        if self.bench_timeout == 0 {
+            bail!(
+                "--bench-timeout 0 would time out every benchmark; pass a limit in seconds, e.g. 600"
+            );
+        }
+        if self
+            .keep_threshold_pct
+            .is_some_and(|p| !(0.0..100.0).contains(&p))
+        {
+            bail!("--keep-threshold-pct must be in [0, 100), e.g. 1 for 1%");
+        }
+        Ok(())
+    }
+
+    /// The loop's options: these flags over the workspace's settings over the defaults.
+    fn options(&self, ws: &Workspace) -> LoopOptions {
+        let mut options = LoopOptions::new(ws.path(".autokernel/scratch"));
+        options.device = self.device;
+        options.max_experiments = self.max_experiments;
+        options.budget = self.budget;
+        options.bench_timeout = Duration::from_secs(self.bench_timeout);
+        options.keep_threshold = self
+            .keep_threshold_pct
+            .map(|p| p / 100.0)
+            .or(ws.settings.keep_threshold)
+            .unwrap_or(options.keep_threshold);
+        options.orchestrator.plateau = self
+            .plateau
+            .or(ws.settings.plateau)
+            .unwrap_or(options.orchestrator.plateau);
+        options.orchestrator.target_budget = self.target_budget;
+        if let Some(goal) = ws.settings.roofline_goal_pct {
+            options.orchestrator.roofline_goal_pct = goal;
+        }
+        options
+    }
+}
+
+/// What a finished loop hands back.
+pub struct Experiments {
+    /// Why it stopped and how many experiments ran.
+    pub outcome: LoopOutcome,
+    /// Every row of `results.tsv`, earlier invocations included.
+    pub rows: Vec<ExperimentRecord>,
+}
+
+/// Each target with the source of its baseline `kernel.py`.
+pub struct Baselines {
+    /// The targets and their starting sources.
+    pub kernels: Vec<(Target, String)>,
+    /// Where those sources come from when they are not the starters (`tune`'s file), for
+    /// the baseline rows' description.
+    pub from: Option<String>,
+}
+
+/// Runs the loop over the baselines' targets on the workspace, with progress lines on
+/// stderr and Ctrl-C handling.
+///
+/// # Errors
+/// When `results.tsv` cannot be opened or the loop fails (the store, the log).
+pub async fn run_experiments(
+    args: &LoopArgs,
+    ws: &Workspace,
+    services: &defaults::Services,
+    agent: Box<dyn Agent>,
+    store: autokernel_vcs::GixStore,
+    baselines: Baselines,
+    global: &GlobalArgs,
+) -> anyhow::Result<Experiments> {
+    let log = ResultsLog::open(ws.path("results.tsv"))?;
+    if log.repaired_torn_line() {
+        tracing::warn!("results.tsv had a torn last row (a killed run); it was cut off and saved to results.tsv.torn");
+    }
+    let mut options = args.options(ws);
+    options.baseline_source = baselines.from;
+    options.gpu = services
+        .gpu_name
+        .as_deref()
+        .and_then(|n| lookup_gpu(n).spec().cloned());
+    let reporter = Arc::new(ProgressReporter::new(global));
+    let mut the_loop = OptimizationLoop::new(agent, services.benchmarker(), store, log, options)
+        .with_reporter(Box::new(SharedReporter(reporter.clone())));
+    let interrupt = Arc::new(Interrupt::new());
+    spawn_ctrl_c(interrupt.clone(), global.quiet);
+    let outcome = the_loop.run(baselines.kernels, &interrupt).await;
+    reporter.finish();
+    let outcome = outcome?;
+    Ok(Experiments {
+        outcome,
+        rows: the_loop.log().rows().to_vec(),
+    })
+}
+
+/// A workspace folder that did not exist before this command: removed on drop unless
+/// [`CreatedFolder::keep`] was called (the command got as far as a plan).
+pub struct CreatedFolder {
+    path: Option<PathBuf>,
+}
+
+impl CreatedFolder {
+    /// Remembers `path` when it does not exist yet.
+    pub fn new(path: &Path) -> Self {
+        CreatedFolder {
+            path: (!path.exists()).then(|| path.to_path_buf()),
+        }
+    }
+
+    /// The folder has what makes it a workspace (a plan): keep it.
+    pub fn keep(&mut self) {
+        self.path = None;
+    }
+}
+
+impl Drop for CreatedFolder {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            let _ = std::fs::remove_dir_all(path);
+        }
+    }
+}
+
+/// Lets the loop own a boxed reporter while the command keeps a handle to finish it.
+struct SharedReporter(Arc<ProgressReporter>);
+
+impl autokernel_core::Reporter for SharedReporter {
+    fn on_target_start(&self, s: &autokernel_core::TargetState) {
+        self.0.on_target_start(s)
+    }
+    fn on_experiment_start(&self, t: &autokernel_core::Target, n: u64) {
+        self.0.on_experiment_start(t, n)
+    }
+    fn on_candidate(&self, t: &autokernel_core::Target, n: u64, d: &str) {
+        self.0.on_candidate(t, n, d)
+    }
+    fn on_verdict(&self, n: u64, v: &autokernel_core::keep::KeepVerdict) {
+        self.0.on_verdict(n, v)
+    }
+    fn on_decision(
+        &self,
+        r: &autokernel_core::ExperimentRecord,
+        b: Option<&autokernel_core::BenchResult>,
+    ) {
+        self.0.on_decision(r, b)
+    }
+    fn on_target_end(&self, t: &autokernel_core::Target, w: &autokernel_core::MoveOn) {
+        self.0.on_target_end(t, w)
+    }
+    fn on_warning(&self, m: &str) {
+        self.0.on_warning(m)
+    }
+}
+
+/// First Ctrl-C: finish the experiment in flight, then stop. Second: abandon it.
+fn spawn_ctrl_c(interrupt: Arc<Interrupt>, quiet: bool) {
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            interrupt.request();
+            if quiet {
+                continue;
+            }
+            #[allow(clippy::print_stderr)]
+            if interrupt.abandon_requested() {
+                eprintln!("\nabandoning the experiment in flight (it is reverted and logged)");
+            } else {
+                eprintln!(
+                    "\nstopping after the current experiment; press Ctrl-C again to abandon it"
+                );
+            }
+        }
+    });
+}

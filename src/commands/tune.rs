@@ -1,0 +1,263 @@
+//! `autokernel tune`: the loop on one kernel file at the shapes given, without a model. The
+//! tuner walks the file's `TUNABLES` (every configuration judged and timed on the warm
+//! worker, kept only when faster), in a workspace of its own that resumes like `run`'s. The
+//! file itself is left as it is; the best version is the workspace's `targets/<id>/kernel.py`
+//! and, with `--output`, a copy.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use autokernel_core::{DType, Decision, KernelKind, Layout, Shape, StopReason, Target};
+
+use crate::cli::GlobalArgs;
+use crate::commands::experiments::{
+    run_experiments, Baselines, CreatedFolder, Experiments, LoopArgs,
+};
+use crate::commands::run::AgentChoice;
+use crate::workspace::Workspace;
+use crate::{defaults, report};
+
+/// How a `tune` target's `op` starts (the op of a model's target is the profiled op).
+pub const TUNE_OP_PREFIX: &str = "tune ";
+
+/// Arguments of `autokernel tune`.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = "Examples:
+  autokernel new-kernel softmax -o softmax.py
+  autokernel tune softmax.py --shape 4096,50257 --dtype float16 --budget 10m -o best.py
+  autokernel tune matmul.py --shape 1024,50257,768 --layout b_transposed -w tune-lm-head
+  autokernel tune kernel.py --shape 64,1000 --device cpu --max-experiments 4   (exercise it on the CPU)
+
+Every configuration is judged by every correctness stage and timed at the shapes (the first
+one is timed); the keep rule is `run`'s. Run the same command again to resume; `git log` in
+the workspace lists the experiments, results.tsv measures each one.")]
+pub struct TuneArgs {
+    /// The kernel.py to tune: it declares KERNEL_KIND, a one-line CONFIG and the TUNABLES
+    /// the tuner may try (every starter does). It is not modified
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// A problem shape to tune at, e.g. 4096,50257 (dims of the kind: matmul M,N,K; softmax
+    /// rows,cols; ...). Repeat it to judge each configuration at several shapes; the first
+    /// is the one timed
+    #[arg(long = "shape", value_name = "DIMS", required = true)]
+    pub shapes: Vec<Shape>,
+    /// The dtype to tune in [default: float16 on a GPU, float32 on the CPU]
+    #[arg(long, value_name = "float16|bfloat16|float32")]
+    pub dtype: Option<DType>,
+    /// Tune the file as this kind (default: its KERNEL_KIND)
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<KernelKind>,
+    /// How the inputs sit in memory: contiguous, or b_transposed (matmul's B as nn.Linear
+    /// hands its weight over)
+    #[arg(
+        long,
+        default_value = "contiguous",
+        value_name = "contiguous|b_transposed"
+    )]
+    pub layout: Layout,
+    #[command(flatten)]
+    pub experiments: LoopArgs,
+    /// The workspace folder (a git repository: one commit per experiment)
+    #[arg(
+        long,
+        short = 'w',
+        default_value = "autokernel-tune",
+        value_name = "DIR",
+        help_heading = "Output"
+    )]
+    pub workspace: PathBuf,
+    /// Also write the best version of the kernel to this file
+    #[arg(long, short = 'o', value_name = "FILE", help_heading = "Output")]
+    pub output: Option<PathBuf>,
+}
+
+/// Runs `autokernel tune`: exit 0 when a configuration passed the judge, 1 when none did
+/// (the file's own included), 2 on bad input, 130 when interrupted.
+pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    args.experiments.check()?;
+    let source = read_kernel(&args.path)?;
+    let kind = match args.kind.or_else(|| autokernel_bench::declared_kind(&source)) {
+        Some(kind) => kind,
+        None => bail!(
+            "`{}` declares no KERNEL_KIND (a line such as KERNEL_KIND = \"softmax\")\nhint: add it, or pass --kind",
+            args.path.display()
+        ),
+    };
+    if let Err(e) = autokernel_agent::pyliteral::TunableSource::parse(&source) {
+        bail!(
+            "the tuner cannot read `{}`: {e}\nhint: a kernel to tune needs a one-line CONFIG dict and a TUNABLES dict of lists, as in `autokernel new-kernel {kind}`",
+            args.path.display()
+        );
+    }
+    for shape in &args.shapes {
+        Shape::parse_for(kind, &shape.to_string()).map_err(|e| anyhow::anyhow!("--shape: {e}"))?;
+    }
+
+    let mut created = CreatedFolder::new(&args.workspace);
+    let mut ws = Workspace::open(&args.workspace)?;
+    if let Some(model) = &ws.settings.model {
+        bail!(
+            "workspace `{}` belongs to the model {}; `tune` needs a workspace of its own\nhint: pass another -w",
+            ws.root.display(),
+            model.describe()
+        );
+    }
+    let device = args.experiments.device;
+    let agent = defaults::agent(AgentChoice::Tune, &ws, None, None)?;
+    let run_tag = ws
+        .settings
+        .run_tag
+        .clone()
+        .unwrap_or_else(|| format!("tune-{kind}-{}", chrono::Utc::now().format("%Y%m%d-%H%M")));
+    let store = defaults::store(&ws, &run_tag)?;
+    let mut services = defaults::Services::start(
+        args.experiments.python.as_deref(),
+        device,
+        ws.settings.measured_bandwidth_gb_s,
+    )?;
+    let scripts = crate::commands::verify::install_scripts(&ws)?;
+    let resolved_device = services.device_name(&scripts, device).await?;
+    let on_gpu = resolved_device.starts_with("cuda");
+    let dtype = args.dtype.unwrap_or(if on_gpu {
+        DType::Float16
+    } else {
+        DType::Float32
+    });
+    let target = Target {
+        id: format!("01-{kind}"),
+        kind,
+        shapes: args.shapes.clone(),
+        dtype,
+        fraction: 1.0,
+        op: format!("{TUNE_OP_PREFIX}{}", args.path.display()),
+        layout: args.layout,
+    };
+    match ws.load_plan()? {
+        Some(plan) if !same_problem(&plan, &target) => bail!(
+            "workspace `{}` tunes another problem ({})\nhint: pass another -w, or delete that folder to start over",
+            ws.root.display(),
+            plan.first().map_or("none".into(), describe)
+        ),
+        Some(_) => tracing::info!("resuming the tuning saved in the workspace"),
+        None => ws.save_plan(std::slice::from_ref(&target))?,
+    }
+    created.keep();
+    ws.settings.tuned_kernel = Some(std::path::absolute(&args.path)?);
+    ws.settings.run_tag = Some(run_tag);
+    ws.save_settings()?;
+    crate::print_stdout(&format!(
+        "tuning {} at {}",
+        args.path.display(),
+        describe(&target)
+    ));
+
+    let targets = vec![target.clone()];
+    let baselines = Baselines {
+        kernels: vec![(target.clone(), source)],
+        from: Some(args.path.display().to_string()),
+    };
+    let Experiments { outcome, rows } = run_experiments(
+        &args.experiments,
+        &ws,
+        &services,
+        agent,
+        store,
+        baselines,
+        global,
+    )
+    .await?;
+    crate::commands::report::write_report(&ws, &targets, &rows, None)?;
+
+    let best = ws.path(&format!("targets/{}/kernel.py", target.id));
+    if let Some(out) = &args.output {
+        std::fs::copy(&best, out)
+            .with_context(|| format!("cannot write the best kernel to `{}`", out.display()))?;
+    }
+    let summaries = report::summarize(&targets, &rows);
+    crate::print_stdout(&report::summary_table(&summaries));
+    let results = ws.path("results.tsv");
+    crate::print_stdout(&tune_summary(
+        &outcome,
+        &rows,
+        &best,
+        &results,
+        &resolved_device,
+        &args,
+    ));
+    let interrupted = outcome.stop == StopReason::Interrupted;
+    let anything_passed = rows.iter().any(|r| r.correctness == "PASS");
+    Ok(if interrupted {
+        ExitCode::from(130)
+    } else if anything_passed {
+        ExitCode::SUCCESS
+    } else {
+        tracing::error!("no configuration passed the judge (see results.tsv and autokernel.log)");
+        ExitCode::from(1)
+    })
+}
+
+/// The kernel file's text, with errors that say what to do.
+fn read_kernel(path: &Path) -> anyhow::Result<String> {
+    if path.is_dir() {
+        bail!(
+            "`{}` is a folder; tune takes a kernel.py file",
+            path.display()
+        );
+    }
+    if !path.is_file() {
+        bail!(
+            "kernel file `{}` not found\nhint: `autokernel new-kernel softmax -o {}` writes a starter",
+            path.display(),
+            path.display()
+        );
+    }
+    std::fs::read_to_string(path).with_context(|| format!("cannot read `{}`", path.display()))
+}
+
+/// Whether a saved plan is this target's problem (kind, shapes, dtype, layout).
+fn same_problem(plan: &[Target], target: &Target) -> bool {
+    matches!(plan, [p] if p.kind == target.kind && p.shapes == target.shapes
+        && p.dtype == target.dtype && p.layout == target.layout)
+}
+
+/// `softmax 4096x50257 float16` (and the layout when not contiguous).
+fn describe(t: &Target) -> String {
+    let shapes: Vec<String> = t.shapes.iter().map(|s| s.to_string()).collect();
+    let mut s = format!("{} {} {}", t.kind, shapes.join(" "), t.dtype);
+    if t.layout != Layout::Contiguous {
+        s.push_str(&format!(" {}", t.layout.name()));
+    }
+    s
+}
+
+/// The lines after the table: why it stopped, what was measured, where the best kernel is.
+fn tune_summary(
+    outcome: &autokernel_core::LoopOutcome,
+    rows: &[autokernel_core::ExperimentRecord],
+    best: &Path,
+    results: &Path,
+    device: &str,
+    args: &TuneArgs,
+) -> String {
+    let stop = match outcome.stop {
+        StopReason::AllTargetsDone => "all_targets_done",
+        StopReason::ExperimentCap => "experiment_cap",
+        StopReason::Budget => "budget",
+        StopReason::Interrupted => "interrupted",
+    };
+    let kept = rows.iter().filter(|r| r.decision == Decision::Keep).count();
+    let mut s = format!(
+        "---\nstop_reason: {stop}\nconfigurations_measured: {}\nkept: {kept}\nbest: {}\n",
+        rows.len(),
+        best.display()
+    );
+    if let Some(out) = &args.output {
+        s.push_str(&format!("written_to: {}\n", out.display()));
+    }
+    if !device.starts_with("cuda") {
+        s.push_str("timings: Triton's interpreter on the CPU, not representative\n");
+    }
+    s.push_str(&format!("results: {}", results.display()));
+    s
+}
