@@ -126,6 +126,10 @@ pub struct Settings {
     /// has a model or a tuned kernel, never both.
     #[serde(default)]
     pub tuned_kernel: Option<PathBuf>,
+    /// Git's blob id of that file's text when the workspace started from it
+    /// ([`autokernel_vcs::blob_id`]): a resumed `tune` refuses an edited file.
+    #[serde(default)]
+    pub tuned_kernel_blob: Option<String>,
     /// The run tag: the branch is `autokernel/<run_tag>`.
     pub run_tag: Option<String>,
     /// The agent: `tune`, `openai` or `hybrid`.

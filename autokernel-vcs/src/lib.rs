@@ -45,3 +45,16 @@ pub use store::{
     ExperimentCommit, GixStore, OpenReport, StoreOptions, BRANCH_PREFIX, NOTES_REF, REVERTED_PREFIX,
 };
 pub use worktree::EXCLUDES;
+
+/// Git's object id (SHA-1, 40 hex digits) of a blob holding `bytes`: what `git hash-object`
+/// prints for a file with this content. A stable fingerprint of a file's text, e.g. to tell
+/// whether the kernel a workspace was started from has been edited since.
+///
+/// # Panics
+/// Never in practice: SHA-1 hashing in memory cannot fail (gix reports only a detected
+/// collision attack, which this content cannot be).
+pub fn blob_id(bytes: &[u8]) -> String {
+    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, bytes)
+        .expect("hashing bytes in memory")
+        .to_string()
+}

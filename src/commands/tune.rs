@@ -133,14 +133,24 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         op: format!("{TUNE_OP_PREFIX}{}", args.path.display()),
         layout: args.layout,
     };
+    let blob = autokernel_vcs::blob_id(source.as_bytes());
     match ws.load_plan()? {
         Some(plan) if !same_problem(&plan, &target) => bail!(
             "workspace `{}` tunes another problem ({})\nhint: pass another -w, or delete that folder to start over",
             ws.root.display(),
             plan.first().map_or("none".into(), describe)
         ),
+        // resuming would go on from the old text and silently ignore the edit
+        Some(_) if ws.settings.tuned_kernel_blob.as_ref().is_some_and(|b| *b != blob) => bail!(
+            "`{}` has changed since workspace `{}` started tuning it\nhint: pass another -w to tune the edited file",
+            args.path.display(),
+            ws.root.display()
+        ),
         Some(_) => tracing::info!("resuming the tuning saved in the workspace"),
-        None => ws.save_plan(std::slice::from_ref(&target))?,
+        None => {
+            ws.save_plan(std::slice::from_ref(&target))?;
+            ws.settings.tuned_kernel_blob = Some(blob);
+        }
     }
     created.keep();
     ws.settings.tuned_kernel = Some(std::path::absolute(&args.path)?);

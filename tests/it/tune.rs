@@ -111,6 +111,18 @@ fn tune_resumes_and_refuses_another_problem_or_a_run() {
         1
     );
 
+    // an edited file is not resumed from its old text
+    let edited = std::fs::read_to_string(&kernel).unwrap() + "# edited\n";
+    let copy = dir.path().join("edited.py");
+    std::fs::write(&copy, edited).unwrap();
+    let changed = tune(&copy, &ws, &["--shape", "8,96", "--max-experiments", "1"]);
+    assert_eq!(changed.status.code(), Some(2), "{}", text(&changed));
+    assert!(
+        text(&changed).contains("has changed since"),
+        "{}",
+        text(&changed)
+    );
+
     let other = tune(
         &kernel,
         &ws,

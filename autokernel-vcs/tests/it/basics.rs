@@ -271,3 +271,33 @@ async fn an_existing_repository_with_user_commits_gets_a_run_branch_from_head() 
         .unwrap();
     assert!(rec.unlogged.is_empty(), "{rec:?}");
 }
+
+#[test]
+fn blob_id_is_what_git_hash_object_prints() {
+    use std::io::Write;
+    for content in [
+        "",
+        "KERNEL_KIND = \"softmax\"\n",
+        "CONFIG = {\"BLOCK\": 1024}  # ü\n",
+    ] {
+        let mut child = std::process::Command::new("git")
+            .args(["hash-object", "--stdin"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("git runs");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(content.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let git_id = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(
+            autokernel_vcs::blob_id(content.as_bytes()),
+            git_id.trim(),
+            "{content:?}"
+        );
+    }
+}
