@@ -25,6 +25,7 @@ fn main() -> ExitCode {
     }
     let log_file = match &cli.command {
         cli::Command::Run(args) => Some(args.workspace.join("autokernel.log")),
+        cli::Command::Tune(args) => Some(args.workspace.join("autokernel.log")),
         _ => None,
     };
     cli::init_logging(&cli.global, log_file.as_deref());

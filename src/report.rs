@@ -206,6 +206,12 @@ pub fn render_markdown(
     );
     let _ = writeln!(md, "## End-to-end verification\n");
     match verification {
+        None if ws.settings.tuned_kernel.is_some() => {
+            let _ = writeln!(
+                md,
+                "None: an `autokernel tune` workspace has no model to plug its kernel into."
+            );
+        }
         None => {
             let _ = writeln!(
                 md,

@@ -64,7 +64,7 @@ impl LoopArgs {
     /// A message naming the flag and a value that works.
     pub fn check(&self) -> anyhow::Result<()> {
         if self.max_experiments == Some(0) {
-            bail!("--max-experiments 0 runs no experiment; pass 1 or more (`autokernel profile` shows the plan alone)");
+            bail!("--max-experiments 0 runs no experiment; pass 1 or more");
         }
         if self.budget.is_some_and(|b| b.is_zero()) {
             bail!("--budget 0 leaves no time for an experiment; pass a duration such as 20m or 8h");

@@ -90,6 +90,9 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     if args.top == Some(0) {
         bail!("--top 0 leaves nothing to optimise; pass --top 1 or more");
     }
+    if args.experiments.max_experiments == Some(0) {
+        bail!("--max-experiments 0 runs no experiment; pass 1 or more (`autokernel profile` shows the plan alone)");
+    }
     args.experiments.check()?;
     // a folder this run creates is removed again if the run fails before it has a plan
     // (a model that does not load), instead of being left with a repository and a log

@@ -76,22 +76,9 @@ pub struct TuneArgs {
 /// (the file's own included), 2 on bad input, 130 when interrupted.
 pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     args.experiments.check()?;
-    let source = read_kernel(&args.path)?;
-    let kind = match args.kind.or_else(|| autokernel_bench::declared_kind(&source)) {
-        Some(kind) => kind,
-        None => bail!(
-            "`{}` declares no KERNEL_KIND (a line such as KERNEL_KIND = \"softmax\")\nhint: add it, or pass --kind",
-            args.path.display()
-        ),
-    };
-    if let Err(e) = autokernel_agent::pyliteral::TunableSource::parse(&source) {
-        bail!(
-            "the tuner cannot read `{}`: {e}\nhint: a kernel to tune needs a one-line CONFIG dict and a TUNABLES dict of lists, as in `autokernel new-kernel {kind}`",
-            args.path.display()
-        );
-    }
-    for shape in &args.shapes {
-        Shape::parse_for(kind, &shape.to_string()).map_err(|e| anyhow::anyhow!("--shape: {e}"))?;
+    let (source, kind) = checked_kernel(&args)?;
+    if let Some(out) = &args.output {
+        check_output(out, &args.path)?;
     }
 
     let mut created = CreatedFolder::new(&args.workspace);
@@ -133,25 +120,7 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         op: format!("{TUNE_OP_PREFIX}{}", args.path.display()),
         layout: args.layout,
     };
-    let blob = autokernel_vcs::blob_id(source.as_bytes());
-    match ws.load_plan()? {
-        Some(plan) if !same_problem(&plan, &target) => bail!(
-            "workspace `{}` tunes another problem ({})\nhint: pass another -w, or delete that folder to start over",
-            ws.root.display(),
-            plan.first().map_or("none".into(), describe)
-        ),
-        // resuming would go on from the old text and silently ignore the edit
-        Some(_) if ws.settings.tuned_kernel_blob.as_ref().is_some_and(|b| *b != blob) => bail!(
-            "`{}` has changed since workspace `{}` started tuning it\nhint: pass another -w to tune the edited file",
-            args.path.display(),
-            ws.root.display()
-        ),
-        Some(_) => tracing::info!("resuming the tuning saved in the workspace"),
-        None => {
-            ws.save_plan(std::slice::from_ref(&target))?;
-            ws.settings.tuned_kernel_blob = Some(blob);
-        }
-    }
+    plan(&mut ws, &target, &args.path, &source)?;
     created.keep();
     ws.settings.tuned_kernel = Some(std::path::absolute(&args.path)?);
     ws.settings.run_tag = Some(run_tag);
@@ -180,23 +149,24 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
     crate::commands::report::write_report(&ws, &targets, &rows, None)?;
 
     let best = ws.path(&format!("targets/{}/kernel.py", target.id));
-    if let Some(out) = &args.output {
+    let anything_passed = rows.iter().any(|r| r.correctness == "PASS");
+    if let Some(out) = args.output.as_ref().filter(|_| anything_passed) {
         std::fs::copy(&best, out)
             .with_context(|| format!("cannot write the best kernel to `{}`", out.display()))?;
     }
     let summaries = report::summarize(&targets, &rows);
     crate::print_stdout(&report::summary_table(&summaries));
     let results = ws.path("results.tsv");
+    let best = anything_passed.then_some(best.as_path());
     crate::print_stdout(&tune_summary(
         &outcome,
         &rows,
-        &best,
+        best,
         &results,
         &resolved_device,
         &args,
     ));
     let interrupted = outcome.stop == StopReason::Interrupted;
-    let anything_passed = rows.iter().any(|r| r.correctness == "PASS");
     Ok(if interrupted {
         ExitCode::from(130)
     } else if anything_passed {
@@ -205,6 +175,108 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         tracing::error!("no configuration passed the judge (see results.tsv and autokernel.log)");
         ExitCode::from(1)
     })
+}
+
+/// The kernel file's text and kind, once the tuner can read it and the shapes fit the kind.
+fn checked_kernel(args: &TuneArgs) -> anyhow::Result<(String, KernelKind)> {
+    let source = read_kernel(&args.path)?;
+    let declared = autokernel_bench::declared_kind(&source);
+    let kind = match (args.kind, declared) {
+        (Some(asked), Some(declared)) if asked != declared => bail!(
+            "`{}` declares KERNEL_KIND = \"{declared}\", not {asked}; the judge would refuse it\nhint: drop --kind, or tune a {asked} kernel (`autokernel new-kernel {asked}`)",
+            args.path.display()
+        ),
+        (Some(kind), _) | (None, Some(kind)) => kind,
+        (None, None) => bail!(
+            "`{}` declares no KERNEL_KIND (a line such as KERNEL_KIND = \"softmax\")\nhint: add it, or pass --kind",
+            args.path.display()
+        ),
+    };
+    let how = "hint: a kernel to tune needs a one-line CONFIG dict and a TUNABLES dict of lists with two or more values, as in `autokernel new-kernel";
+    match autokernel_agent::pyliteral::TunableSource::parse(&source) {
+        Err(e) => bail!(
+            "the tuner cannot read `{}`: {e}\n{how} {kind}`",
+            args.path.display()
+        ),
+        Ok(t) if t.tunables.iter().all(|(_, values)| values.len() < 2) => bail!(
+            "`{}` has nothing to tune: no TUNABLES key lists two or more values\n{how} {kind}`",
+            args.path.display()
+        ),
+        Ok(_) => {}
+    }
+    if args.layout != Layout::Contiguous && kind != KernelKind::Matmul {
+        bail!(
+            "--layout {} applies to matmul only; a {kind} kernel's inputs are contiguous",
+            args.layout.name()
+        );
+    }
+    for shape in &args.shapes {
+        Shape::parse_for(kind, &shape.to_string()).map_err(|e| anyhow::anyhow!("--shape: {e}"))?;
+    }
+    Ok((source, kind))
+}
+
+/// `-o`'s file: in an existing folder, not a folder, not the kernel being tuned (found out
+/// now, not after the whole search).
+fn check_output(out: &Path, kernel: &Path) -> anyhow::Result<()> {
+    let folder = out.parent().filter(|p| !p.as_os_str().is_empty());
+    if out.is_dir() || folder.is_some_and(|f| !f.is_dir()) {
+        bail!(
+            "-o `{}` is not a file in an existing folder\nhint: name a file, e.g. -o best.py",
+            out.display()
+        );
+    }
+    if out.exists() && std::fs::canonicalize(out)? == std::fs::canonicalize(kernel)? {
+        bail!(
+            "-o `{}` is the kernel being tuned, which tune never modifies\nhint: name another file, e.g. -o best.py",
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Saves the one-target plan in a new workspace; in one that has a plan, checks that it is
+/// this problem and this file's text (resuming from an edited file's old text would
+/// silently ignore the edit).
+fn plan(ws: &mut Workspace, target: &Target, path: &Path, source: &str) -> anyhow::Result<()> {
+    let blob = autokernel_vcs::blob_id(source.as_bytes());
+    let start_over = "hint: pass another -w, or delete that folder to start over";
+    match ws.load_plan()? {
+        Some(plan) if !same_problem(&plan, target) => bail!(
+            "workspace `{}` tunes {}, not {}\n{start_over}",
+            ws.root.display(),
+            plan.first().map_or("nothing".into(), describe),
+            describe(target)
+        ),
+        Some(_)
+            if ws
+                .settings
+                .tuned_kernel_blob
+                .as_ref()
+                .is_some_and(|b| *b != blob) =>
+        {
+            let was = ws.settings.tuned_kernel.clone().unwrap_or_default();
+            if std::path::absolute(path)? == was {
+                bail!(
+                    "`{}` has changed since workspace `{}` started tuning it\n{start_over}",
+                    path.display(),
+                    ws.root.display()
+                )
+            }
+            bail!(
+                "workspace `{}` tunes `{}`, whose text differs from `{}`\n{start_over}",
+                ws.root.display(),
+                was.display(),
+                path.display()
+            )
+        }
+        Some(_) => crate::print_stdout(&format!("resuming the tuning in `{}`", ws.root.display())),
+        None => {
+            ws.save_plan(std::slice::from_ref(target))?;
+            ws.settings.tuned_kernel_blob = Some(blob);
+        }
+    }
+    Ok(())
 }
 
 /// The kernel file's text, with errors that say what to do.
@@ -245,7 +317,7 @@ fn describe(t: &Target) -> String {
 fn tune_summary(
     outcome: &autokernel_core::LoopOutcome,
     rows: &[autokernel_core::ExperimentRecord],
-    best: &Path,
+    best: Option<&Path>,
     results: &Path,
     device: &str,
     args: &TuneArgs,
@@ -258,12 +330,17 @@ fn tune_summary(
     };
     let kept = rows.iter().filter(|r| r.decision == Decision::Keep).count();
     let mut s = format!(
-        "---\nstop_reason: {stop}\nconfigurations_measured: {}\nkept: {kept}\nbest: {}\n",
-        rows.len(),
-        best.display()
+        "---\nstop_reason: {stop}\nconfigurations_measured: {}\nkept: {kept}\n",
+        rows.len()
     );
-    if let Some(out) = &args.output {
-        s.push_str(&format!("written_to: {}\n", out.display()));
+    match best {
+        Some(best) => {
+            s.push_str(&format!("best: {}\n", best.display()));
+            if let Some(out) = &args.output {
+                s.push_str(&format!("written_to: {}\n", out.display()));
+            }
+        }
+        None => s.push_str("best: none (no configuration passed the judge; nothing written)\n"),
     }
     if !device.starts_with("cuda") {
         s.push_str("timings: Triton's interpreter on the CPU, not representative\n");

@@ -42,6 +42,14 @@ pub struct VerifyArgs {
 /// Runs `autokernel verify`; exit 1 when the model with the kernels does not match.
 pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let ws = Workspace::open_existing(&args.workspace)?;
+    if let Some(kernel) = &ws.settings.tuned_kernel {
+        bail!(
+            "workspace `{}` is `autokernel tune`'s, for `{}`: it has no model to plug its kernel into\nhint: `autokernel report -w {}` summarises it",
+            ws.root.display(),
+            kernel.display(),
+            ws.root.display()
+        );
+    }
     let Some(identity) = ws.settings.model.clone() else {
         bail!(
             "workspace `{}` records no model (autokernel.toml has no [model])",

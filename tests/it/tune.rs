@@ -111,16 +111,25 @@ fn tune_resumes_and_refuses_another_problem_or_a_run() {
         1
     );
 
-    // an edited file is not resumed from its old text
-    let edited = std::fs::read_to_string(&kernel).unwrap() + "# edited\n";
-    let copy = dir.path().join("edited.py");
-    std::fs::write(&copy, edited).unwrap();
-    let changed = tune(&copy, &ws, &["--shape", "8,96", "--max-experiments", "1"]);
+    // an edited file is not resumed from its old text, nor another file's text
+    let original = std::fs::read_to_string(&kernel).unwrap();
+    std::fs::write(&kernel, format!("{original}# edited\n")).unwrap();
+    let changed = tune(&kernel, &ws, &["--shape", "8,96", "--max-experiments", "1"]);
     assert_eq!(changed.status.code(), Some(2), "{}", text(&changed));
     assert!(
         text(&changed).contains("has changed since"),
         "{}",
         text(&changed)
+    );
+    let copy = dir.path().join("edited.py");
+    std::fs::rename(&kernel, &copy).unwrap();
+    std::fs::write(&kernel, &original).unwrap();
+    let other_file = tune(&copy, &ws, &["--shape", "8,96", "--max-experiments", "1"]);
+    assert_eq!(other_file.status.code(), Some(2), "{}", text(&other_file));
+    assert!(
+        text(&other_file).contains("whose text differs"),
+        "{}",
+        text(&other_file)
     );
 
     let other = tune(
@@ -130,7 +139,7 @@ fn tune_resumes_and_refuses_another_problem_or_a_run() {
     );
     assert_eq!(other.status.code(), Some(2), "{}", text(&other));
     assert!(
-        text(&other).contains("tunes another problem"),
+        text(&other).contains("tunes softmax 8x96 float32, not softmax 16x96 float32"),
         "{}",
         text(&other)
     );
@@ -145,7 +154,27 @@ fn tune_resumes_and_refuses_another_problem_or_a_run() {
         "{}",
         text(&run)
     );
-    // neither refusal wrote a row
+    let verify = autokernel()
+        .args(["verify", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert_eq!(verify.status.code(), Some(2), "{}", text(&verify));
+    assert!(
+        text(&verify).contains("no model to plug"),
+        "{}",
+        text(&verify)
+    );
+    let report = autokernel()
+        .args(["report", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{}", text(&report));
+    assert!(std::fs::read_to_string(ws.join("report.md"))
+        .unwrap()
+        .contains("an `autokernel tune` workspace has no model"));
+    // none of the refusals wrote a row
     assert_eq!(assert_consistent(&ws).len(), 3);
 }
 
@@ -162,6 +191,11 @@ fn tune_refuses_bad_input_before_creating_a_workspace() {
         (kernel.clone(), vec!["--shape", "8,96,4"], "--shape"),
         (
             kernel.clone(),
+            vec!["--shape", "8,96", "-o", "/nonexistent-folder/best.py"],
+            "is not a file in an existing folder",
+        ),
+        (
+            kernel.clone(),
             vec!["--shape", "8,96", "--max-experiments", "0"],
             "--max-experiments 0",
         ),
@@ -171,9 +205,33 @@ fn tune_refuses_bad_input_before_creating_a_workspace() {
     std::fs::write(&no_kind, source.replace("KERNEL_KIND = \"softmax\"", "")).unwrap();
     let no_tunables = dir.path().join("no_tunables.py");
     std::fs::write(&no_tunables, source.replace("TUNABLES = {", "OPTIONS = {")).unwrap();
+    let nothing_to_tune = dir.path().join("nothing_to_tune.py");
+    let start = source.find("TUNABLES = {").unwrap();
+    let end = start + source[start..].find("\n}\n").unwrap() + 3;
+    std::fs::write(
+        &nothing_to_tune,
+        format!("{}TUNABLES = {{}}\n{}", &source[..start], &source[end..]),
+    )
+    .unwrap();
     let cases = cases.into_iter().chain([
         (no_kind, vec!["--shape", "8,96"], "declares no KERNEL_KIND"),
         (no_tunables, vec!["--shape", "8,96"], "TUNABLES"),
+        (nothing_to_tune, vec!["--shape", "8,96"], "nothing to tune"),
+        (
+            kernel.clone(),
+            vec!["--shape", "8,96", "--kind", "layernorm"],
+            "not layernorm",
+        ),
+        (
+            kernel.clone(),
+            vec!["--shape", "8,96", "--layout", "b_transposed"],
+            "matmul only",
+        ),
+        (
+            kernel.clone(),
+            vec!["--shape", "8,96", "-o", kernel.to_str().unwrap()],
+            "never modifies",
+        ),
     ]);
     for (file, args, message) in cases {
         let out = tune(&file, &ws, &args);
@@ -192,4 +250,39 @@ fn tune_refuses_bad_input_before_creating_a_workspace() {
         );
         assert!(!ws.exists(), "{} left a workspace behind", file.display());
     }
+}
+
+#[test]
+fn a_kernel_that_never_passes_is_not_written_out() {
+    let (dir, ws) = tempdir();
+    let kernel = starter(dir.path());
+    let source = std::fs::read_to_string(&kernel).unwrap();
+    // the starter's result, scaled: wrong for every configuration the tuner can try
+    let wrong = dir.path().join("wrong.py");
+    assert!(source.contains("    return y\n"));
+    std::fs::write(
+        &wrong,
+        source.replace("    return y\n", "    return y * 1.5\n"),
+    )
+    .unwrap();
+    let best = dir.path().join("best.py");
+    let out = tune(
+        &wrong,
+        &ws,
+        &[
+            "--shape",
+            "8,96",
+            "--max-experiments",
+            "1",
+            "-o",
+            best.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(!best.exists(), "a failing kernel was written out");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("best: none"), "{stdout}");
+    assert!(crate::util::rows(&ws)
+        .iter()
+        .all(|r| r["correctness"] != "PASS"));
 }
