@@ -177,7 +177,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
                 #[allow(clippy::print_stderr)]
                 {
                     eprintln!(
-                        "not planned, no standard call site to plug a kernel into: {} (optimise them with `autokernel bench` and a kernel of your own)",
+                        "not planned, no standard call site to plug a kernel into: {} (a kernel of your own for them can be tuned with `autokernel tune` and judged with `autokernel bench`)",
                         list.join(", ")
                     );
                 }
