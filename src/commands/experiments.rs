@@ -3,13 +3,14 @@
 //! progress lines, Ctrl-C handling and the workspace folder's clean-up on early failure.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
 use autokernel_core::{
     lookup_gpu, Agent, Device, ExperimentRecord, Interrupt, LoopOptions, LoopOutcome,
-    OptimizationLoop, ResultsLog, Target,
+    OptimizationLoop, ResultsLog, StopReason, Target,
 };
 
 use crate::cli::GlobalArgs;
@@ -160,6 +161,22 @@ pub async fn run_experiments(
         outcome,
         rows: the_loop.log().rows().to_vec(),
     })
+}
+
+impl Experiments {
+    /// The command's exit code: 130 when interrupted, 0 when any row passed the judge, 1
+    /// when none did (the command finished, but the answer is no; `what` names the things
+    /// that failed in the error logged then, e.g. "kernel").
+    pub fn exit_code(&self, what: &str) -> ExitCode {
+        if self.outcome.stop == StopReason::Interrupted {
+            return ExitCode::from(130);
+        }
+        if self.rows.iter().any(|r| r.correctness == "PASS") {
+            return ExitCode::SUCCESS;
+        }
+        tracing::error!("no {what} passed the judge in this workspace: every one failed or timed out (see results.tsv and autokernel.log)");
+        ExitCode::from(1)
+    }
 }
 
 /// A workspace folder that did not exist before this command: removed on drop unless

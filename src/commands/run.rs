@@ -9,9 +9,7 @@ use anyhow::{bail, Context};
 use autokernel_core::{Agent, Device, StopReason};
 
 use crate::cli::GlobalArgs;
-use crate::commands::experiments::{
-    run_experiments, Baselines, CreatedFolder, Experiments, LoopArgs,
-};
+use crate::commands::experiments::{run_experiments, Baselines, CreatedFolder, LoopArgs};
 use crate::model_args::ModelArgs;
 use crate::progress::spinner;
 use crate::workspace::{ModelIdentity, Workspace};
@@ -229,7 +227,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         kernels: starters,
         from: None,
     };
-    let Experiments { outcome, rows } = run_experiments(
+    let experiments = run_experiments(
         &args.experiments,
         &ws,
         &services,
@@ -239,6 +237,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         global,
     )
     .await?;
+    let (outcome, rows) = (&experiments.outcome, &experiments.rows);
 
     // 4. verify, unless interrupted or asked not to
     let interrupted = outcome.stop == StopReason::Interrupted;
@@ -246,7 +245,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     if !args.no_verify && !interrupted {
         let bar = spinner(global, "verifying the kept kernels inside the model");
         let v =
-            crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets, &rows)
+            crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets, rows)
                 .await;
         bar.finish_and_clear();
         match v {
@@ -260,15 +259,10 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
 
     // 5. report
     let verification = ws.load_verification()?;
-    crate::commands::report::write_report(&ws, &targets, &rows, verification.as_ref())?;
-    let summaries = report::summarize(&targets, &rows);
+    crate::commands::report::write_report(&ws, &targets, rows, verification.as_ref())?;
+    let summaries = report::summarize(&targets, rows);
     crate::print_stdout(&report::summary_table(&summaries));
-    let stop = match outcome.stop {
-        StopReason::AllTargetsDone => "all_targets_done",
-        StopReason::ExperimentCap => "experiment_cap",
-        StopReason::Budget => "budget",
-        StopReason::Interrupted => "interrupted",
-    };
+    let stop = outcome.stop.label();
     let mut summary = format!(
         "---\nstop_reason: {stop}\nexperiments: {}\nprojected_speedup: {:.3}\n",
         outcome.experiments,
@@ -298,16 +292,5 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     }
     summary.push_str(&format!("report: {}\n", ws.path("report.md").display()));
     crate::print_stdout(&summary);
-    // a run in which no kernel ever passed the judge finished, but the answer is no
-    let anything_passed = rows.iter().any(|r| r.correctness == "PASS");
-    if !anything_passed && !interrupted {
-        tracing::error!("no kernel passed the judge in this workspace: every baseline failed or timed out (see results.tsv and autokernel.log)");
-    }
-    Ok(if interrupted {
-        ExitCode::from(130)
-    } else if anything_passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(experiments.exit_code("kernel"))
 }

@@ -8,12 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use autokernel_core::{DType, Decision, KernelKind, Layout, Shape, StopReason, Target};
+use autokernel_core::{DType, Decision, KernelKind, Layout, Shape, Target};
 
 use crate::cli::GlobalArgs;
-use crate::commands::experiments::{
-    run_experiments, Baselines, CreatedFolder, Experiments, LoopArgs,
-};
+use crate::commands::experiments::{run_experiments, Baselines, CreatedFolder, LoopArgs};
 use crate::commands::run::AgentChoice;
 use crate::workspace::Workspace;
 use crate::{defaults, report};
@@ -136,7 +134,7 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         kernels: vec![(target.clone(), source)],
         from: Some(args.path.display().to_string()),
     };
-    let Experiments { outcome, rows } = run_experiments(
+    let experiments = run_experiments(
         &args.experiments,
         &ws,
         &services,
@@ -146,7 +144,8 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         global,
     )
     .await?;
-    crate::commands::report::write_report(&ws, &targets, &rows, None)?;
+    let rows = &experiments.rows;
+    crate::commands::report::write_report(&ws, &targets, rows, None)?;
 
     let best = ws.path(&format!("targets/{}/kernel.py", target.id));
     let anything_passed = rows.iter().any(|r| r.correctness == "PASS");
@@ -154,27 +153,19 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         std::fs::copy(&best, out)
             .with_context(|| format!("cannot write the best kernel to `{}`", out.display()))?;
     }
-    let summaries = report::summarize(&targets, &rows);
+    let summaries = report::summarize(&targets, rows);
     crate::print_stdout(&report::summary_table(&summaries));
     let results = ws.path("results.tsv");
     let best = anything_passed.then_some(best.as_path());
     crate::print_stdout(&tune_summary(
-        &outcome,
-        &rows,
+        &experiments.outcome,
+        rows,
         best,
         &results,
         &resolved_device,
         &args,
     ));
-    let interrupted = outcome.stop == StopReason::Interrupted;
-    Ok(if interrupted {
-        ExitCode::from(130)
-    } else if anything_passed {
-        ExitCode::SUCCESS
-    } else {
-        tracing::error!("no configuration passed the judge (see results.tsv and autokernel.log)");
-        ExitCode::from(1)
-    })
+    Ok(experiments.exit_code("configuration"))
 }
 
 /// The kernel file's text and kind, once the tuner can read it and the shapes fit the kind.
@@ -322,12 +313,7 @@ fn tune_summary(
     device: &str,
     args: &TuneArgs,
 ) -> String {
-    let stop = match outcome.stop {
-        StopReason::AllTargetsDone => "all_targets_done",
-        StopReason::ExperimentCap => "experiment_cap",
-        StopReason::Budget => "budget",
-        StopReason::Interrupted => "interrupted",
-    };
+    let stop = outcome.stop.label();
     let kept = rows.iter().filter(|r| r.decision == Decision::Keep).count();
     let mut s = format!(
         "---\nstop_reason: {stop}\nconfigurations_measured: {}\nkept: {kept}\n",

@@ -171,6 +171,18 @@ pub enum StopReason {
     Interrupted,
 }
 
+impl StopReason {
+    /// The word printed after `stop_reason:` in the summaries of `run` and `tune`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            StopReason::AllTargetsDone => "all_targets_done",
+            StopReason::ExperimentCap => "experiment_cap",
+            StopReason::Budget => "budget",
+            StopReason::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// What a run did.
 #[derive(Debug, Clone)]
 pub struct LoopOutcome {
