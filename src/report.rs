@@ -178,6 +178,18 @@ pub fn render_markdown(
     if let Some(model) = &ws.settings.model {
         let _ = writeln!(md, "Model: `{}`  ", model.label());
     }
+    if let Some(kernel) = &ws.settings.tuned_kernel {
+        // `autokernel tune`: one kernel and no model, so no share of time, Amdahl or
+        // end-to-end speedup to project
+        let _ = writeln!(md, "Kernel tuned: `{}`  ", kernel.display());
+        let _ = writeln!(md, "Experiments logged: {}\n", rows.len());
+        let _ = writeln!(md, "## Result\n\n{}", summary_table(&summaries));
+        let _ = writeln!(
+            md,
+            "An `autokernel tune` workspace has no model: nothing to verify end to end."
+        );
+        return md;
+    }
     let _ = writeln!(md, "Experiments logged: {}\n", rows.len());
     let _ = writeln!(md, "## Plan\n");
     let _ = writeln!(md, "| target | kind | op | shapes | share of time | Amdahl ceiling at 2x |\n| --- | --- | --- | --- | --- | --- |");
@@ -206,12 +218,6 @@ pub fn render_markdown(
     );
     let _ = writeln!(md, "## End-to-end verification\n");
     match verification {
-        None if ws.settings.tuned_kernel.is_some() => {
-            let _ = writeln!(
-                md,
-                "None: an `autokernel tune` workspace has no model to plug its kernel into."
-            );
-        }
         None => {
             let _ = writeln!(
                 md,

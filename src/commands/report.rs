@@ -51,10 +51,14 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
     write_report(&ws, &targets, log.rows(), verification.as_ref())?;
     let summaries = report::summarize(&targets, log.rows());
     crate::print_stdout(&report::summary_table(&summaries));
+    // a `tune` workspace has no model: no end-to-end speedup to project
+    let projected = match ws.settings.tuned_kernel {
+        None => format!("projected_speedup: {:.3}\n", report::projected(&summaries)),
+        Some(_) => String::new(),
+    };
     crate::print_stdout(&format!(
-        "---\nexperiments: {}\nprojected_speedup: {:.3}\nreport: {}",
+        "---\nexperiments: {}\n{projected}report: {}",
         log.rows().len(),
-        report::projected(&summaries),
         ws.path("report.md").display()
     ));
     Ok(ExitCode::SUCCESS)

@@ -171,9 +171,14 @@ fn tune_resumes_and_refuses_another_problem_or_a_run() {
         .output()
         .unwrap();
     assert!(report.status.success(), "{}", text(&report));
+    assert!(
+        !text(&report).contains("projected_speedup"),
+        "{}",
+        text(&report)
+    );
     assert!(std::fs::read_to_string(ws.join("report.md"))
         .unwrap()
-        .contains("an `autokernel tune` workspace has no model"));
+        .contains("An `autokernel tune` workspace has no model"));
     // none of the refusals wrote a row
     assert_eq!(assert_consistent(&ws).len(), 3);
 }
