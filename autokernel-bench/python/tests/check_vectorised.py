@@ -1,0 +1,92 @@
+"""The row starters load and store 16 bytes at a time when rows are 16-byte aligned.
+
+Compiles each row kernel to PTX for sm_90 (the H200) on any machine, no GPU needed, with
+the row width specialised as a multiple of 16 (what Triton infers at launch for 4096 or
+50256 columns), and checks its global memory instructions: 16-byte vector loads
+(`ld.global.v4.b32`) and no 2-byte ones (`ld.global.b16`) beyond those named. A starter
+edit that made the loads scalar would cost ~30% of bandwidth on the H200 (softmax at
+4096x50257, whose rows are not aligned, against 50256: docs/benchmarks.md); this catches it
+without a GPU. Run with TRITON_INTERPRET unset (the interpreter replaces the compiler).
+Usage: .venv/bin/python autokernel-bench/python/tests/check_vectorised.py  → prints "ok"
+"""
+import collections
+import importlib.util
+import os
+import re
+import sys
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+STARTERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "starters")
+DIV16 = [["tt.divisibility", 16]]
+F16 = "*fp16"
+
+
+def load(kind):
+    path = os.path.join(STARTERS, f"{kind}.py")
+    spec = importlib.util.spec_from_file_location(f"starter_{kind}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def global_ops(fn, signature, constexprs, num_warps):
+    """Counter of the ld.global/st.global forms in fn's PTX; every pointer and integer
+    argument is specialised as a multiple of 16."""
+    divisible = [i for i, t in enumerate(signature.values()) if t.startswith("*") or t == "i32"]
+    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
+                    attrs={(i,): DIV16 for i in divisible})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": num_warps, "num_stages": 1})
+    return collections.Counter(re.findall(r"\b(?:ld|st)\.global[\w.]*", kernel.asm["ptx"]))
+
+
+def rows_sig(*pointers, extra=()):
+    sig = {name: F16 for name in pointers}
+    sig.update({"n_rows": "i32", "n_cols": "i32"})
+    sig.update({name: "fp32" for name in extra})
+    return sig
+
+
+def cases():
+    """(name, kernel, signature, constexprs, scalar 2-byte loads allowed)."""
+    softmax, rmsnorm, layernorm = load("softmax"), load("rmsnorm"), load("layernorm")
+    reduce, cross_entropy = load("reduce"), load("cross_entropy")
+    sm = dict(rows_sig("x_ptr", "y_ptr"), BLOCK_ROWS="constexpr", BLOCK_N="constexpr", ONE_PASS="constexpr")
+    norm = dict(BLOCK_ROWS="constexpr", BLOCK_N="constexpr", ONE_PASS="constexpr")
+    ce = {"x_ptr": F16, "t_ptr": "*i64", "loss_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32",
+          "BLOCK_ROWS": "constexpr", "BLOCK_N": "constexpr"}
+    return [
+        ("softmax, row in registers", softmax._softmax_kernel, sm,
+         {"BLOCK_ROWS": 2, "BLOCK_N": 4096, "ONE_PASS": True}, 0),
+        ("softmax, wide rows", softmax._softmax_kernel, sm,
+         {"BLOCK_ROWS": 1, "BLOCK_N": 8192, "ONE_PASS": False}, 0),
+        ("rmsnorm", rmsnorm._rmsnorm_kernel, dict(rows_sig("x_ptr", "w_ptr", "y_ptr", extra=["eps"]), **norm),
+         {"BLOCK_ROWS": 2, "BLOCK_N": 4096, "ONE_PASS": True}, 0),
+        ("layernorm", layernorm._layernorm_kernel,
+         dict(rows_sig("x_ptr", "w_ptr", "b_ptr", "y_ptr", extra=["eps"]), **norm),
+         {"BLOCK_ROWS": 1, "BLOCK_N": 4096, "ONE_PASS": True}, 0),
+        ("reduce", reduce._sum_kernel, dict(rows_sig("x_ptr", "y_ptr"), BLOCK_ROWS="constexpr", BLOCK_N="constexpr"),
+         {"BLOCK_ROWS": 1, "BLOCK_N": 2048}, 0),
+        # one 2-byte load: the target logit, gathered at a data-dependent column
+        ("cross_entropy", cross_entropy._row_loss_kernel, ce, {"BLOCK_ROWS": 1, "BLOCK_N": 4096}, 1),
+    ]
+
+
+def main():
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        sys.exit("unset TRITON_INTERPRET: this check compiles kernels, the interpreter does not")
+    failures = []
+    for name, fn, signature, constexprs, scalar_ok in cases():
+        ops = global_ops(fn, signature, constexprs, num_warps=8)
+        if ops["ld.global.v4.b32"] == 0 or ops["ld.global.b16"] > scalar_ok:
+            failures.append(f"{name}: {dict(ops)}")
+    if failures:
+        sys.exit("loads not vectorised at 16-byte aligned rows:\n" + "\n".join(failures))
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
