@@ -259,10 +259,11 @@ fn pair_neighbourhood(
     out
 }
 
-/// The single-key changes of `config`, nearest first: for distance 1, 2, … and each
-/// tunable key in `TUNABLES` order, the value that many steps up the key's list, then the
-/// one that many steps down. A current value that is not in the list is placed by numeric
-/// distance, ties in list order (lists of non-numbers keep their order).
+/// The single-key changes of `config`, in rounds: round k offers, for each tunable key in
+/// `TUNABLES` order, that key's k-th nearest value ([`ranked_alternatives`]: one step up
+/// its list, one down, two up, two down, …, steps past an end skipped, so a key at the top
+/// of its list offers its step down in round 0). A current value that is not in the list is
+/// placed by numeric distance, ties in list order (lists of non-numbers keep their order).
 fn neighbourhood(
     config: &[(String, PyValue)],
     tunables: &[(String, Vec<PyValue>)],

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use autokernel_bench::{Worker, WorkerOptions};
 use autokernel_core::{DType, Device, KernelKind};
-use autokernel_profiler::{import_trace, plan, ChromeTraceProfiler, ImportedTrace};
+use autokernel_profiler::{
+    import_trace, plan, plan_for_model, unpluggable_ops, ChromeTraceProfiler, ImportedTrace,
+};
 
 use crate::cli::GlobalArgs;
 use crate::model_args::ModelArgs;
@@ -122,7 +124,12 @@ fn print(
     run: Option<&serde_json::Value>,
 ) -> anyhow::Result<()> {
     use std::fmt::Write;
-    let targets = plan(&imported.report, 5, dtype);
+    // a profiled model gets the plan `run` would make (kinds with a call site to plug a
+    // kernel into); an imported trace, every classified op (for `bench` and `tune`)
+    let targets = match run {
+        Some(_) => plan_for_model(&imported.report, 5, dtype),
+        None => plan(&imported.report, 5, dtype),
+    };
     if args.json {
         let mut v = imported.to_json(args.top.unwrap_or(0));
         v["targets"] = serde_json::to_value(&targets)?;
@@ -178,6 +185,18 @@ fn print(
                 } else {
                     shapes.join("; ")
                 }
+            )?;
+        }
+        let skipped = unpluggable_ops(&imported.report);
+        if run.is_some() && !skipped.is_empty() {
+            let list: Vec<String> = skipped
+                .iter()
+                .map(|(op, kind, f)| format!("{op} ({kind}, {:.1}%)", f * 100.0))
+                .collect();
+            writeln!(
+                text,
+                "not planned, no standard call site to plug a kernel into: {}",
+                list.join(", ")
             )?;
         }
     } else if imported.report.ops.iter().all(|o| o.kind.is_none()) {

@@ -43,9 +43,6 @@ pub struct TuneArgs {
     /// The dtype to tune in [default: float16 on a GPU, float32 on the CPU]
     #[arg(long, value_name = "float16|bfloat16|float32")]
     pub dtype: Option<DType>,
-    /// Tune the file as this kind (default: its KERNEL_KIND)
-    #[arg(long, value_name = "KIND")]
-    pub kind: Option<KernelKind>,
     /// How the inputs sit in memory: contiguous, or b_transposed (matmul's B as nn.Linear
     /// hands its weight over)
     #[arg(
@@ -171,17 +168,12 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
 /// The kernel file's text and kind, once the tuner can read it and the shapes fit the kind.
 fn checked_kernel(args: &TuneArgs) -> anyhow::Result<(String, KernelKind)> {
     let source = read_kernel(&args.path)?;
-    let declared = autokernel_bench::declared_kind(&source);
-    let kind = match (args.kind, declared) {
-        (Some(asked), Some(declared)) if asked != declared => bail!(
-            "`{}` declares KERNEL_KIND = \"{declared}\", not {asked}; the judge would refuse it\nhint: drop --kind, or tune a {asked} kernel (`autokernel new-kernel {asked}`)",
+    // the judge reads the kind from the file itself, so the file must name it
+    let Some(kind) = autokernel_bench::declared_kind(&source) else {
+        bail!(
+            "`{}` declares no KERNEL_KIND (a line such as KERNEL_KIND = \"softmax\")\nhint: add it; the judge reads the kind from the file",
             args.path.display()
-        ),
-        (Some(kind), _) | (None, Some(kind)) => kind,
-        (None, None) => bail!(
-            "`{}` declares no KERNEL_KIND (a line such as KERNEL_KIND = \"softmax\")\nhint: add it, or pass --kind",
-            args.path.display()
-        ),
+        );
     };
     let how = "hint: a kernel to tune needs a one-line CONFIG dict and a TUNABLES dict of lists with two or more values, as in `autokernel new-kernel";
     match autokernel_agent::pyliteral::TunableSource::parse(&source) {

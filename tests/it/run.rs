@@ -123,3 +123,51 @@ fn a_workspace_of_another_model_is_refused_with_exit_2() {
         "{stderr}"
     );
 }
+
+/// `profile` plans as `run` does: the tiny model's rotary embedding (a quarter of its time,
+/// no call site to plug a kernel into) is a target of neither. (Which ops rank first is not
+/// compared: CPU timings of two profiles differ under load.)
+#[test]
+fn profile_shows_the_plan_that_run_makes() {
+    let (_dir, ws) = tempdir();
+    let profile = autokernel()
+        .args(["profile", "--example", "tiny", "--device", "cpu", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        profile.status.success(),
+        "{}",
+        String::from_utf8_lossy(&profile.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&profile.stdout).unwrap();
+    let profiled: Vec<String> = json["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!profiled.is_empty());
+    assert!(
+        profiled.iter().all(|id| !id.contains("rotary")),
+        "{profiled:?}"
+    );
+    let out = autokernel().args(run_args(&ws, 1)).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("plan.json")).unwrap()).unwrap();
+    let planned: Vec<String> = plan
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !planned.is_empty() && planned.iter().all(|id| !id.contains("rotary")),
+        "{planned:?}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not planned"));
+}

@@ -224,11 +224,6 @@ fn tune_refuses_bad_input_before_creating_a_workspace() {
         (nothing_to_tune, vec!["--shape", "8,96"], "nothing to tune"),
         (
             kernel.clone(),
-            vec!["--shape", "8,96", "--kind", "layernorm"],
-            "not layernorm",
-        ),
-        (
-            kernel.clone(),
             vec!["--shape", "8,96", "--layout", "b_transposed"],
             "matmul only",
         ),
