@@ -54,8 +54,9 @@ pub struct BenchArgs {
     /// every dtype of the kind; timing in float16 on a GPU, float32 on the CPU)
     #[arg(long, value_name = "float16|bfloat16|float32", help_heading = "Bench")]
     pub dtype: Option<DType>,
-    /// Judge the file as this kind (default: its KERNEL_KIND): matmul, softmax, layernorm,
-    /// rmsnorm, flash_attention, fused_mlp, cross_entropy, rotary_embedding or reduce
+    /// Judge the file only if it is this kind: its KERNEL_KIND must name it (matmul, softmax,
+    /// layernorm, rmsnorm, flash_attention, fused_mlp, cross_entropy, rotary_embedding or
+    /// reduce); another kind is a FAIL at load
     #[arg(long, value_name = "KIND", help_heading = "Bench")]
     pub kind: Option<KernelKind>,
     /// Also time torch.compile of the reference
