@@ -19,6 +19,8 @@ pub struct ProgressReporter {
     quiet: bool,
     /// The keep rule's word on the experiment being decided, shown on its line.
     verdict: std::sync::Mutex<Option<(u64, String)>>,
+    /// Whether the targets are a model's, with a share of its time to show (not `tune`'s).
+    model_shares: bool,
 }
 
 /// Whether bars may be drawn.
@@ -43,13 +45,20 @@ pub fn spinner(global: &GlobalArgs, message: &str) -> ProgressBar {
 }
 
 impl ProgressReporter {
-    /// A reporter following the global flags.
+    /// A reporter following the global flags, for a model's targets.
     pub fn new(global: &GlobalArgs) -> Self {
         ProgressReporter {
             bar: spinner(global, "starting"),
             quiet: global.quiet,
             verdict: std::sync::Mutex::new(None),
+            model_shares: true,
         }
+    }
+
+    /// The same for targets that are no model's (`tune`): no share of model time to show.
+    pub fn without_model(mut self) -> Self {
+        self.model_shares = false;
+        self
     }
 
     fn line(&self, text: String) {
@@ -76,9 +85,8 @@ impl ProgressReporter {
 impl Reporter for ProgressReporter {
     fn on_target_start(&self, state: &TargetState) {
         let t = &state.target;
-        if let Some(file) = t.op.strip_prefix(crate::commands::tune::TUNE_OP_PREFIX) {
-            // no model: no share of its time to show
-            self.line(format!("── target {} ({}, {file})", t.id, t.kind));
+        if !self.model_shares {
+            self.line(format!("── target {} ({}, from {})", t.id, t.kind, t.op));
             return;
         }
         self.line(format!(

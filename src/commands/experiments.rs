@@ -84,6 +84,20 @@ impl LoopArgs {
         Ok(())
     }
 
+    /// The worker for the workspace (its `--python`, `--device` and measured bandwidth),
+    /// and the folder of the scripts it runs (profiling, verification, device info).
+    ///
+    /// # Errors
+    /// No usable Python, or the scripts cannot be written into the workspace.
+    pub fn services(&self, ws: &Workspace) -> anyhow::Result<(defaults::Services, PathBuf)> {
+        let services = defaults::Services::start(
+            self.python.as_deref(),
+            self.device,
+            ws.settings.measured_bandwidth_gb_s,
+        )?;
+        Ok((services, crate::commands::verify::install_scripts(ws)?))
+    }
+
     /// The loop's options: these flags over the workspace's settings over the defaults.
     fn options(&self, ws: &Workspace) -> LoopOptions {
         let mut options = LoopOptions::new(ws.path(".autokernel/scratch"));
@@ -120,8 +134,9 @@ pub struct Experiments {
 pub struct Baselines {
     /// The targets and their starting sources.
     pub kernels: Vec<(Target, String)>,
-    /// Where those sources come from when they are not the starters (`tune`'s file), for
-    /// the baseline rows' description.
+    /// Where those sources come from when they are not a model's starters (`tune`'s file),
+    /// for the baseline rows' description; set, the targets are no model's and the progress
+    /// lines show no share of model time.
     pub from: Option<String>,
 }
 
@@ -143,13 +158,17 @@ pub async fn run_experiments(
     if log.repaired_torn_line() {
         tracing::warn!("results.tsv had a torn last row (a killed run); it was cut off and saved to results.tsv.torn");
     }
+    let reporter = match baselines.from {
+        Some(_) => ProgressReporter::new(global).without_model(),
+        None => ProgressReporter::new(global),
+    };
+    let reporter = Arc::new(reporter);
     let mut options = args.options(ws);
     options.baseline_source = baselines.from;
     options.gpu = services
         .gpu_name
         .as_deref()
         .and_then(|n| lookup_gpu(n).spec().cloned());
-    let reporter = Arc::new(ProgressReporter::new(global));
     let mut the_loop = OptimizationLoop::new(agent, services.benchmarker(), store, log, options)
         .with_reporter(Box::new(SharedReporter(reporter.clone())));
     let interrupt = Arc::new(Interrupt::new());

@@ -136,12 +136,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     let store = defaults::store(&ws, &run_tag)?;
     defaults::install_program_md(&ws)?;
 
-    let mut services = defaults::Services::start(
-        args.experiments.python.as_deref(),
-        device,
-        ws.settings.measured_bandwidth_gb_s,
-    )?;
-    let scripts = crate::commands::verify::install_scripts(&ws)?;
+    let (mut services, scripts) = args.experiments.services(&ws)?;
 
     // 1. plan: reuse the saved one when resuming, else profile the model
     let targets = match ws.load_plan()? {

@@ -16,9 +16,6 @@ use crate::commands::run::AgentChoice;
 use crate::workspace::Workspace;
 use crate::{defaults, report};
 
-/// How a `tune` target's `op` starts (the op of a model's target is the profiled op).
-pub const TUNE_OP_PREFIX: &str = "tune ";
-
 /// Arguments of `autokernel tune`.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = "Examples:
@@ -93,12 +90,7 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         .clone()
         .unwrap_or_else(|| format!("tune-{kind}-{}", chrono::Utc::now().format("%Y%m%d-%H%M")));
     let store = defaults::store(&ws, &run_tag)?;
-    let mut services = defaults::Services::start(
-        args.experiments.python.as_deref(),
-        device,
-        ws.settings.measured_bandwidth_gb_s,
-    )?;
-    let scripts = crate::commands::verify::install_scripts(&ws)?;
+    let (mut services, scripts) = args.experiments.services(&ws)?;
     let resolved_device = services.device_name(&scripts, device).await?;
     let on_gpu = resolved_device.starts_with("cuda");
     let dtype = args.dtype.unwrap_or(if on_gpu {
@@ -112,7 +104,8 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         shapes: args.shapes.clone(),
         dtype,
         fraction: 1.0,
-        op: format!("{TUNE_OP_PREFIX}{}", args.path.display()),
+        // where the target comes from (a model's target names the profiled op)
+        op: format!("tune {}", args.path.display()),
         layout: args.layout,
     };
     plan(&mut ws, &target, &args.path, &source)?;

@@ -1,6 +1,6 @@
 //! Errors a user can cause get a clear message and exit 2; `--help` teaches.
 
-use crate::util::{autokernel, tempdir};
+use crate::util::{autokernel, new_kernel, tempdir};
 
 /// A model file whose `Net` has no forward.
 const NET_WITHOUT_FORWARD: &str = "import torch\nclass Net(torch.nn.Module):\n    pass\n";
@@ -187,12 +187,7 @@ fn bench_judges_every_file_at_every_shape_on_one_worker_and_fails_if_any_fails()
     let (keep, _) = tempdir();
     let dir = keep.path();
     let good = dir.join("good.py");
-    let out = autokernel()
-        .args(["new-kernel", "rmsnorm", "-o"])
-        .arg(&good)
-        .output()
-        .expect("runs");
-    assert!(out.status.success());
+    new_kernel("rmsnorm", &good);
     // the same starter with its answer replaced by zeros: passes load, fails smoke
     let source = std::fs::read_to_string(&good).unwrap();
     let zeros = source.replace("    return y\n", "    return torch.zeros_like(y)\n");
@@ -323,12 +318,7 @@ fn model_errors_name_the_file_and_line_in_the_users_code() {
 fn bench_layout_b_transposed_hands_the_kernel_a_transposed_b() {
     let (keep, _) = tempdir();
     let path = keep.path().join("mm.py");
-    let out = autokernel()
-        .args(["new-kernel", "matmul", "-o"])
-        .arg(&path)
-        .output()
-        .expect("runs");
-    assert!(out.status.success());
+    new_kernel("matmul", &path);
     // a kernel that insists on nn.Linear's layout: B[k, n] at k + n*K
     let source = std::fs::read_to_string(&path).unwrap().replace(
         "    M, K = A.shape\n",
@@ -417,12 +407,7 @@ fn zero_budgets_and_limits_are_refused_before_any_work() {
 fn bench_dtype_alone_judges_and_times_in_that_dtype() {
     let (keep, _) = tempdir();
     let path = keep.path().join("softmax.py");
-    let out = autokernel()
-        .args(["new-kernel", "softmax", "-o"])
-        .arg(&path)
-        .output()
-        .expect("runs");
-    assert!(out.status.success());
+    new_kernel("softmax", &path);
     let out = autokernel()
         .arg("bench")
         .arg(&path)

@@ -4,21 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::util::{assert_consistent, autokernel, git, run_branch, tempdir};
+use crate::util::{assert_consistent, autokernel, git, new_kernel, run_branch, tempdir};
 
 /// A softmax starter written to `dir/softmax.py`.
 fn starter(dir: &Path) -> PathBuf {
     let path = dir.join("softmax.py");
-    let out = autokernel()
-        .args(["new-kernel", "softmax", "-o"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    new_kernel("softmax", &path);
     path
 }
 

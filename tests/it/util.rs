@@ -131,3 +131,17 @@ pub fn tempdir() -> (tempfile::TempDir, PathBuf) {
     let ws = dir.path().join("ws");
     (dir, ws)
 }
+
+/// Writes the `kind` starter to `path` with `autokernel new-kernel`, asserting success.
+pub fn new_kernel(kind: &str, path: &Path) {
+    let out = autokernel()
+        .args(["new-kernel", kind, "-o"])
+        .arg(path)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
