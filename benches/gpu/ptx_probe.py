@@ -7,21 +7,14 @@ at a time (`ld.global.v4.b32`). This prints, per kernel and row width, the count
 global load/store instruction in the PTX (instructions in the code, not executions).
 Usage: .venv/bin/python benches/gpu/ptx_probe.py   (needs torch and triton, no GPU)
 """
-import collections
 import importlib.util
 import os
-import re
 
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 STARTERS = os.path.join(ROOT, "autokernel-bench", "python", "starters")
 VARIANTS = os.path.join(ROOT, "benches", "gpu", "variants")
-# Triton's specialisation of an integer argument divisible by 16 (what it infers at launch
-# for a row width like 50256 = 16 · 3141, and not for 50257)
-DIV16 = [["tt.divisibility", 16]]
 
 
 def load(path):
@@ -31,14 +24,16 @@ def load(path):
     return module
 
 
+# the compile-and-count of the CI check on the starters (which specialises every integer
+# argument as a multiple of 16; here the row width is left out for the odd widths)
+_CHECK = load(os.path.join(ROOT, "autokernel-bench", "python", "tests", "check_vectorised.py"))
+
+
 def global_ops(fn, signature, constexprs, divisible, num_warps=8):
     """Counter of ld.global/st.global variants in fn's PTX for sm_90; `divisible`: the
-    indices of the arguments specialised as multiples of 16."""
-    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
-                    attrs={(i,): DIV16 for i in divisible})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": num_warps, "num_stages": 1})
-    return collections.Counter(re.findall(r"\b(?:ld|st)\.global[\w.]*", kernel.asm["ptx"]))
+    indices of the arguments specialised as multiples of 16 (Triton's specialisation of a
+    width like 50256 = 16 · 3141, and not of 50257)."""
+    return _CHECK.global_ops(fn, signature, constexprs, num_warps, divisible)
 
 
 def main():

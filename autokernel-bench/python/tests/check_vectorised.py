@@ -32,10 +32,12 @@ def load(kind):
     return module
 
 
-def global_ops(fn, signature, constexprs, num_warps):
-    """Counter of the ld.global/st.global forms in fn's PTX; every pointer and integer
-    argument is specialised as a multiple of 16."""
-    divisible = [i for i, t in enumerate(signature.values()) if t.startswith("*") or t == "i32"]
+def global_ops(fn, signature, constexprs, num_warps, divisible=None):
+    """Counter of the ld.global/st.global forms in fn's PTX for sm_90. `divisible`: the
+    indices of the arguments specialised as multiples of 16 (default: every pointer and
+    integer argument)."""
+    if divisible is None:
+        divisible = [i for i, t in enumerate(signature.values()) if t.startswith("*") or t == "i32"]
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
                     attrs={(i,): DIV16 for i in divisible})
     kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
