@@ -14,7 +14,17 @@ export AUTOKERNEL_PYTHON := $(abspath $(PY))
 
 setup: $(STAMP)
 
+# torch's Linux wheel brings CUDA's libraries: the installed .venv takes about 5 GB (4.9 GB
+# measured with the pins of python/requirements.txt). Say so before pip runs out of space.
+VENV_NEEDS_GB := 6
+
 $(STAMP): python/requirements.txt
+	@free_gb=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); \
+	if [ "$$free_gb" -lt $(VENV_NEEDS_GB) ]; then \
+		echo "error: $(VENV) needs about $(VENV_NEEDS_GB) GB free here (torch with CUDA's libraries), $$free_gb GB are free." >&2; \
+		echo "       Free some space (old target/ or .venv folders) and run make again." >&2; \
+		exit 1; \
+	fi
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r python/requirements.txt
 	@touch $(STAMP)

@@ -26,7 +26,7 @@ def load(path):
 
 # the compile-and-count of the CI check on the starters (which specialises every integer
 # argument as a multiple of 16; here the row width is left out for the odd widths)
-_CHECK = load(os.path.join(ROOT, "autokernel-bench", "python", "tests", "check_vectorised.py"))
+_CHECK = load(os.path.join(ROOT, "autokernel-bench", "python", "tests", "check_ptx.py"))
 
 
 def global_ops(fn, signature, constexprs, divisible, num_warps=8):

@@ -1,13 +1,17 @@
-"""The row starters load and store 16 bytes at a time when rows are 16-byte aligned.
+"""Two properties of the row starters' PTX for sm_90 (the H200), checked on any machine.
 
-Compiles each row kernel to PTX for sm_90 (the H200) on any machine, no GPU needed, with
-the row width specialised as a multiple of 16 (what Triton infers at launch for 4096 or
-50256 columns), and checks its global memory instructions: 16-byte vector loads
-(`ld.global.v4.b32`) and no 2-byte ones (`ld.global.b16`) beyond those named. A starter
-edit that made the loads scalar would cost ~30% of bandwidth on the H200 (softmax at
-4096x50257, whose rows are not aligned, against 50256: docs/benchmarks.md); this catches it
-without a GPU. Run with TRITON_INTERPRET unset (the interpreter replaces the compiler).
-Usage: .venv/bin/python autokernel-bench/python/tests/check_vectorised.py  → prints "ok"
+Compiles each row kernel to PTX, no GPU needed, with the row width specialised as a
+multiple of 16 (what Triton infers at launch for 4096 or 50256 columns), and checks:
+
+- 16-byte loads: 16-byte vector loads (`ld.global.v4.b32`) and no 2-byte ones
+  (`ld.global.b16`) beyond those named. Scalar loads cost ~30% of bandwidth on the H200
+  (softmax at 4096x50257, whose rows are not aligned, against 50256: docs/benchmarks.md).
+- Exponentials that flush subnormals: no `ex2.approx.f32` without `.ftz`, whose subnormal
+  fix-up is four more instructions per element on sm_90 (benches/gpu/sass_probe.py).
+
+A starter edit that lost either is caught without a GPU. Run with TRITON_INTERPRET unset
+(the interpreter replaces the compiler).
+Usage: .venv/bin/python autokernel-bench/python/tests/check_ptx.py  → prints "ok"
 """
 import collections
 import importlib.util
@@ -32,17 +36,27 @@ def load(kind):
     return module
 
 
-def global_ops(fn, signature, constexprs, num_warps, divisible=None):
-    """Counter of the ld.global/st.global forms in fn's PTX for sm_90. `divisible`: the
-    indices of the arguments specialised as multiples of 16 (default: every pointer and
-    integer argument)."""
+def ptx(fn, signature, constexprs, num_warps, divisible=None):
+    """fn's PTX for sm_90. `divisible`: the indices of the arguments specialised as
+    multiples of 16 (default: every pointer and integer argument)."""
     if divisible is None:
         divisible = [i for i, t in enumerate(signature.values()) if t.startswith("*") or t == "i32"]
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
                     attrs={(i,): DIV16 for i in divisible})
     kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                             options={"num_warps": num_warps, "num_stages": 1})
-    return collections.Counter(re.findall(r"\b(?:ld|st)\.global[\w.]*", kernel.asm["ptx"]))
+    return kernel.asm["ptx"]
+
+
+def global_ops(fn, signature, constexprs, num_warps, divisible=None):
+    """Counter of the ld.global/st.global forms in fn's PTX for sm_90 (`ptx`'s arguments)."""
+    text = ptx(fn, signature, constexprs, num_warps, divisible)
+    return collections.Counter(re.findall(r"\b(?:ld|st)\.global[\w.]*", text))
+
+
+def slow_exponentials(text):
+    """Count of `ex2.approx.f32` (no `.ftz`) in PTX text."""
+    return len(re.findall(r"\bex2\.approx\.f32\b", text))
 
 
 def rows_sig(*pointers, extra=()):
@@ -82,11 +96,15 @@ def main():
         sys.exit("unset TRITON_INTERPRET: this check compiles kernels, the interpreter does not")
     failures = []
     for name, fn, signature, constexprs, scalar_ok in cases():
-        ops = global_ops(fn, signature, constexprs, num_warps=8)
+        text = ptx(fn, signature, constexprs, num_warps=8)
+        ops = collections.Counter(re.findall(r"\b(?:ld|st)\.global[\w.]*", text))
         if ops["ld.global.v4.b32"] == 0 or ops["ld.global.b16"] > scalar_ok:
-            failures.append(f"{name}: {dict(ops)}")
+            failures.append(f"{name}: loads not vectorised at 16-byte aligned rows: {dict(ops)}")
+        if slow_exponentials(text):
+            failures.append(f"{name}: {slow_exponentials(text)} ex2.approx.f32 without .ftz "
+                            "(use tl.math.exp2 of v · log2 e, not tl.exp)")
     if failures:
-        sys.exit("loads not vectorised at 16-byte aligned rows:\n" + "\n".join(failures))
+        sys.exit("\n".join(failures))
     print("ok")
 
 
