@@ -1,5 +1,6 @@
 """Instructions per element in the inner loops of the wide-row softmax and cross-entropy
-kernels, from their SASS for sm_90 (the H200), on any machine, GPU or not.
+kernels (starters, and the aligned variants in variants/), from their SASS for sm_90 (the
+H200), on any machine, GPU or not.
 
 A memory-bound kernel can still be held back by the instructions it issues: at 4096x50257
 float16 the H200 ran the softmax starter 1.42x slower than at 50256 columns, and its loops
@@ -29,6 +30,7 @@ from triton.tools.disasm import get_sass
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 STARTERS = os.path.join(ROOT, "autokernel-bench", "python", "starters")
+VARIANTS = os.path.join(ROOT, "benches", "gpu", "variants")
 DIV16 = [["tt.divisibility", 16]]
 
 
@@ -81,9 +83,16 @@ def rows(starters):
               "BLOCK_ROWS": "constexpr", "BLOCK_N": "constexpr", "ONE_PASS": "constexpr"}
     ce_sig = {"x_ptr": "*fp16", "t_ptr": "*i64", "loss_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32",
               "BLOCK_ROWS": "constexpr", "BLOCK_N": "constexpr"}
-    # (name, width, kernel, signature, constexprs, divisible, num_warps, loop names)
+    # (name, width, kernel, signature, constexprs, divisible, num_warps, inner loop names)
     wide = {"BLOCK_ROWS": 1, "BLOCK_N": 8192, "ONE_PASS": False}
     ce = {"BLOCK_ROWS": 1, "BLOCK_N": 4096}
+    # the 16-byte-aligned variants (rows read from the boundary at or below their start)
+    sm_aligned = load(os.path.join(VARIANTS, "softmax_aligned_exp2.py"))
+    ce_aligned = load(os.path.join(VARIANTS, "cross_entropy_aligned_exp2.py"))
+    sma_sig = {"x_ptr": "*fp16", "y_ptr": "*fp16", "n_rows": "i32", "n_cols": "i32", "n_total": "i32",
+               "BLOCK_N": "constexpr", "ALIGN": "constexpr"}
+    cea_sig = {"x_ptr": "*fp16", "t_ptr": "*i64", "loss_ptr": "*fp32", "n_cols": "i32", "n_total": "i32",
+               "BLOCK_N": "constexpr", "ALIGN": "constexpr"}
     return [
         ("softmax, wide rows", "50256", softmax._softmax_kernel, sm_sig, wide, [0, 1, 2, 3], 8,
          ["pass 1 (max, sum)", "pass 2 (write)"]),
@@ -93,6 +102,10 @@ def rows(starters):
          ["logsumexp"]),
         ("cross_entropy", "50257", cross_entropy._row_loss_kernel, ce_sig, ce, [0, 1, 2, 3], 4,
          ["logsumexp"]),
+        ("variants/softmax_aligned_exp2.py", "50257", sm_aligned._wide_kernel, sma_sig,
+         {"BLOCK_N": 8192, "ALIGN": 8}, [0, 1, 2, 4], 8, ["pass 1, inside the row", "pass 2, inside the row"]),
+        ("variants/cross_entropy_aligned_exp2.py", "50257", ce_aligned._row_loss_kernel, cea_sig,
+         {"BLOCK_N": 4096, "ALIGN": 8}, [0, 1, 2, 4], 4, ["logsumexp, inside the row"]),
     ]
 
 
@@ -102,7 +115,7 @@ def main():
     print("| kernel | row width | loop | instructions per element | commonest opcodes per element |")
     print("| --- | --- | --- | --- | --- |")
     for name, width, fn, sig, const, divisible, warps, names in rows(starters):
-        per_thread = const["BLOCK_ROWS"] * const["BLOCK_N"] / (warps * 32)
+        per_thread = const.get("BLOCK_ROWS", 1) * const["BLOCK_N"] / (warps * 32)
         loops = inner_loops(sass(fn, sig, const, divisible, warps))
         if len(loops) != len(names):
             sys.exit(f"{name} at {width}: expected {len(names)} inner loops in the SASS, found {len(loops)}")
