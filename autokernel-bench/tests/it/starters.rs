@@ -45,8 +45,7 @@ async fn every_starter_passes_all_stages_on_the_cpu() {
 /// not known to be a multiple of 16, or with the softmax starter of before `tl.math.exp2`).
 #[test]
 fn row_starters_compile_to_vector_loads_and_flushing_exponentials() {
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests/check_ptx.py");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests/check_ptx.py");
     let out = std::process::Command::new(python())
         .arg(&script)
         .env_remove("TRITON_INTERPRET")
