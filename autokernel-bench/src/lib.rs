@@ -32,6 +32,7 @@
 mod benchmarker;
 mod error;
 pub mod judge;
+mod private_dir;
 mod protocol;
 mod py;
 mod python_env;
@@ -39,6 +40,7 @@ mod worker;
 
 pub use benchmarker::{declared_kind, PyWorkerBenchmarker};
 pub use error::WorkerError;
+pub use private_dir::{private_dir_in, private_temp_dir};
 pub use python_env::{linked_python_version, resolve_python};
 pub use worker::client::{Worker, WorkerOptions, WorkerProgram, WorkerStatus};
 pub use worker::serve::serve_worker;

@@ -36,7 +36,8 @@ pub type ModelRun = serde_json::Value;
 #[derive(Debug, Clone)]
 pub struct ChromeTraceProfiler {
     worker: Arc<Worker>,
-    cache_dir: PathBuf,
+    /// `None`: a private per-user folder under the temporary directory, made on first use.
+    cache_dir: Option<PathBuf>,
     timeout: Duration,
     warmup: u32,
     iterations: u32,
@@ -44,13 +45,14 @@ pub struct ChromeTraceProfiler {
 }
 
 impl ChromeTraceProfiler {
-    /// A profiler using `worker`; scripts go to a cache folder under the system's temporary
-    /// directory; 600 s limit, 2 warm-up and 3 recorded iterations.
+    /// A profiler using `worker`; scripts go to a private cache folder of the user under
+    /// the system's temporary directory (`autokernel_bench::private_temp_dir`: Python
+    /// imports them, so no other user may write there); 600 s limit, 2 warm-up and 3
+    /// recorded iterations.
     pub fn new(worker: Arc<Worker>) -> Self {
         ChromeTraceProfiler {
             worker,
-            cache_dir: std::env::temp_dir()
-                .join(format!("autokernel-profiler-{}", env!("CARGO_PKG_VERSION"))),
+            cache_dir: None,
             timeout: Duration::from_secs(600),
             warmup: 2,
             iterations: 3,
@@ -58,9 +60,10 @@ impl ChromeTraceProfiler {
         }
     }
 
-    /// Where `profile_model.py` and the example models are written (Python needs files).
+    /// Where `profile_model.py` and the example models are written (Python needs files):
+    /// a folder the caller keeps private (it is used as given).
     pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cache_dir = dir.into();
+        self.cache_dir = Some(dir.into());
         self
     }
 
@@ -93,7 +96,15 @@ impl ChromeTraceProfiler {
     /// temporary name, then renamed, so concurrent runs never read half a file).
     fn materialise(&self) -> Result<(PathBuf, PathBuf), ProfileError> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let examples = self.cache_dir.join("examples");
+        let cache_dir = match &self.cache_dir {
+            Some(dir) => dir.clone(),
+            None => autokernel_bench::private_temp_dir(&format!(
+                "profiler-{}",
+                env!("CARGO_PKG_VERSION")
+            ))
+            .map_err(ProfileError::Worker)?,
+        };
+        let examples = cache_dir.join("examples");
         let failed = |path: &Path, e: std::io::Error| {
             ProfileError::Worker(format!(
                 "cannot write the profiling scripts to `{}`: {e}",
@@ -111,7 +122,7 @@ impl ChromeTraceProfiler {
             std::fs::rename(&tmp, &path).map_err(|e| failed(&path, e))?;
             Ok(path)
         };
-        let script = write(self.cache_dir.join("profile_model.py"), PROFILE_MODEL_PY)?;
+        let script = write(cache_dir.join("profile_model.py"), PROFILE_MODEL_PY)?;
         for (name, text) in EXAMPLES {
             write(examples.join(format!("{name}.py")), text)?;
         }

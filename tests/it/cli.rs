@@ -427,3 +427,57 @@ fn bench_dtype_alone_judges_and_times_in_that_dtype() {
         .unwrap();
     assert_eq!(smoke["cases"], 1, "{text}");
 }
+
+/// The scripts Python imports (the harness, the profiling script) are written under
+/// `$TMPDIR/autokernel-<uid>`; a folder there that others can write to is refused, with a
+/// hint, before Python runs, by the bench worker and by the profiler alike.
+#[test]
+fn a_scripts_folder_that_others_can_write_to_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let (keep, _) = tempdir();
+    let base = keep.path().join("tmp");
+    std::fs::create_dir(&base).unwrap();
+    // SAFETY: getuid has no preconditions.
+    let shared = base.join(format!("autokernel-{}", unsafe { libc::getuid() }));
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let kernel = keep.path().join("k.py");
+    new_kernel("rmsnorm", &kernel);
+    let out_json = keep.path().join("p.json");
+    for args in [
+        vec![
+            "bench",
+            kernel.to_str().unwrap(),
+            "--device",
+            "cpu",
+            "--quick",
+        ],
+        vec![
+            "profile",
+            "--example",
+            "tiny",
+            "--device",
+            "cpu",
+            "-o",
+            out_json.to_str().unwrap(),
+        ],
+    ] {
+        let out = autokernel()
+            .args(&args)
+            .env("TMPDIR", &base)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("mode 777") && stderr.contains("set TMPDIR to a folder of your own"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&shared).unwrap().count(),
+        0,
+        "nothing written into the shared folder"
+    );
+    assert!(!out_json.exists());
+}

@@ -112,17 +112,15 @@ fn apply_memory_limit() {
     }
 }
 
-/// Writes the embedded Python files to a per-user cache directory keyed by their content
-/// (Triton and importlib need real files), atomically.
+/// Writes the embedded Python files to a private per-user cache folder keyed by their
+/// content (Triton and importlib need real files), atomically. The folder goes first on
+/// `sys.path`, hence private ([`crate::private_temp_dir`]).
 fn write_python_files() -> Result<PathBuf, String> {
     let mut h = Sha256::new();
     h.update(crate::HARNESS_PY);
     h.update(crate::CATALOGUE_PY);
     let digest = format!("{:x}", h.finalize());
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
-    let dir = std::env::temp_dir().join(format!("autokernel-bench-{uid}-{}", &digest[..12]));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+    let dir = crate::private_temp_dir(&format!("bench-{}", &digest[..12]))?;
     for (name, text) in [
         ("harness.py", crate::HARNESS_PY),
         ("catalogue.py", crate::CATALOGUE_PY),
