@@ -115,6 +115,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::print_stderr)] // says why it did not run, where it cannot
     fn a_folder_of_another_user_is_refused() {
         // SAFETY: getuid has no preconditions.
         if unsafe { libc::getuid() } != 0 {
