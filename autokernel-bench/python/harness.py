@@ -40,6 +40,11 @@ class CandidateError(Exception):
     """The candidate raised; carries the formatted traceback."""
 
 
+class SetupError(Exception):
+    """A problem with the machine or the request that the user fixes (no GPU for `--device
+    cuda`): the worker reports its message alone, without a traceback."""
+
+
 def _now():
     return time.perf_counter()
 
@@ -56,7 +61,7 @@ def init(device):
 
     has_cuda = bool(torch.cuda.is_available())
     if device == "cuda" and not has_cuda:
-        raise RuntimeError(
+        raise SetupError(
             "device `cuda` was requested but torch.cuda.is_available() is False "
             "(no GPU, or a CPU-only torch build); use --device cpu"
         )

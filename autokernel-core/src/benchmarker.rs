@@ -312,7 +312,7 @@ pub enum BenchError {
         source: std::io::Error,
     },
     /// The Python environment cannot run the worker (wrong version, missing packages).
-    #[error("python environment unusable: {message}")]
+    #[error("cannot run kernels with this setup: {message}")]
     Environment {
         /// What is wrong and how to fix it.
         message: String,

@@ -481,3 +481,31 @@ fn a_scripts_folder_that_others_can_write_to_is_refused() {
     );
     assert!(!out_json.exists());
 }
+
+/// `--device cuda` where torch sees no GPU: exit 2 with the one-line reason and the fix,
+/// once, without a Python traceback.
+#[test]
+#[allow(clippy::print_stderr)] // says why it did not run, on a machine with a GPU
+fn cuda_without_a_gpu_is_one_clear_line() {
+    if std::path::Path::new("/dev/nvidia0").exists() {
+        eprintln!("skipped: this machine has a GPU (CI has none)");
+        return;
+    }
+    let (keep, _) = tempdir();
+    let kernel = keep.path().join("k.py");
+    new_kernel("rmsnorm", &kernel);
+    let out = autokernel()
+        .args([
+            "bench",
+            kernel.to_str().unwrap(),
+            "--device",
+            "cuda",
+            "--quick",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.matches("use --device cpu").count(), 1, "{stderr}");
+    assert!(!stderr.contains("Traceback"), "{stderr}");
+}

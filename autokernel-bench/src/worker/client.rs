@@ -494,9 +494,10 @@ impl Worker {
             }
             Ok(h) => {
                 let (_, tail) = running.reap().await;
+                let message = h.error.unwrap_or_default();
                 Err(WorkerError::Startup {
-                    message: h.error.unwrap_or_default(),
-                    stderr_tail: tail,
+                    stderr_tail: tail_without_message(&tail, &message),
+                    message,
                 })
             }
             Err(message) => {
@@ -520,4 +521,32 @@ fn nonce(id: u64) -> String {
             .unwrap_or(0),
     );
     format!("{:016x}", h.finish())
+}
+
+/// The worker's stderr tail up to the line that logs `fatal: <message>`, which repeats the
+/// message it sent (a start-up error would otherwise be printed twice); the lines before it
+/// are kept, and the whole tail where no line repeats the message.
+fn tail_without_message(tail: &str, message: &str) -> String {
+    match tail.find(&format!("fatal: {message}")) {
+        Some(at) => tail[..at]
+            .rsplit_once('\n')
+            .map_or("", |(before, _)| before)
+            .to_string(),
+        None => tail.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tail_without_message;
+
+    #[test]
+    fn a_tail_that_repeats_the_startup_message_is_cut_before_it() {
+        let message = "Traceback (most recent call last):\n  x\nRuntimeError: no GPU";
+        let tail = format!("import warning\nautokernel-worker: fatal: {message}\n");
+        assert_eq!(tail_without_message(&tail, message), "import warning");
+        let only = format!("autokernel-worker: fatal: {message}");
+        assert_eq!(tail_without_message(&only, message), "");
+        assert_eq!(tail_without_message("segfault\n", message), "segfault\n");
+    }
 }

@@ -510,7 +510,15 @@ impl Harness {
                 import_s: info.import_s,
             })
         };
-        run().map_err(|e| python_error_text(py, &e))
+        run().map_err(|e| {
+            // harness.SetupError: the user's to fix, and its message says how
+            let is_setup = e.get_type(py).name().is_ok_and(|n| n == "SetupError");
+            if is_setup {
+                e.value(py).to_string()
+            } else {
+                python_error_text(py, &e)
+            }
+        })
     }
 
     fn func<'py>(&self, py: Python<'py>, name: &str) -> Bound<'py, PyAny> {
