@@ -10,7 +10,10 @@
 //!   [`prompt::build_user_message`] (target, GPU and roofline, metrics to beat, the current
 //!   best file, recent experiments with their failures, within a token budget). Replies
 //!   are read by [`reply::parse_reply`]; every unusable reply becomes a classified
-//!   [`Proposal::Invalid`](autokernel_core::Proposal::Invalid), never a crash of the loop.
+//!   [`Proposal::Invalid`](autokernel_core::Proposal::Invalid), never a crash of the loop,
+//!   but a streak of them stops the run: [`MAX_NO_COMPLETION_IN_A_ROW`] proposals in a row
+//!   without a chat completion (the server's fault), or [`MAX_NO_CANDIDATE_IN_A_ROW`]
+//!   without a candidate for any reason.
 //!   Configured by [`OpenAiConfig`], from flags or the environment ([`env`](mod@env)).
 //! - [`HybridAgent`] (`hybrid`): the LLM proposes structure, the tuner refines the
 //!   `CONFIG` of each kept structure.
@@ -37,7 +40,10 @@ pub mod reply;
 mod tuner;
 
 pub use hybrid::{HybridAgent, DEFAULT_TUNE_STEPS};
-pub use openai::{OpenAiAgent, OpenAiConfig, TokenLimitField, DEFAULT_BASE_URL};
+pub use openai::{
+    OpenAiAgent, OpenAiConfig, TokenLimitField, DEFAULT_BASE_URL, MAX_NO_CANDIDATE_IN_A_ROW,
+    MAX_NO_COMPLETION_IN_A_ROW,
+};
 pub use tuner::{TunerAgent, TUNE_PREFIX};
 
 /// autokernel's own `program.md`, the instruction book of the LLM agent, as shipped. The

@@ -217,18 +217,65 @@ impl OpenAiConfig {
 ///
 /// 401, 403 and 404 are [`AgentError::Fatal`]: a wrong key, URL or model name does not get
 /// better by asking again.
+///
+/// # Giving up
+///
+/// An unusable reply is a row, not a stop, but a streak of them is: the agent answers
+/// [`AgentError::Fatal`] (the loop logs that proposal and stops; `autokernel run` exits
+/// 2) instead of letting a misconfigured or broken server fill an overnight run with
+/// `invalid` rows and end it "successfully". Two counts, both across targets, both of
+/// proposals (each request already retried as above):
+///
+/// - [`MAX_NO_COMPLETION_IN_A_ROW`] (3) proposals in a row whose request got **no chat
+///   completion**: `connection`, `timeout`, `http_<status>` (after the retries of 429 and
+///   5xx), `malformed_response` (a 200 with HTML, bad JSON, no choices),
+///   `incomplete_stream`, `server_error`. None of these is the model's doing; three in a
+///   row mean the server is down or broken, or the base URL points at something else. Any
+///   chat completion resets the count.
+/// - [`MAX_NO_CANDIDATE_IN_A_ROW`] (8) proposals in a row that gave **no candidate** for
+///   any reason, including real chat completions without usable code (`no_code`,
+///   `unterminated_fence`, `missing_kernel_fn`, `truncated`) and `server_truncated_prompt`
+///   or `context_budget`. One such reply can be the model's bad luck; eight in a row mean
+///   the model does not answer in the format `program.md` asks for (a wrong `--llm-model`,
+///   a base or tiny model, a server that cuts prompts or replies). Any candidate resets it.
+///
+/// The error starts with the last proposal's reason and names the count and what to check.
 #[derive(Debug)]
 pub struct OpenAiAgent {
     config: OpenAiConfig,
     client: reqwest::Client,
     endpoint: String,
-    /// Proposals in a row whose server could not be reached at all (after retries).
-    unreachable_in_a_row: u32,
+    /// Proposals in a row whose last request got no chat completion (after retries).
+    no_completion_in_a_row: u32,
+    /// The class of each proposal in a row that gave no candidate, oldest first.
+    no_candidate_in_a_row: Vec<String>,
 }
 
-/// Proposals in a row that may fail to reach the server before the agent gives up: a
-/// server that is down for minutes would otherwise fill `results.tsv` with invalid rows.
-pub const MAX_UNREACHABLE_IN_A_ROW: u32 = 3;
+/// Proposals in a row that may end without a chat completion from the server (unreachable,
+/// timed out, an HTTP error after retries, a body that is not a chat completion) before the
+/// agent gives up with [`AgentError::Fatal`]: a server that is down, broken or not the one
+/// meant would otherwise fill `results.tsv` with `invalid` rows. The server's fault, so
+/// the count is small.
+pub const MAX_NO_COMPLETION_IN_A_ROW: u32 = 3;
+
+/// Proposals in a row that may end without a candidate, for any reason (a chat completion
+/// without usable code included), before the agent gives up with [`AgentError::Fatal`].
+/// Larger than [`MAX_NO_COMPLETION_IN_A_ROW`] because a reply without code can be a good
+/// model's occasional slip; as large as the orchestrator's default plateau
+/// (`OrchestratorOptions::plateau`, 8), so that a one-target run whose every reply is
+/// unusable stops with this error instead of moving on from its only target "done".
+pub const MAX_NO_CANDIDATE_IN_A_ROW: u32 = 8;
+
+/// Whether the last request of a proposal got a chat completion, for the give-up counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exchange {
+    /// The server answered with a chat completion (usable or not).
+    Completion,
+    /// The request failed: no chat completion.
+    NoCompletion,
+    /// Nothing was sent (the prompt did not fit).
+    NotSent,
+}
 
 /// What one HTTP exchange produced.
 #[derive(Debug, Default)]
@@ -337,7 +384,8 @@ impl OpenAiAgent {
             endpoint: format!("{base}/chat/completions"),
             config,
             client,
-            unreachable_in_a_row: 0,
+            no_completion_in_a_row: 0,
+            no_candidate_in_a_row: Vec::new(),
         })
     }
 
@@ -679,6 +727,18 @@ impl Agent for OpenAiAgent {
 
     #[tracing::instrument(skip_all, fields(target = %context.target.id, experiment = context.experiment))]
     async fn propose(&mut self, context: &ProposalContext<'_>) -> Result<Proposal, AgentError> {
+        let (proposal, exchange) = self.ask(context).await?;
+        self.count_or_give_up(proposal, exchange)
+    }
+}
+
+impl OpenAiAgent {
+    /// One proposal: the prompt, the request (retried once with twice the output budget
+    /// when cut), the reply read; with whether the last request got a chat completion.
+    async fn ask(
+        &mut self,
+        context: &ProposalContext<'_>,
+    ) -> Result<(Proposal, Exchange), AgentError> {
         let system = read_program(&self.config.program_md)?;
         let system_tokens = estimate_tokens(&system);
         let budget = self
@@ -688,15 +748,17 @@ impl Agent for OpenAiAgent {
         let user = build_user_message(context, system_tokens, budget);
         let prompt_estimate = system_tokens + estimate_tokens(&user.text);
         if prompt_estimate > budget {
-            return Ok(Proposal::Invalid {
-                reason: format!(
-                    "context_budget: the prompt needs about {prompt_estimate} tokens without any history, but context_tokens {} minus max_output_tokens {} leaves {budget}; raise {} (and the server's context window) or shorten program.md",
-                    self.config.context_tokens,
-                    self.config.max_output_tokens,
-                    env::AUTOKERNEL_LLM_CONTEXT_TOKENS
-                ),
+            let reason = format!(
+                "context_budget: the prompt needs about {prompt_estimate} tokens without any history, but context_tokens {} minus max_output_tokens {} leaves {budget}; raise {} (and the server's context window) or shorten program.md",
+                self.config.context_tokens,
+                self.config.max_output_tokens,
+                env::AUTOKERNEL_LLM_CONTEXT_TOKENS
+            );
+            let proposal = Proposal::Invalid {
+                reason,
                 usage: None,
-            });
+            };
+            return Ok((proposal, Exchange::NotSent));
         }
         if user.history_dropped > 0 {
             tracing::debug!(
@@ -714,20 +776,10 @@ impl Agent for OpenAiAgent {
                 Ok(c) => c,
                 Err(CallError::Fatal(m)) => return Err(AgentError::Fatal(m)),
                 Err(CallError::Invalid(reason)) => {
-                    if !reason.starts_with("connection") {
-                        return Ok(Proposal::Invalid { reason, usage });
-                    }
-                    self.unreachable_in_a_row += 1;
-                    if self.unreachable_in_a_row >= MAX_UNREACHABLE_IN_A_ROW {
-                        return Err(AgentError::Fatal(format!(
-                            "{reason} ({} proposals in a row); is the server running at `{}`?",
-                            self.unreachable_in_a_row, self.config.base_url
-                        )));
-                    }
-                    return Ok(Proposal::Invalid { reason, usage });
+                    let proposal = Proposal::Invalid { reason, usage };
+                    return Ok((proposal, Exchange::NoCompletion));
                 }
             };
-            self.unreachable_in_a_row = 0;
             let reported = completion.usage;
             add_usage(
                 &mut usage,
@@ -760,30 +812,26 @@ impl Agent for OpenAiAgent {
                 } else {
                     "the reply was cut off".to_string()
                 };
-                return Ok(Proposal::Invalid {
-                    reason: format!(
-                        "truncated: finish_reason length at {} output tokens and again at {max_tokens} ({what}); raise {} or use a model that answers more briefly",
-                        self.config.max_output_tokens,
-                        env::AUTOKERNEL_LLM_MAX_TOKENS
-                    ),
-                    usage,
-                });
+                let reason = format!(
+                    "truncated: finish_reason length at {} output tokens and again at {max_tokens} ({what}); raise {} or use a model that answers more briefly",
+                    self.config.max_output_tokens,
+                    env::AUTOKERNEL_LLM_MAX_TOKENS
+                );
+                return Ok((Proposal::Invalid { reason, usage }, Exchange::Completion));
             }
             if let Some(r) = reported.filter(|r| r.prompt_tokens > 0) {
                 if prompt_estimate >= TRUNCATION_CHECK_MIN_TOKENS
                     && (r.prompt_tokens as usize) * 2 < prompt_estimate
                 {
-                    return Ok(Proposal::Invalid {
-                        reason: format!(
-                            "server_truncated_prompt: the server counted {} prompt tokens but about {prompt_estimate} were sent; its context window is smaller than the prompt (e.g. Ollama's num_ctx, llama.cpp's --n_ctx): raise it, or lower {} to match",
-                            r.prompt_tokens,
-                            env::AUTOKERNEL_LLM_CONTEXT_TOKENS
-                        ),
-                        usage,
-                    });
+                    let reason = format!(
+                        "server_truncated_prompt: the server counted {} prompt tokens but about {prompt_estimate} were sent; its context window is smaller than the prompt (e.g. Ollama's num_ctx, llama.cpp's --n_ctx): raise it, or lower {} to match",
+                        r.prompt_tokens,
+                        env::AUTOKERNEL_LLM_CONTEXT_TOKENS
+                    );
+                    return Ok((Proposal::Invalid { reason, usage }, Exchange::Completion));
                 }
             }
-            return Ok(match parse_reply(&completion.content) {
+            let proposal = match parse_reply(&completion.content) {
                 Ok(parsed) => Proposal::Candidate {
                     description: parsed.description,
                     source: parsed.source,
@@ -796,9 +844,77 @@ impl Agent for OpenAiAgent {
                     }
                     Proposal::Invalid { reason, usage }
                 }
-            });
+            };
+            return Ok((proposal, Exchange::Completion));
         }
     }
+
+    /// The give-up rule (see [`OpenAiAgent`], "Giving up"): counts the proposal in the
+    /// streaks and passes it on, or answers [`AgentError::Fatal`] when it completes one.
+    fn count_or_give_up(
+        &mut self,
+        proposal: Proposal,
+        exchange: Exchange,
+    ) -> Result<Proposal, AgentError> {
+        match exchange {
+            Exchange::Completion => self.no_completion_in_a_row = 0,
+            Exchange::NoCompletion => self.no_completion_in_a_row += 1,
+            // nothing was asked of the server: nothing learnt about it
+            Exchange::NotSent => {}
+        }
+        let Proposal::Invalid { reason, .. } = &proposal else {
+            self.no_candidate_in_a_row.clear();
+            return Ok(proposal);
+        };
+        let class = reason.split(':').next().unwrap_or(reason).trim();
+        self.no_candidate_in_a_row.push(class.to_string());
+        let (model, base_url) = (&self.config.model, &self.config.base_url);
+        if exchange == Exchange::NoCompletion
+            && self.no_completion_in_a_row >= MAX_NO_COMPLETION_IN_A_ROW
+        {
+            let check = if class == "connection" {
+                format!("is the server running at `{base_url}`?")
+            } else {
+                format!(
+                    "check that the server at `{base_url}` is up and speaks the OpenAI chat-completions API (the base URL is its API root, most end in /v1: --llm-base-url or {}) and that it serves model `{model}` (--llm-model or {})",
+                    env::OPENAI_BASE_URL,
+                    env::AUTOKERNEL_LLM_MODEL
+                )
+            };
+            return Err(AgentError::Fatal(format!(
+                "{reason} ({} proposals in a row without a chat completion); {check}",
+                self.no_completion_in_a_row
+            )));
+        }
+        let streak = self.no_candidate_in_a_row.len();
+        if streak >= MAX_NO_CANDIDATE_IN_A_ROW as usize {
+            return Err(AgentError::Fatal(format!(
+                "{reason} ({streak} proposals in a row without a usable kernel.py: {}); check that model `{model}` (--llm-model or {}) is an instruction-following model that writes code, that `{base_url}` (--llm-base-url or {}) is the server meant, and that program.md still asks for the whole file in one fenced python block",
+                count_classes(&self.no_candidate_in_a_row),
+                env::AUTOKERNEL_LLM_MODEL,
+                env::OPENAI_BASE_URL
+            )));
+        }
+        Ok(proposal)
+    }
+}
+
+/// `no_code ×5, truncated ×3`: each class with its count, most frequent first (ties in
+/// order of first appearance).
+fn count_classes(classes: &[String]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for c in classes {
+        match counts.iter_mut().find(|(name, _)| name == c) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((c, 1)),
+        }
+    }
+    counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    counts
+        .iter()
+        .map(|(c, n)| format!("{c} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -898,6 +1014,18 @@ mod tests {
                 prompt_tokens: 7,
                 completion_tokens: 3
             })
+        );
+    }
+
+    #[test]
+    fn count_classes_lists_the_most_frequent_first() {
+        let classes: Vec<String> = ["truncated", "no_code", "no_code", "missing_kernel_fn"]
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        assert_eq!(
+            count_classes(&classes),
+            "no_code ×2, truncated ×1, missing_kernel_fn ×1"
         );
     }
 

@@ -66,7 +66,8 @@ pub enum AgentError {
     /// The agent is misconfigured (no model name, bad URL, missing program.md).
     #[error("agent misconfigured: {0}")]
     Config(String),
-    /// Repeated failures that will not go away by retrying (e.g. 401 Unauthorized).
+    /// Failures that will not go away by retrying (e.g. 401 Unauthorized, or a server
+    /// whose replies were unusable for several proposals in a row).
     #[error("agent gave up: {0}")]
     Fatal(String),
 }
@@ -81,7 +82,8 @@ pub trait Agent: Send {
     /// Proposes the next candidate for `context.target`.
     ///
     /// # Errors
-    /// [`AgentError`] only for conditions that retrying cannot fix.
+    /// [`AgentError`] only for conditions that retrying cannot fix. The loop then logs
+    /// this experiment as an `invalid` row whose description is the error, and stops.
     async fn propose(&mut self, context: &ProposalContext<'_>) -> Result<Proposal, AgentError>;
 
     /// Called after each decision on a candidate this agent proposed; hybrid agents use it

@@ -3,6 +3,7 @@
 //! and read the workspace back with the `git` command as an independent reader.
 
 mod cli;
+mod llm;
 mod plugs;
 mod run;
 mod tune;

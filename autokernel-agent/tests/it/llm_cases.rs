@@ -660,6 +660,221 @@ async fn a_connection_refused_is_retried_then_classified() {
     }
 }
 
+/// What a web server that is not an LLM API answers, with HTTP 200.
+const HTML: &str = "<!DOCTYPE html>\n<html><head><title>Welcome to nginx!</title></head>\n<body><h1>Welcome to nginx!</h1></body></html>\n";
+
+/// Proposes until the agent gives up (at most `limit` times); returns the reasons of the
+/// proposals before that and the give-up message.
+async fn propose_until_fatal(agent: &mut OpenAiAgent, limit: usize) -> (Vec<String>, String) {
+    let fx = Fixture::new(KERNEL);
+    let mut reasons = Vec::new();
+    for _ in 0..limit {
+        match agent.propose(&fx.ctx()).await {
+            Ok(p) => reasons.push(invalid(p).0),
+            Err(AgentError::Fatal(m)) => return (reasons, m),
+            Err(e) => panic!("not Fatal: {e:?}"),
+        }
+    }
+    panic!("the agent did not give up in {limit} proposals: {reasons:#?}");
+}
+
+/// The tester's finding: a server answering every request with an HTML page and HTTP 200
+/// ran a whole plan of `malformed_response` rows and ended "all targets done". Three
+/// proposals in a row without a chat completion stop the agent, as an unreachable one does.
+#[tokio::test]
+async fn a_server_answering_html_makes_the_agent_give_up_after_three_proposals() {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_raw(HTML, "text/html"),
+    )
+    .await;
+    let mut s = setup(&server, |_| {});
+    let (reasons, fatal) = propose_until_fatal(&mut s.agent, 10).await;
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(
+        reasons
+            .iter()
+            .all(|r| r.starts_with("malformed_response: not a chat completion")),
+        "{reasons:?}"
+    );
+    assert!(
+        fatal.starts_with("malformed_response: not a chat completion"),
+        "{fatal}"
+    );
+    assert!(fatal.contains("Welcome to nginx!"), "{fatal}");
+    assert!(
+        fatal.contains("(3 proposals in a row without a chat completion)"),
+        "{fatal}"
+    );
+    for hint in [
+        server.uri().as_str(),
+        "/v1",
+        "--llm-base-url",
+        "model `test-model`",
+        "--llm-model",
+    ] {
+        assert!(fatal.contains(hint), "`{hint}` missing: {fatal}");
+    }
+    assert_eq!(bodies(&server).await.len(), 3, "a 200 is not retried");
+}
+
+/// The tester's finding: HTTP 500 on every request retried until the run's budget ran out.
+/// Each proposal still retries (max_attempts), and the third such proposal gives up.
+#[tokio::test]
+async fn a_server_failing_with_500_every_time_makes_the_agent_give_up_after_three_proposals() {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        ResponseTemplate::new(500).set_body_string("Internal Server Error"),
+    )
+    .await;
+    let mut s = setup(&server, |c| c.max_attempts = 2);
+    let (reasons, fatal) = propose_until_fatal(&mut s.agent, 10).await;
+    assert_eq!(
+        reasons,
+        vec!["http_500: Internal Server Error (after 2 attempts)"; 2]
+    );
+    assert!(
+        fatal.starts_with("http_500: Internal Server Error (after 2 attempts) (3 proposals in a row without a chat completion); check that the server"),
+        "{fatal}"
+    );
+    assert_eq!(bodies(&server).await.len(), 6, "2 attempts × 3 proposals");
+}
+
+/// Server failures of different kinds in a row make one streak (bad JSON, a 503, an
+/// error-carrying stream, a 200 without choices), and a chat completion, even one
+/// without code, ends it: the server answered.
+#[tokio::test]
+async fn server_failures_of_any_kind_count_together_and_a_chat_completion_resets_them() {
+    let server = MockServer::start().await;
+    let replies = [
+        ResponseTemplate::new(200).set_body_raw("{\"choices\": [", "application/json"),
+        ResponseTemplate::new(503).set_body_string("overloaded"),
+        ResponseTemplate::new(200).set_body_json(completion("No code today.", "stop", None)),
+        ResponseTemplate::new(200).set_body_raw(
+            "data: {\"error\": {\"message\": \"model crashed\"}}\n\n",
+            "text/event-stream",
+        ),
+        ResponseTemplate::new(200).set_body_json(json!({"choices": []})),
+    ];
+    for r in replies {
+        mount_once(&server, r).await;
+    }
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_raw("not json at all", "application/json"),
+    )
+    .await;
+    let mut s = setup(&server, |c| c.max_attempts = 1);
+    let (reasons, fatal) = propose_until_fatal(&mut s.agent, 10).await;
+    let classes: Vec<&str> = reasons
+        .iter()
+        .map(|r| r.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            "malformed_response",
+            "http_503",
+            "no_code", // a chat completion: the server streak starts again
+            "server_error",
+            "malformed_response",
+        ]
+    );
+    assert!(
+        fatal.starts_with("malformed_response: not a chat completion"),
+        "{fatal}"
+    );
+    assert!(fatal.contains("3 proposals in a row"), "{fatal}");
+}
+
+/// Real chat completions without usable code may be the model's fault, not the server's:
+/// a candidate ends the streak, seven in a row are still rows, the eighth
+/// (MAX_NO_CANDIDATE_IN_A_ROW) stops the agent with an error that counts the classes and
+/// says what to check.
+#[tokio::test]
+async fn replies_without_code_make_the_agent_give_up_after_eight_proposals_in_a_row() {
+    assert_eq!(autokernel_agent::MAX_NO_CANDIDATE_IN_A_ROW, 8);
+    let server = MockServer::start().await;
+    // seven replies without a candidate, one with, then none with
+    for _ in 0..6 {
+        mount_once(
+            &server,
+            ResponseTemplate::new(200).set_body_json(completion(
+                "I would unroll the loop.",
+                "stop",
+                Some((900, 6)),
+            )),
+        )
+        .await;
+    }
+    mount_once(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(
+            "x\n```python\ndef kernel(x):\n    return x\n```",
+            "stop",
+            Some((900, 10)),
+        )),
+    )
+    .await;
+    mount_once(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(GOOD, "stop", Some((900, 40)))),
+    )
+    .await;
+    // a reply cut twice is one unusable proposal (its retry with twice the budget is kept)
+    for _ in 0..2 {
+        mount_once(
+            &server,
+            ResponseTemplate::new(200)
+                .set_body_raw(case("llm", "truncated_reply.json"), "application/json"),
+        )
+        .await;
+    }
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(
+            "Here is my analysis of the kernel.",
+            "stop",
+            Some((900, 8)),
+        )),
+    )
+    .await;
+    let mut s = setup(&server, |_| {});
+    let fx = Fixture::new(KERNEL);
+    for n in 1..=7 {
+        let (reason, _) = invalid(s.agent.propose(&fx.ctx()).await.unwrap());
+        let class = if n == 7 {
+            "missing_kernel_fn:"
+        } else {
+            "no_code:"
+        };
+        assert!(reason.starts_with(class), "proposal {n}: {reason}");
+    }
+    candidate(s.agent.propose(&fx.ctx()).await.unwrap());
+    let (reasons, fatal) = propose_until_fatal(&mut s.agent, 20).await;
+    assert_eq!(reasons.len(), 7, "{reasons:#?}");
+    assert!(reasons[0].starts_with("truncated:"), "{}", reasons[0]);
+    assert!(fatal.starts_with("no_code:"), "{fatal}");
+    assert!(
+        fatal.contains(
+            "(8 proposals in a row without a usable kernel.py: no_code ×7, truncated ×1)"
+        ),
+        "{fatal}"
+    );
+    for hint in [
+        "model `test-model`",
+        "--llm-model",
+        "--llm-base-url",
+        "program.md",
+    ] {
+        assert!(fatal.contains(hint), "`{hint}` missing: {fatal}");
+    }
+    // 7 + 1 + the truncated proposal's two requests + 7 more
+    assert_eq!(bodies(&server).await.len(), 17);
+}
+
 #[test]
 fn misconfiguration_is_refused_up_front() {
     let mut c = OpenAiConfig::new("m");

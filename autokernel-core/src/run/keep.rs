@@ -21,7 +21,8 @@ pub enum KeepVerdict {
     },
     /// Not kept, with the reason for the log.
     Revert {
-        /// e.g. `0.6% faster, below the 1.0% threshold`.
+        /// e.g. `0.6% faster over 5 repetitions (spread 1.2%), below the 1.0% threshold`,
+        /// or `85.5% slower over 5 repetitions …` for a candidate slower than the best.
         reason: String,
     },
 }
@@ -48,11 +49,11 @@ pub fn decide(
             reason: "timing not finite".to_string(),
         };
     }
-    let gain_pct = (c.median_speedup - 1.0) * 100.0;
+    let change = speed_change(c.median_speedup);
     if candidate.timing_representative && c.spread > MAX_SPREAD {
         return KeepVerdict::Revert {
             reason: format!(
-                "too noisy to decide: {gain_pct:.1}% faster but a spread of {:.0}% over {} repetitions (limit {:.0}%); is something else using the GPU or the host?",
+                "too noisy to decide: {change} but a spread of {:.0}% over {} repetitions (limit {:.0}%); is something else using the GPU or the host?",
                 c.spread * 100.0,
                 c.repetitions,
                 MAX_SPREAD * 100.0
@@ -66,12 +67,24 @@ pub fn decide(
     } else {
         KeepVerdict::Revert {
             reason: format!(
-                "{gain_pct:.1}% faster over {} repetitions (spread {:.1}%), below the {:.1}% threshold",
+                "{change} over {} repetitions (spread {:.1}%), below the {:.1}% threshold",
                 c.repetitions,
                 c.spread * 100.0,
                 threshold * 100.0
             ),
         }
+    }
+}
+
+/// A median speedup over the incumbent as words: `20.0% faster` above 1, `85.5% slower`
+/// below it (a speedup of 0.145: the candidate runs at 14.5% of the best's speed), never
+/// a negative "faster". The percentage is `|s − 1| · 100`, one decimal.
+fn speed_change(speedup: f64) -> String {
+    let pct = (speedup - 1.0) * 100.0;
+    if pct < 0.0 {
+        format!("{:.1}% slower", -pct)
+    } else {
+        format!("{pct:.1}% faster")
     }
 }
 
@@ -175,6 +188,35 @@ mod tests {
             }
             other => panic!("kept a 0.6% gain: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_slower_candidate_is_said_to_be_slower_never_negatively_faster() {
+        match decide(&result(Correctness::Pass), Some(&cmp(0.145)), 0.01) {
+            KeepVerdict::Revert { reason } => {
+                assert!(
+                    reason.starts_with("85.5% slower over 5 repetitions"),
+                    "{reason}"
+                );
+                assert!(!reason.contains("-"), "{reason}");
+            }
+            other => panic!("kept a slower candidate: {other:?}"),
+        }
+        let mut gpu = result(Correctness::Pass);
+        gpu.timing_representative = true;
+        let mut noisy = cmp(0.9);
+        noisy.spread = 0.30;
+        match decide(&gpu, Some(&noisy), 0.01) {
+            KeepVerdict::Revert { reason } => {
+                assert!(
+                    reason.starts_with("too noisy to decide: 10.0% slower but"),
+                    "{reason}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(speed_change(1.2), "20.0% faster");
+        assert_eq!(speed_change(1.0), "0.0% faster");
     }
 
     #[test]

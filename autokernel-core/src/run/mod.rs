@@ -135,7 +135,8 @@ impl LoopOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoopError {
-    /// The agent cannot go on.
+    /// The agent cannot go on. The experiment it was proposing is in `results.tsv` as an
+    /// `invalid` row whose description is this error.
     #[error(transparent)]
     Agent(#[from] AgentError),
     /// The harness cannot run.
@@ -596,8 +597,31 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             failures: &self.failures,
             experiment: n,
         };
-        let proposal = self.agent.propose(&context).await?;
+        let proposal = self.agent.propose(&context).await;
         let agent = self.agent.name();
+        let proposal = match proposal {
+            Ok(p) => p,
+            Err(e) => {
+                // The agent cannot go on, but it attempted experiment n (an LLM agent gives
+                // up on the request that completes a streak of failures): log it as an
+                // `invalid` row carrying the error, so that results.tsv has every attempt
+                // and says why the run stopped. Nothing was committed or benched.
+                let record = unmeasured_record(
+                    n,
+                    &target.id,
+                    target.kind,
+                    &agent,
+                    e.to_string(),
+                    None,
+                    Decision::Invalid,
+                    &Correctness::NotRun,
+                    t0.elapsed().as_secs_f64(),
+                );
+                self.log.append(record.clone())?;
+                self.reporter.on_decision(&record, None);
+                return Err(e.into());
+            }
+        };
         let (description, source) = match proposal {
             Proposal::Exhausted => return Ok(None),
             Proposal::Invalid { reason, .. } => {

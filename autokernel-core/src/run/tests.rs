@@ -207,6 +207,74 @@ async fn an_invalid_proposal_is_logged_without_commit_or_bench() {
     );
 }
 
+/// An agent whose third proposal completes a streak of failures: it gives up on that
+/// request instead of answering it, as the LLM agent does.
+struct GivesUpOnTheThird(u32);
+
+#[async_trait::async_trait]
+impl Agent for GivesUpOnTheThird {
+    fn name(&self) -> String {
+        "gives-up".into()
+    }
+    async fn propose(&mut self, _: &ProposalContext<'_>) -> Result<Proposal, AgentError> {
+        self.0 += 1;
+        if self.0 < 3 {
+            return Ok(Proposal::Invalid {
+                reason: format!("http_500: failure {}", self.0),
+                usage: None,
+            });
+        }
+        Err(AgentError::Fatal(
+            "http_500: failure 3 (3 proposals in a row without a chat completion)".into(),
+        ))
+    }
+}
+
+/// The tester's finding: the proposal an agent gave up on had no row (rows 2 and 3 were
+/// logged, the fourth attempt was not). Every attempted proposal is a row.
+#[tokio::test]
+async fn the_proposal_an_agent_gives_up_on_is_logged_then_the_run_stops() {
+    let fx = Fixture::new();
+    let mut l = OptimizationLoop::new(
+        GivesUpOnTheThird(0),
+        FakeBenchmarker::from_comments(),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    );
+    let err = l
+        .run(vec![(target("t", 1.0), src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LoopError::Agent(AgentError::Fatal(_))),
+        "{err:?}"
+    );
+    let rows = l.log().rows();
+    assert_eq!(
+        rows.iter().map(|r| r.experiment).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4],
+        "baseline, two invalid proposals, and the one given up on"
+    );
+    let last = &rows[3];
+    assert_eq!(last.decision, Decision::Invalid);
+    assert_eq!(last.correctness, "NOT_RUN");
+    assert_eq!(last.commit, None);
+    assert_eq!(last.agent, "gives-up");
+    assert_eq!(
+        last.description,
+        "agent gave up: http_500: failure 3 (3 proposals in a row without a chat completion)"
+    );
+    // the row is on disk, not only in memory
+    let reread = ResultsLog::open(fx.dir.path().join("results.tsv")).unwrap();
+    assert_eq!(reread.rows().len(), 4);
+    assert_eq!(
+        l.bench.benched.lock().unwrap().len(),
+        1,
+        "only the baseline was benched"
+    );
+}
+
 #[tokio::test]
 async fn a_resumed_run_logs_the_unlogged_commit_as_crash_and_continues_numbering() {
     let fx = Fixture::new();
