@@ -7,3 +7,4 @@ mod plugs;
 mod run;
 mod tune;
 mod util;
+mod verify;
