@@ -34,8 +34,8 @@ pub enum AgentChoice {
   autokernel run --model transformers:GPT2LMHeadModel --model-kwargs '{\"n_layer\": 12}' --input-shape 1,1024
   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 autokernel run --example llama --agent openai --llm-model qwen3-coder
 
-Run the same command again on the same workspace to resume; `autokernel report` and
-`autokernel verify` work on a workspace at any time.")]
+Run the same command again on the same workspace to resume (with the same --dtype, if one
+was given); `autokernel report` and `autokernel verify` work on a workspace at any time.")]
 pub struct RunArgs {
     #[command(flatten)]
     pub model: ModelArgs,
@@ -114,6 +114,22 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
             );
         }
     }
+    // a dtype given now must be the one the saved plan was made in (a first run that left
+    // the dtype to its default recorded none, so the identity alone cannot tell)
+    if let (Some(_), Some(planned)) = (&args.model.dtype, ws.load_plan()?) {
+        if let Some(was) = planned
+            .first()
+            .map(|t| t.dtype)
+            .filter(|d| *d != spec.dtype)
+        {
+            bail!(
+                "workspace `{}` was planned and measured in {was}, not {}\nhint: resume without --dtype (or with --dtype {was}), or pass a new --workspace to start over in {}",
+                ws.root.display(),
+                spec.dtype,
+                spec.dtype
+            );
+        }
+    }
     // the agent is configured (and an LLM's settings checked) before any work is done
     let agent: Box<dyn Agent> = defaults::agent(
         args.agent,
@@ -184,8 +200,11 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         }
     };
     // the workspace belongs to this model once it has a plan for it (not before: a run that
-    // failed to load the model must not lock the folder to it)
-    ws.settings.model = Some(identity.clone());
+    // failed to load the model must not lock the folder to it); a resumed run keeps the
+    // model as first recorded, whatever this invocation left to defaults
+    if ws.settings.model.is_none() {
+        ws.settings.model = Some(identity.clone());
+    }
     ws.settings.run_tag = Some(run_tag.clone());
     ws.settings.device = Some(
         match device {

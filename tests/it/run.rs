@@ -171,3 +171,58 @@ fn profile_shows_the_plan_that_run_makes() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("not planned"));
 }
+
+/// A workspace made in one dtype refuses another on resume (the plan, the baselines and
+/// every timing are in the first), and its settings are never rewritten to say otherwise.
+#[test]
+fn resuming_with_another_dtype_is_refused_and_the_settings_keep_the_first() {
+    let (_dir, ws) = tempdir();
+    let first = autokernel()
+        .args(run_args(&ws, 1))
+        .arg("--no-verify")
+        .output()
+        .unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let settings = std::fs::read_to_string(ws.join("autokernel.toml")).unwrap();
+    let results = std::fs::read_to_string(ws.join("results.tsv")).unwrap();
+    // the CPU's default dtype, float32, was recorded as a default
+    let out = autokernel()
+        .args(run_args(&ws, 1))
+        .args(["--dtype", "float16", "--no-verify"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("was planned and measured in float32, not float16")
+            && stderr.contains("hint: resume without --dtype (or with --dtype float32)"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("autokernel.toml")).unwrap(),
+        settings
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("results.tsv")).unwrap(),
+        results
+    );
+    // the dtype it was planned in resumes, and leaves the recorded model as it was
+    let out = autokernel()
+        .args(run_args(&ws, 1))
+        .args(["--dtype", "float32", "--no-verify"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("autokernel.toml")).unwrap(),
+        settings
+    );
+}
