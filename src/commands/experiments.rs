@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 use autokernel_core::{
-    lookup_gpu, Agent, Device, ExperimentRecord, Interrupt, LoopOptions, LoopOutcome,
+    lookup_gpu, Agent, DType, Device, ExperimentRecord, Interrupt, LoopOptions, LoopOutcome,
     OptimizationLoop, ResultsLog, StopReason, Target,
 };
 
@@ -120,6 +120,18 @@ impl LoopArgs {
         }
         options
     }
+}
+
+/// Refuses bfloat16 when `on_cpu` (`--device cpu`, or what `auto` resolved to), the bench
+/// worker's rule, so that `run` and `tune` say it before they profile or create anything.
+///
+/// # Errors
+/// The message the worker would give, with the flag to change.
+pub fn refuse_bfloat16_on_cpu(dtype: DType, on_cpu: bool) -> anyhow::Result<()> {
+    if on_cpu && dtype == DType::Bfloat16 {
+        bail!("--dtype bfloat16 cannot run on the CPU (Triton's interpreter uses numpy, which has no bfloat16)\nhint: pass --dtype float16 or float32, or run on a GPU");
+    }
+    Ok(())
 }
 
 /// What a finished loop hands back.

@@ -9,7 +9,9 @@ use anyhow::{bail, Context};
 use autokernel_core::{Agent, Device, StopReason};
 
 use crate::cli::GlobalArgs;
-use crate::commands::experiments::{run_experiments, Baselines, CreatedFolder, LoopArgs};
+use crate::commands::experiments::{
+    refuse_bfloat16_on_cpu, run_experiments, Baselines, CreatedFolder, LoopArgs,
+};
 use crate::model_args::ModelArgs;
 use crate::progress::spinner;
 use crate::workspace::{ModelIdentity, Workspace};
@@ -92,6 +94,9 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         bail!("--max-experiments 0 runs no experiment; pass 1 or more (`autokernel profile` shows the plan alone)");
     }
     args.experiments.check()?;
+    if device == Device::Cpu {
+        refuse_bfloat16_on_cpu(spec.dtype, true)?;
+    }
     // a folder this run creates is removed again if the run fails before it has a plan
     // (a model that does not load), instead of being left with a repository and a log
     let mut created = CreatedFolder::new(&args.workspace);
@@ -153,6 +158,14 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     defaults::install_program_md(&ws)?;
 
     let (mut services, scripts) = args.experiments.services(&ws)?;
+    // the device first: a dtype it cannot run is refused before a profile is taken
+    let resolved_device = services.device_name(&scripts, device).await?;
+    tracing::info!(device = %resolved_device, gpu = ?services.gpu_name, "bench device");
+    let dtype = match ws.load_plan()? {
+        Some(planned) => planned.first().map_or(spec.dtype, |t| t.dtype),
+        None => spec.dtype,
+    };
+    refuse_bfloat16_on_cpu(dtype, !resolved_device.starts_with("cuda"))?;
 
     // 1. plan: reuse the saved one when resuming, else profile the model
     let targets = match ws.load_plan()? {
@@ -226,8 +239,6 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     ));
 
     // 2–3. the loop
-    let resolved_device = services.device_name(&scripts, device).await?;
-    tracing::info!(device = %resolved_device, gpu = ?services.gpu_name, "bench device");
     let starters: Vec<_> = targets
         .iter()
         .map(|t| {

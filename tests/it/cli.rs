@@ -427,3 +427,49 @@ fn bench_dtype_alone_judges_and_times_in_that_dtype() {
         .unwrap();
     assert_eq!(smoke["cases"], 1, "{text}");
 }
+
+/// bfloat16 cannot run on the CPU: `run` and `tune` say so before they profile or create
+/// anything (a workspace made first would be left planned in a dtype it cannot run).
+#[test]
+fn bfloat16_on_the_cpu_is_refused_before_anything_is_created() {
+    let (keep, ws) = tempdir();
+    let w = ws.to_str().unwrap();
+    let (code, err) = stderr_of(&[
+        "run",
+        "--example",
+        "tiny",
+        "--device",
+        "cpu",
+        "--dtype",
+        "bfloat16",
+        "-w",
+        w,
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--dtype bfloat16 cannot run on the CPU")
+            && err.contains("hint: pass --dtype float16 or float32"),
+        "{err}"
+    );
+    assert!(!ws.exists(), "the refused run created {}", ws.display());
+    let kernel = keep.path().join("softmax.py");
+    new_kernel("softmax", &kernel);
+    let (code, err) = stderr_of(&[
+        "tune",
+        kernel.to_str().unwrap(),
+        "--shape",
+        "8,64",
+        "--device",
+        "cpu",
+        "--dtype",
+        "bfloat16",
+        "-w",
+        w,
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--dtype bfloat16 cannot run on the CPU"),
+        "{err}"
+    );
+    assert!(!ws.exists(), "the refused tune created {}", ws.display());
+}
