@@ -473,3 +473,61 @@ fn bfloat16_on_the_cpu_is_refused_before_anything_is_created() {
     );
     assert!(!ws.exists(), "the refused tune created {}", ws.display());
 }
+
+/// The interpreter the user named is the one used: a missing AUTOKERNEL_PYTHON is refused
+/// by every command in its own name, never swapped for the python3 on PATH, and `bench`
+/// no longer calls it `--python`.
+#[test]
+fn a_missing_autokernel_python_is_refused_by_every_command_in_its_own_name() {
+    let (keep, ws) = tempdir();
+    let kernel = keep.path().join("softmax.py");
+    new_kernel("softmax", &kernel);
+    let trace = keep.path().join("trace.json");
+    let w = ws.to_str().unwrap();
+    let commands: [Vec<&str>; 3] = [
+        vec![
+            "profile",
+            "--example",
+            "tiny",
+            "--device",
+            "cpu",
+            "-o",
+            trace.to_str().unwrap(),
+        ],
+        vec!["run", "--example", "tiny", "--device", "cpu", "-w", w],
+        vec!["bench", kernel.to_str().unwrap(), "--device", "cpu"],
+    ];
+    for args in commands {
+        let out = autokernel()
+            .env("AUTOKERNEL_PYTHON", "/nonexistent/python")
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(
+                "error: python `/nonexistent/python` (from AUTOKERNEL_PYTHON) does not exist"
+            ),
+            "{args:?}: {err}"
+        );
+        assert!(!ws.exists(), "{args:?} created {}", ws.display());
+    }
+    // --python wins over the variable, and is named as such
+    let out = autokernel()
+        .env("AUTOKERNEL_PYTHON", "/nonexistent/python")
+        .args([
+            "bench",
+            kernel.to_str().unwrap(),
+            "--python",
+            "/no/flag/python",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("python `/no/flag/python` (from --python) does not exist"),
+        "{err}"
+    );
+}
