@@ -70,6 +70,12 @@ impl LoopArgs {
         if self.budget.is_some_and(|b| b.is_zero()) {
             bail!("--budget 0 leaves no time for an experiment; pass a duration such as 20m or 8h");
         }
+        if self.target_budget.is_some_and(|b| b.is_zero()) {
+            bail!("--target-budget 0 leaves no time for an experiment on a target; pass a duration such as 30m");
+        }
+        if self.plateau == Some(0) {
+            bail!("--plateau 0 moves on from a target before any experiment counts; pass 1 or more (the default is 8)");
+        }
         if self.bench_timeout == 0 {
             bail!(
                 "--bench-timeout 0 would time out every benchmark; pass a limit in seconds, e.g. 600"

@@ -386,6 +386,8 @@ fn zero_budgets_and_limits_are_refused_before_any_work() {
     for (flag, value, says) in [
         ("--max-experiments", "0", "--max-experiments 0"),
         ("--budget", "0s", "--budget 0"),
+        ("--target-budget", "0s", "--target-budget 0"),
+        ("--plateau", "0", "--plateau 0"),
     ] {
         let (_d, ws) = tempdir();
         let w = ws.to_str().unwrap();
