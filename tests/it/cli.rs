@@ -430,6 +430,46 @@ fn bench_dtype_alone_judges_and_times_in_that_dtype() {
     assert_eq!(smoke["cases"], 1, "{text}");
 }
 
+/// A class that is not an nn.Module gets a sentence, not Python's traceback about a missing
+/// `.to`; a file given as `FILE.py:Class` gets the syntax that loads it.
+#[test]
+fn a_model_that_is_not_an_nn_module_or_a_file_as_a_module_path_is_explained() {
+    let (keep, _) = tempdir();
+    let trace = keep.path().join("trace.json");
+    let trace = trace.to_str().unwrap();
+    let (code, err) = stderr_of(&[
+        "profile",
+        "--model",
+        "collections:OrderedDict",
+        "--device",
+        "cpu",
+        "--input-shape",
+        "2,8",
+        "-o",
+        trace,
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("`OrderedDict` in module `collections` is `collections.OrderedDict`, not a torch.nn.Module subclass"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Traceback") && !err.contains("attribute 'to'"),
+        "{err}"
+    );
+    let (_dir, model) = model_file(IDENTITY_NET);
+    let spec = format!("{}:Net", model.display());
+    let (code, err) = stderr_of(&["profile", "--model", &spec, "--device", "cpu", "-o", trace]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "hint: pass the file and the class apart: `--model {} --class Net`",
+            model.display()
+        )),
+        "{err}"
+    );
+}
+
 /// bfloat16 cannot run on the CPU: `run` and `tune` say so before they profile or create
 /// anything (a workspace made first would be left planned in a dtype it cannot run).
 #[test]
