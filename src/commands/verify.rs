@@ -110,7 +110,7 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
     )?;
     let bar = spinner(global, "verifying the kept kernels inside the model");
     let rows = match ws.path("results.tsv") {
-        p if p.exists() => autokernel_core::ResultsLog::open(p)?.rows().to_vec(),
+        p if p.exists() => autokernel_core::ResultsLog::read(p)?,
         _ => Vec::new(),
     };
     let v = verify_workspace(&mut services, &ws, &spec, &targets, &rows).await;

@@ -516,6 +516,80 @@ fn bfloat16_on_the_cpu_is_refused_before_anything_is_created() {
     assert!(!ws.exists(), "the refused tune created {}", ws.display());
 }
 
+/// `report` only reads results.tsv: a workspace one may not write (another user's, a
+/// read-only mount) is reported on, and a log a run is still appending to is not "repaired"
+/// under it; when report.md cannot be written the summary is printed with a warning.
+#[cfg(unix)]
+#[test]
+fn report_reads_the_log_without_writing_to_it() {
+    let (_keep, ws) = tempdir();
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(
+        ws.join("plan.json"),
+        r#"[{"id": "01-softmax", "kind": "softmax", "shapes": [[8, 64]], "dtype": "float32",
+            "fraction": 0.5, "op": "aten::_softmax"}]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("autokernel.toml"),
+        "[model]\nsource = \"example\"\nname = \"tiny\"\n",
+    )
+    .unwrap();
+    let header = "experiment\ttimestamp\ttarget\tkind\tagent\tdescription\tcommit\tdecision\tcorrectness\tlatency_us\tthroughput\tthroughput_unit\tpct_peak\tspeedup_vs_reference\tpeak_vram_mb\tduration_s";
+    let baseline = "1\t2026-11-29T22:00:00Z\t01-softmax\tsoftmax\ttune\tbaseline\tabc\tbaseline\tPASS\t10.000\t1.000\tGB/s\t1.00\t1.0000\t1.0\t1.00";
+    // a row being written by a run at this moment: no final newline yet
+    let log = format!("{header}\n{baseline}\n2\t2026-11-29T22:01:00Z\t01-soft");
+    std::fs::write(ws.join("results.tsv"), &log).unwrap();
+    // (root may write all the same: the torn line below is what tells there)
+    let read_only = |on: bool| {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |dir: bool| match (on, dir) {
+            (true, true) => 0o555,
+            (true, false) => 0o444,
+            (false, true) => 0o755,
+            (false, false) => 0o644,
+        };
+        for entry in std::fs::read_dir(&ws).unwrap() {
+            let path = entry.unwrap().path();
+            let perms = std::fs::Permissions::from_mode(mode(path.is_dir()));
+            std::fs::set_permissions(&path, perms).unwrap();
+        }
+        std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(mode(true))).unwrap();
+    };
+    read_only(true);
+    let out = autokernel()
+        .args(["report", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    read_only(false);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("experiments: 1"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("results.tsv")).unwrap(),
+        log
+    );
+    assert!(!ws.join("results.tsv.torn").exists());
+    // report.md cannot be written (a folder in its place, which stops root too)
+    let _ = std::fs::remove_file(ws.join("report.md"));
+    std::fs::create_dir(ws.join("report.md")).unwrap();
+    let out = autokernel()
+        .args(["report", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stderr.contains("warning: cannot write"), "{stderr}");
+    assert!(
+        stdout.contains("| 01-softmax |") && stdout.contains("report: not written"),
+        "{stdout}"
+    );
+}
+
 /// The interpreter the user named is the one used: a missing AUTOKERNEL_PYTHON is refused
 /// by every command in its own name, never swapped for the python3 on PATH, and `bench`
 /// no longer calls it `--python`.
