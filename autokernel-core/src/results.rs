@@ -325,12 +325,18 @@ impl ResultsLog {
                 header.iter().collect::<Vec<_>>().join(" ")
             )));
         }
+        // errors name the line of the file (the header is line 1, and a blank line, which
+        // the reader skips, still counts), as an editor shows it
         let mut rows = Vec::new();
-        for (i, rec) in reader.records().enumerate() {
-            let rec = rec.map_err(|e| fmt(format!("row {}: {e}", i + 1)))?;
+        for rec in reader.records() {
+            let rec = rec.map_err(|e| match e.position() {
+                Some(p) => fmt(format!("line {}: {e}", p.line())),
+                None => fmt(e.to_string()),
+            })?;
+            let line = rec.position().map_or(0, csv::Position::line);
             rows.push(
                 ExperimentRecord::from_fields(&rec)
-                    .map_err(|e| fmt(format!("row {}: {e}", i + 1)))?,
+                    .map_err(|e| fmt(format!("line {line}: {e}")))?,
             );
         }
         Ok(rows)
@@ -462,6 +468,33 @@ mod tests {
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(text.lines().count(), 4, "{text}");
         assert!(text.lines().all(|l| l.split('\t').count() == 16));
+    }
+
+    /// The header is line 1, so the 12th row is line 13 (an editor's number, not the row's).
+    #[test]
+    fn a_malformed_row_is_named_by_its_line_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.tsv");
+        let mut log = ResultsLog::open(&p).unwrap();
+        for n in 1..=12 {
+            log.append(row(n, Decision::Revert)).unwrap();
+        }
+        drop(log);
+        let text = std::fs::read_to_string(&p).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        lines[12] = lines[12].replace("\trevert\t", "\tmaybe\t");
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        for err in [
+            ResultsLog::open(&p).unwrap_err(),
+            ResultsLog::read(&p).unwrap_err(),
+        ] {
+            assert!(err.to_string().contains(": line 13: "), "{err}");
+        }
+        // a blank line (skipped by the reader) still counts
+        lines.insert(3, String::new());
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        let err = ResultsLog::read(&p).unwrap_err();
+        assert!(err.to_string().contains(": line 14: "), "{err}");
     }
 
     /// `read` takes a log it may not write (a read-only workspace, or one a run is
