@@ -1,6 +1,7 @@
 //! What `run` and `tune` share: the flags of the edit → benchmark → keep-or-revert loop
 //! ([`LoopArgs`]) and the loop itself over a workspace ([`run_experiments`]), with its
-//! progress lines, Ctrl-C handling and the workspace folder's clean-up on early failure.
+//! progress lines, Ctrl-C and SIGTERM handling and the workspace folder's clean-up on early
+//! failure.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -146,6 +147,9 @@ pub struct Experiments {
     pub outcome: LoopOutcome,
     /// Every row of `results.tsv`, earlier invocations included.
     pub rows: Vec<ExperimentRecord>,
+    /// The flag the signal handler sets; it stays installed after the loop, so that work
+    /// after it (`run`'s verification) can stop on a signal too ([`Interrupt::stopped`]).
+    pub interrupt: Arc<Interrupt>,
 }
 
 /// Each target with the source of its baseline `kernel.py`.
@@ -190,22 +194,24 @@ pub async fn run_experiments(
     let mut the_loop = OptimizationLoop::new(agent, services.benchmarker(), store, log, options)
         .with_reporter(Box::new(SharedReporter(reporter.clone())));
     let interrupt = Arc::new(Interrupt::new());
-    spawn_ctrl_c(interrupt.clone(), global.quiet);
+    spawn_signal_handler(interrupt.clone(), global.quiet);
     let outcome = the_loop.run(baselines.kernels, &interrupt).await;
     reporter.finish();
     let outcome = outcome?;
     Ok(Experiments {
         outcome,
         rows: the_loop.log().rows().to_vec(),
+        interrupt,
     })
 }
 
 impl Experiments {
-    /// The command's exit code: 130 when interrupted, 0 when any row passed the judge, 1
-    /// when none did (the command finished, but the answer is no; `what` names the things
-    /// that failed in the error logged then, e.g. "kernel").
+    /// The command's exit code: 130 when interrupted (Ctrl-C or SIGTERM, during the loop
+    /// or after it), 0 when any row passed the judge, 1 when none did (the command
+    /// finished, but the answer is no; `what` names the things that failed in the error
+    /// logged then, e.g. "kernel").
     pub fn exit_code(&self, what: &str) -> ExitCode {
-        if self.outcome.stop == StopReason::Interrupted {
+        if self.outcome.stop == StopReason::Interrupted || self.interrupt.stop_requested() {
             return ExitCode::from(130);
         }
         if self.rows.iter().any(|r| r.correctness == "PASS") {
@@ -275,22 +281,64 @@ impl autokernel_core::Reporter for SharedReporter {
     }
 }
 
-/// First Ctrl-C: finish the experiment in flight, then stop. Second: abandon it.
-fn spawn_ctrl_c(interrupt: Arc<Interrupt>, quiet: bool) {
+/// First Ctrl-C or SIGTERM (`timeout`, `docker stop`, Slurm): finish the experiment in
+/// flight, then stop, and end with the report. Second: abandon it.
+fn spawn_signal_handler(interrupt: Arc<Interrupt>, quiet: bool) {
     tokio::spawn(async move {
-        while tokio::signal::ctrl_c().await.is_ok() {
+        let mut term = Terminate::new();
+        loop {
+            let signal = tokio::select! {
+                r = tokio::signal::ctrl_c() => match r {
+                    Ok(()) => "Ctrl-C",
+                    Err(_) => break,
+                },
+                () = term.recv() => "SIGTERM",
+            };
             interrupt.request();
             if quiet {
                 continue;
             }
             #[allow(clippy::print_stderr)]
             if interrupt.abandon_requested() {
-                eprintln!("\nabandoning the experiment in flight (it is reverted and logged)");
+                eprintln!(
+                    "\n{signal}: abandoning the experiment in flight (it is reverted and logged)"
+                );
             } else {
                 eprintln!(
-                    "\nstopping after the current experiment; press Ctrl-C again to abandon it"
+                    "\n{signal}: stopping after the current experiment; press Ctrl-C (or send SIGTERM) again to abandon it"
                 );
             }
         }
     });
+}
+
+/// SIGTERM as a stream (Unix); elsewhere, or when the handler cannot be installed, it
+/// never fires.
+struct Terminate {
+    #[cfg(unix)]
+    signal: Option<tokio::signal::unix::Signal>,
+}
+
+impl Terminate {
+    fn new() -> Self {
+        Terminate {
+            #[cfg(unix)]
+            signal: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .map_err(|e| {
+                    tracing::warn!("cannot handle SIGTERM, it will stop the run at once: {e}")
+                })
+                .ok(),
+        }
+    }
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        if let Some(signal) = self.signal.as_mut() {
+            if signal.recv().await.is_some() {
+                return;
+            }
+            self.signal = None;
+        }
+        std::future::pending::<()>().await;
+    }
 }

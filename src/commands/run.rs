@@ -36,8 +36,10 @@ pub enum AgentChoice {
   autokernel run --model transformers:GPT2LMHeadModel --model-kwargs '{\"n_layer\": 12}' --input-shape 1,1024
   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 autokernel run --example llama --agent openai --llm-model qwen3-coder
 
-Run the same command again on the same workspace to resume (with the same --dtype, if one
-was given); `autokernel report` and `autokernel verify` work on a workspace at any time.")]
+Ctrl-C or SIGTERM stops after the current experiment (or cuts the verification short) and
+still writes the report, exit 130; a second one abandons the experiment in flight. Run the
+same command again on the same workspace to resume (with the same --dtype, if one was
+given); `autokernel report` and `autokernel verify` work on a workspace at any time.")]
 pub struct RunArgs {
     #[command(flatten)]
     pub model: ModelArgs,
@@ -267,18 +269,23 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     // 4. verify, unless interrupted or asked not to
     let interrupted = outcome.stop == StopReason::Interrupted;
     let mut verified_now = None;
+    let mut verify_interrupted = false;
     if !args.no_verify && !interrupted {
         let bar = spinner(global, "verifying the kept kernels inside the model");
-        let v =
-            crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets, rows)
-                .await;
+        // a signal now (the loop is over, its handler still installed) cuts the
+        // verification short and goes on to the report
+        let v = tokio::select! {
+            v = crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets, rows) => Some(v),
+            () = experiments.interrupt.stopped() => None,
+        };
         bar.finish_and_clear();
         match v {
-            Ok(v) => {
+            Some(Ok(v)) => {
                 ws.save_verification(&v)?;
                 verified_now = Some(v);
             }
-            Err(e) => tracing::warn!("verification could not run: {e:#}"),
+            Some(Err(e)) => tracing::warn!("verification could not run: {e:#}"),
+            None => verify_interrupted = true,
         }
     }
 
@@ -296,6 +303,9 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     if !resolved_device.starts_with("cuda") {
         // the CPU interpreter's latencies say nothing about speed; say so where they show
         summary.push_str("timings: Triton's interpreter on the CPU, not representative (the keep rule and the speedups above are only exercised, not meaningful)\n");
+    }
+    if verify_interrupted {
+        summary.push_str("verified: not run (interrupted)\n");
     }
     if let Some(v) = &verified_now {
         summary.push_str(&format!("verified: {}\n", v.verdict()));
