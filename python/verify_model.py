@@ -21,6 +21,12 @@ How each kind is plugged in, for the duration of the check only:
 Each kernel takes only the calls at its target's problem shapes (see `_Plug`).
 
 A kernel that breaks the model is left out and named: each kernel is checked alone first.
+Every kernel left out has an entry ``{"target", "reason"}``; the entry of a kernel that is
+wrong (it cannot be loaded, raises inside the model, or changes the model's output beyond
+the tolerance, alone or together with the others) also has ``"broken": True``, and any such
+entry makes the verification fail (``passed`` false: `autokernel verify` exits 1). A kernel
+left out only because it has no call site in the model or does not make it faster is not a
+failure.
 """
 
 import contextlib
@@ -343,7 +349,7 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
         try:
             module = _load_kernel(t["path"], f"_ak_verify_{i}_{t['id'].replace('-', '_')}")
         except Exception as e:  # noqa: BLE001 - any failure to load is a reason to leave it out
-            excluded.append({"target": t["id"], "reason": f"cannot load {t['path']}: {e}"})
+            excluded.append({"target": t["id"], "reason": f"cannot load {t['path']}: {e}", "broken": True})
             continue
         plugs.append(_Plug(t["id"], t["kind"], module.kernel_fn, t.get("shapes") or ()))
 
@@ -363,7 +369,7 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
             excluded.append({"target": p.target_id, "reason": f"not pluggable: {e}"})
             continue
         except Exception as e:  # noqa: BLE001 - a crashing kernel is left out and named
-            excluded.append({"target": p.target_id, "reason": f"raised {type(e).__name__}: {e}"})
+            excluded.append({"target": p.target_id, "reason": f"raised {type(e).__name__}: {e}", "broken": True})
             continue
         if p.calls == 0:
             excluded.append({"target": p.target_id, "reason": "the model never called it through a "
@@ -371,7 +377,7 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
             continue
         why = _compare(out, ref, torch_dtype)
         if why:
-            excluded.append({"target": p.target_id, "reason": f"breaks the model: {why}"})
+            excluded.append({"target": p.target_id, "reason": f"breaks the model: {why}", "broken": True})
             continue
         good.append(p)
 
@@ -390,7 +396,8 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
         excluded.extend(slow)
 
     result = {
-        "passed": True,
+        # a wrong kernel fails the verification even though it was left out of the model
+        "passed": not any(e.get("broken") for e in excluded),
         "included": [p.target_id for p in good],
         "excluded": excluded,
         "max_abs_error": 0.0,
@@ -403,10 +410,11 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
     if good:
         out = run_with(good)
         why = _compare(out, ref, torch_dtype)
-        result["passed"] = why is None
+        result["passed"] = result["passed"] and why is None
         result["max_abs_error"] = _max_abs(out, ref)
         if why:
-            result["excluded"].append({"target": "+".join(p.target_id for p in good), "reason": f"together: {why}"})
+            result["excluded"].append({"target": "+".join(p.target_id for p in good), "reason": f"together: {why}",
+                                       "broken": True})
     if not good:
         # nothing plugged in: timing the same model twice would report noise as a speedup
         result["eager_ms"] = timed([], on_gpu)

@@ -57,6 +57,13 @@ impl ModelArgs {
                 ModelSource::File { path, class }
             }
             (Some(m), None) => match m.split_once(':') {
+                // a file's path where a module's is expected: `model.py:Net`, `dir/model:Net`
+                Some((file, class)) if file.ends_with(".py") => bail!(
+                    "`--model {m}` names a file, but `module.path:Class` takes an importable module\nhint: pass the file and the class apart: `--model {file} --class {class}`"
+                ),
+                Some((path, class)) if path.contains(['/', '\\']) => bail!(
+                    "`--model {m}`: `{path}` is not a module path (`package.module:Class` has dots, not slashes)\nhint: for a file, pass `--model FILE.py --class {class}`"
+                ),
                 Some((module, class)) if !module.is_empty() && !class.is_empty() => {
                     ModelSource::Import { module: module.into(), class: class.into() }
                 }
@@ -162,6 +169,29 @@ mod tests {
                 .next()
                 .unwrap(),
             "no model given"
+        );
+    }
+
+    #[test]
+    fn a_file_given_as_a_module_path_gets_the_file_and_class_syntax_as_a_hint() {
+        let spec_error = |model: &str| {
+            let a = ModelArgs {
+                model: Some(model.into()),
+                ..args()
+            };
+            a.spec(Device::Cpu).unwrap_err().to_string()
+        };
+        let e = spec_error("small_model.py:Net");
+        assert_eq!(
+            e,
+            "`--model small_model.py:Net` names a file, but `module.path:Class` takes an importable module\n\
+             hint: pass the file and the class apart: `--model small_model.py --class Net`"
+        );
+        let e = spec_error("models/small:Net");
+        assert!(
+            e.contains("`models/small` is not a module path")
+                && e.contains("hint: for a file, pass `--model FILE.py --class Net`"),
+            "{e}"
         );
     }
 

@@ -15,11 +15,13 @@ use crate::workspace::Workspace;
 /// The end-to-end check of the kept kernels plugged into the model (`verify.json`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Verification {
-    /// Whether the model with the included kernels matched the unmodified model.
+    /// Whether the model with the included kernels matched the unmodified model and no
+    /// kernel was left out for being wrong (an [`Excluded::broken`] one): false fails
+    /// `autokernel verify` (exit 1).
     pub passed: bool,
     /// Target ids whose kernels were plugged in.
     pub included: Vec<String>,
-    /// Targets left out, with the reason (broke the model, not pluggable).
+    /// Targets left out, with the reason (broke the model, not pluggable, not faster).
     pub excluded: Vec<Excluded>,
     /// Largest absolute difference of the outputs.
     pub max_abs_error: Option<f64>,
@@ -42,6 +44,31 @@ pub struct Excluded {
     pub target: String,
     /// Why.
     pub reason: String,
+    /// Whether it was left out for being wrong: it cannot be loaded, raises inside the
+    /// model, or changes the model's output beyond the tolerance. False for a kernel left
+    /// out only because the model has no call site for it or it does not make the model
+    /// faster. (Absent from a `verify.json` written before this field: false.)
+    #[serde(default)]
+    pub broken: bool,
+}
+
+impl Verification {
+    /// The `verified:` value of the summaries: `false` with the count of wrong kernels when
+    /// the check failed, `n/a` when nothing was plugged in, else `true`.
+    pub fn verdict(&self) -> String {
+        let broken = self.excluded.iter().filter(|e| e.broken).count();
+        if !self.passed {
+            if broken == 0 {
+                return "false (the model with the kernels does not match the unmodified model)"
+                    .into();
+            }
+            return format!("false ({broken} kernel(s) break the model or cannot be loaded)");
+        }
+        if self.included.is_empty() {
+            return "n/a (no kernel was plugged into the model; PyTorch's own ops are kept)".into();
+        }
+        "true".into()
+    }
 }
 
 /// Per-target figures of the report.
@@ -123,6 +150,7 @@ pub fn slower_than_pytorch(summaries: &[TargetSummary]) -> Vec<Excluded> {
                 reason: format!(
                     "slower than PyTorch at the model's shape ({x:.3}x): PyTorch's own op is kept"
                 ),
+                broken: false,
             })
         })
         .collect()

@@ -16,6 +16,15 @@ pub enum WorkerError {
         /// What was tried, in order.
         tried: String,
     },
+    /// The interpreter the user named (`--python`, or `AUTOKERNEL_PYTHON` when no
+    /// `--python` is given) does not exist. No other interpreter is tried in its place.
+    #[error("python `{path}` (from {origin}) does not exist\nhint: point {origin} at an interpreter with torch, triton and numpy, e.g. `.venv/bin/python`")]
+    PythonMissing {
+        /// The path given.
+        path: PathBuf,
+        /// Where it was given: `--python` or `AUTOKERNEL_PYTHON`.
+        origin: &'static str,
+    },
     /// The interpreter could not be run to ask its version.
     #[error("cannot run python at `{path}`: {message}")]
     PythonProbe {
@@ -113,6 +122,7 @@ impl WorkerError {
         matches!(
             self,
             WorkerError::PythonNotFound { .. }
+                | WorkerError::PythonMissing { .. }
                 | WorkerError::PythonProbe { .. }
                 | WorkerError::PythonMismatch { .. }
                 | WorkerError::MissingPackages { .. }

@@ -8,37 +8,50 @@ use crate::WorkerError;
 /// Environment variable naming the interpreter (after `--python`).
 pub(crate) const ENV_PYTHON: &str = "AUTOKERNEL_PYTHON";
 
-/// The interpreter to adopt: `explicit`, else `$AUTOKERNEL_PYTHON`, else
+/// The interpreter to adopt: `explicit` (`--python`), else `$AUTOKERNEL_PYTHON`, else
 /// `$VIRTUAL_ENV/bin/python`, else `python3` on `PATH`.
 ///
+/// An interpreter the user named (`explicit`, or `AUTOKERNEL_PYTHON` when `explicit` is
+/// `None`) is the only one considered: when it does not exist the answer is an error, never
+/// another interpreter found further down the list.
+///
 /// # Errors
-/// [`WorkerError::PythonNotFound`] when none of these exists.
+/// [`WorkerError::PythonMissing`] when the named interpreter does not exist;
+/// [`WorkerError::PythonNotFound`] when nothing was named and neither `$VIRTUAL_ENV`'s
+/// python nor `python3` on `PATH` exists.
 pub fn resolve_python(explicit: Option<&Path>) -> Result<PathBuf, WorkerError> {
-    let mut tried = Vec::new();
-    if let Some(p) = explicit {
-        return if p.exists() {
-            Ok(p.to_path_buf())
-        } else {
-            Err(WorkerError::PythonNotFound {
-                tried: format!("`{}` (from --python)", p.display()),
-            })
-        };
-    }
-    if let Some(p) = std::env::var_os(ENV_PYTHON).filter(|v| !v.is_empty()) {
-        let p = PathBuf::from(p);
-        if p.exists() {
-            return Ok(p);
+    resolve_python_with(explicit, |name| std::env::var_os(name))
+}
+
+/// [`resolve_python`] with the environment read through `var`.
+fn resolve_python_with(
+    explicit: Option<&Path>,
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<PathBuf, WorkerError> {
+    let named = match explicit {
+        Some(p) => Some((p.to_path_buf(), "--python")),
+        None => var(ENV_PYTHON)
+            .filter(|v| !v.is_empty())
+            .map(|p| (PathBuf::from(p), ENV_PYTHON)),
+    };
+    if let Some((path, origin)) = named {
+        if path.exists() {
+            tracing::debug!(python = %path.display(), origin, "python chosen");
+            return Ok(path);
         }
-        tried.push(format!("{ENV_PYTHON}=`{}`", p.display()));
+        // the user chose this interpreter: falling back to another one would run their
+        // model under a torch they did not pick, and blame that one in any error
+        return Err(WorkerError::PythonMissing { path, origin });
     }
-    if let Some(venv) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
+    let mut tried = Vec::new();
+    if let Some(venv) = var("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(venv).join("bin").join("python");
         if p.exists() {
             return Ok(p);
         }
         tried.push(format!("VIRTUAL_ENV python `{}`", p.display()));
     }
-    if let Some(paths) = std::env::var_os("PATH") {
+    if let Some(paths) = var("PATH") {
         for dir in std::env::split_paths(&paths) {
             let p = dir.join("python3");
             if p.is_file() {
@@ -117,7 +130,41 @@ mod tests {
     #[test]
     fn an_explicit_path_that_does_not_exist_is_refused_with_its_name() {
         let err = resolve_python(Some(Path::new("/no/such/python"))).unwrap_err();
-        assert!(err.to_string().contains("/no/such/python"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("python `/no/such/python` (from --python) does not exist"),
+            "{err}"
+        );
+    }
+
+    /// A broken AUTOKERNEL_PYTHON is refused in its own name, not replaced by the python3
+    /// on PATH (which `profile` and `run` used to adopt, then blame for lacking torch).
+    #[test]
+    fn a_missing_autokernel_python_is_refused_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let python3 = dir.path().join("python3");
+        std::fs::write(&python3, "#!/bin/sh\n").unwrap();
+        let env = |name: &str| match name {
+            ENV_PYTHON => Some("/nonexistent/python".into()),
+            "PATH" => Some(dir.path().as_os_str().to_owned()),
+            _ => None,
+        };
+        let err = resolve_python_with(None, env).unwrap_err();
+        assert!(matches!(err, WorkerError::PythonMissing { .. }), "{err}");
+        assert!(
+            err.to_string().starts_with(
+                "python `/nonexistent/python` (from AUTOKERNEL_PYTHON) does not exist"
+            ),
+            "{err}"
+        );
+        // --python wins over the variable, and is named as the source
+        let err = resolve_python_with(Some(Path::new("/no/flag/python")), env).unwrap_err();
+        assert!(err.to_string().contains("(from --python)"), "{err}");
+        let found = resolve_python_with(Some(&python3), env).unwrap();
+        assert_eq!(found, python3);
+        // nothing named: python3 on PATH
+        let unnamed = |name: &str| if name == "PATH" { env(name) } else { None };
+        assert_eq!(resolve_python_with(None, unnamed).unwrap(), python3);
     }
 
     #[test]

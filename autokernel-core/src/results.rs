@@ -281,6 +281,29 @@ impl ResultsLog {
         })
     }
 
+    /// Reads the rows of the log at `path` without opening it for writing, so that a log
+    /// one may only read (a read-only workspace) or one a run is appending to can be
+    /// reported on. A torn last line (no final newline: a writer killed mid-row, or one
+    /// still writing) is left out, not repaired: [`ResultsLog::open`] repairs it. An empty
+    /// file has no rows.
+    ///
+    /// # Errors
+    /// [`ResultsError::Format`] when the header differs or a complete row is malformed;
+    /// [`ResultsError::Io`] when the file cannot be read.
+    pub fn read(path: impl AsRef<Path>) -> Result<Vec<ExperimentRecord>, ResultsError> {
+        let path = path.as_ref();
+        let mut text = std::fs::read(path).map_err(|source| ResultsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        text.truncate(complete);
+        if text.is_empty() {
+            return Ok(Vec::new());
+        }
+        Self::parse(path, &text)
+    }
+
     fn parse(path: &Path, text: &[u8]) -> Result<Vec<ExperimentRecord>, ResultsError> {
         let fmt = |reason: String| ResultsError::Format {
             path: path.to_path_buf(),
@@ -302,12 +325,18 @@ impl ResultsLog {
                 header.iter().collect::<Vec<_>>().join(" ")
             )));
         }
+        // errors name the line of the file (the header is line 1, and a blank line, which
+        // the reader skips, still counts), as an editor shows it
         let mut rows = Vec::new();
-        for (i, rec) in reader.records().enumerate() {
-            let rec = rec.map_err(|e| fmt(format!("row {}: {e}", i + 1)))?;
+        for rec in reader.records() {
+            let rec = rec.map_err(|e| match e.position() {
+                Some(p) => fmt(format!("line {}: {e}", p.line())),
+                None => fmt(e.to_string()),
+            })?;
+            let line = rec.position().map_or(0, csv::Position::line);
             rows.push(
                 ExperimentRecord::from_fields(&rec)
-                    .map_err(|e| fmt(format!("row {}: {e}", i + 1)))?,
+                    .map_err(|e| fmt(format!("line {line}: {e}")))?,
             );
         }
         Ok(rows)
@@ -439,6 +468,58 @@ mod tests {
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(text.lines().count(), 4, "{text}");
         assert!(text.lines().all(|l| l.split('\t').count() == 16));
+    }
+
+    /// The header is line 1, so the 12th row is line 13 (an editor's number, not the row's).
+    #[test]
+    fn a_malformed_row_is_named_by_its_line_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.tsv");
+        let mut log = ResultsLog::open(&p).unwrap();
+        for n in 1..=12 {
+            log.append(row(n, Decision::Revert)).unwrap();
+        }
+        drop(log);
+        let text = std::fs::read_to_string(&p).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        lines[12] = lines[12].replace("\trevert\t", "\tmaybe\t");
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        for err in [
+            ResultsLog::open(&p).unwrap_err(),
+            ResultsLog::read(&p).unwrap_err(),
+        ] {
+            assert!(err.to_string().contains(": line 13: "), "{err}");
+        }
+        // a blank line (skipped by the reader) still counts
+        lines.insert(3, String::new());
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        let err = ResultsLog::read(&p).unwrap_err();
+        assert!(err.to_string().contains(": line 14: "), "{err}");
+    }
+
+    /// `read` takes a log it may not write (a read-only workspace, or one a run is
+    /// appending to): it opens nothing for writing, and leaves a torn line alone.
+    #[cfg(unix)]
+    #[test]
+    fn reading_needs_no_write_access_and_changes_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.tsv");
+        let mut log = ResultsLog::open(&p).unwrap();
+        log.append(row(1, Decision::Baseline)).unwrap();
+        drop(log);
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"2\t2026-11-29T22:01:00Z\t01-soft").unwrap();
+        drop(f);
+        let before = std::fs::read(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let rows = ResultsLog::read(&p).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(std::fs::read(&p).unwrap(), before);
+        assert!(!dir.path().join("results.tsv.torn").exists());
+        let empty = dir.path().join("empty.tsv");
+        std::fs::write(&empty, "").unwrap();
+        assert!(ResultsLog::read(&empty).unwrap().is_empty());
     }
 
     #[test]

@@ -71,10 +71,21 @@ def _module_classes(module):
 
 
 def _get_class(module, class_name, where):
+    import torch
+
     cls = getattr(module, class_name, None)
+    found = ", ".join(_module_classes(module)) or "none"
     if cls is None:
-        found = ", ".join(_module_classes(module)) or "none"
         raise ModelError(f"class `{class_name}` not found in {where} (nn.Module classes there: {found})")
+    # a class that is not a module (collections:OrderedDict) would fail later with a
+    # traceback about a missing `.to`; a function (a factory such as torchvision's
+    # resnet18) may still return a module, which load_model checks after the call
+    if isinstance(cls, type) and not issubclass(cls, torch.nn.Module):
+        raise ModelError(
+            f"`{class_name}` in {where} is `{cls.__module__}.{cls.__qualname__}`, not a torch.nn.Module "
+            f"subclass (nn.Module classes there: {found})")
+    if not callable(cls):
+        raise ModelError(f"`{class_name}` in {where} is a {type(cls).__name__}, not a torch.nn.Module class")
     return cls
 
 
@@ -134,7 +145,13 @@ def load_model(model, model_kwargs, examples_dir):
         default_shape = example.get("input_shape")
     else:
         raise ModelError(f"unknown model source `{source}`; expected file, import or example")
-    return _construct(cls, kwargs), default_shape, cls.__name__
+    net = _construct(cls, kwargs)
+    import torch
+
+    if not isinstance(net, torch.nn.Module):
+        kind = type(net)
+        raise ModelError(f"calling `{cls.__name__}` gave a `{kind.__module__}.{kind.__qualname__}`, not a torch.nn.Module")
+    return net, default_shape, cls.__name__
 
 
 # --- inputs ----------------------------------------------------------------------------

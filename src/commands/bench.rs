@@ -73,7 +73,8 @@ pub struct BenchArgs {
     )]
     pub layout: Layout,
     /// The Python interpreter whose environment (torch, triton) the worker adopts
-    #[arg(long, env = "AUTOKERNEL_PYTHON", help_heading = "Bench")]
+    /// [default: $AUTOKERNEL_PYTHON, $VIRTUAL_ENV, python3]
+    #[arg(long, value_name = "PATH", help_heading = "Bench")]
     pub python: Option<PathBuf>,
     /// Time limit of the whole evaluation, in seconds (the worker is killed after it)
     #[arg(
@@ -112,7 +113,8 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
         );
     }
     let options = WorkerOptions {
-        python: args.python.clone(),
+        // the interpreter is chosen (and a missing one refused) before any work
+        python: Some(autokernel_bench::resolve_python(args.python.as_deref())?),
         program: WorkerProgram::default(),
         device: args.device,
         gpu_bandwidth_gb_s: None,

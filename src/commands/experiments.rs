@@ -1,6 +1,7 @@
 //! What `run` and `tune` share: the flags of the edit → benchmark → keep-or-revert loop
 //! ([`LoopArgs`]) and the loop itself over a workspace ([`run_experiments`]), with its
-//! progress lines, Ctrl-C handling and the workspace folder's clean-up on early failure.
+//! progress lines, Ctrl-C and SIGTERM handling and the workspace folder's clean-up on early
+//! failure.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 use autokernel_core::{
-    lookup_gpu, Agent, Device, ExperimentRecord, Interrupt, LoopOptions, LoopOutcome,
+    lookup_gpu, Agent, DType, Device, ExperimentRecord, Interrupt, LoopOptions, LoopOutcome,
     OptimizationLoop, ResultsLog, StopReason, Target,
 };
 
@@ -70,6 +71,12 @@ impl LoopArgs {
         if self.budget.is_some_and(|b| b.is_zero()) {
             bail!("--budget 0 leaves no time for an experiment; pass a duration such as 20m or 8h");
         }
+        if self.target_budget.is_some_and(|b| b.is_zero()) {
+            bail!("--target-budget 0 leaves no time for an experiment on a target; pass a duration such as 30m");
+        }
+        if self.plateau == Some(0) {
+            bail!("--plateau 0 moves on from a target before any experiment counts; pass 1 or more (the default is 8)");
+        }
         if self.bench_timeout == 0 {
             bail!(
                 "--bench-timeout 0 would time out every benchmark; pass a limit in seconds, e.g. 600"
@@ -122,12 +129,27 @@ impl LoopArgs {
     }
 }
 
+/// Refuses bfloat16 when `on_cpu` (`--device cpu`, or what `auto` resolved to), the bench
+/// worker's rule, so that `run` and `tune` say it before they profile or create anything.
+///
+/// # Errors
+/// The message the worker would give, with the flag to change.
+pub fn refuse_bfloat16_on_cpu(dtype: DType, on_cpu: bool) -> anyhow::Result<()> {
+    if on_cpu && dtype == DType::Bfloat16 {
+        bail!("--dtype bfloat16 cannot run on the CPU (Triton's interpreter uses numpy, which has no bfloat16)\nhint: pass --dtype float16 or float32, or run on a GPU");
+    }
+    Ok(())
+}
+
 /// What a finished loop hands back.
 pub struct Experiments {
     /// Why it stopped and how many experiments ran.
     pub outcome: LoopOutcome,
     /// Every row of `results.tsv`, earlier invocations included.
     pub rows: Vec<ExperimentRecord>,
+    /// The flag the signal handler sets; it stays installed after the loop, so that work
+    /// after it (`run`'s verification) can stop on a signal too ([`Interrupt::stopped`]).
+    pub interrupt: Arc<Interrupt>,
 }
 
 /// Each target with the source of its baseline `kernel.py`.
@@ -172,22 +194,24 @@ pub async fn run_experiments(
     let mut the_loop = OptimizationLoop::new(agent, services.benchmarker(), store, log, options)
         .with_reporter(Box::new(SharedReporter(reporter.clone())));
     let interrupt = Arc::new(Interrupt::new());
-    spawn_ctrl_c(interrupt.clone(), global.quiet);
+    spawn_signal_handler(interrupt.clone(), global.quiet);
     let outcome = the_loop.run(baselines.kernels, &interrupt).await;
     reporter.finish();
     let outcome = outcome?;
     Ok(Experiments {
         outcome,
         rows: the_loop.log().rows().to_vec(),
+        interrupt,
     })
 }
 
 impl Experiments {
-    /// The command's exit code: 130 when interrupted, 0 when any row passed the judge, 1
-    /// when none did (the command finished, but the answer is no; `what` names the things
-    /// that failed in the error logged then, e.g. "kernel").
+    /// The command's exit code: 130 when interrupted (Ctrl-C or SIGTERM, during the loop
+    /// or after it), 0 when any row passed the judge, 1 when none did (the command
+    /// finished, but the answer is no; `what` names the things that failed in the error
+    /// logged then, e.g. "kernel").
     pub fn exit_code(&self, what: &str) -> ExitCode {
-        if self.outcome.stop == StopReason::Interrupted {
+        if self.outcome.stop == StopReason::Interrupted || self.interrupt.stop_requested() {
             return ExitCode::from(130);
         }
         if self.rows.iter().any(|r| r.correctness == "PASS") {
@@ -257,22 +281,64 @@ impl autokernel_core::Reporter for SharedReporter {
     }
 }
 
-/// First Ctrl-C: finish the experiment in flight, then stop. Second: abandon it.
-fn spawn_ctrl_c(interrupt: Arc<Interrupt>, quiet: bool) {
+/// First Ctrl-C or SIGTERM (`timeout`, `docker stop`, Slurm): finish the experiment in
+/// flight, then stop, and end with the report. Second: abandon it.
+fn spawn_signal_handler(interrupt: Arc<Interrupt>, quiet: bool) {
     tokio::spawn(async move {
-        while tokio::signal::ctrl_c().await.is_ok() {
+        let mut term = Terminate::new();
+        loop {
+            let signal = tokio::select! {
+                r = tokio::signal::ctrl_c() => match r {
+                    Ok(()) => "Ctrl-C",
+                    Err(_) => break,
+                },
+                () = term.recv() => "SIGTERM",
+            };
             interrupt.request();
             if quiet {
                 continue;
             }
             #[allow(clippy::print_stderr)]
             if interrupt.abandon_requested() {
-                eprintln!("\nabandoning the experiment in flight (it is reverted and logged)");
+                eprintln!(
+                    "\n{signal}: abandoning the experiment in flight (it is reverted and logged)"
+                );
             } else {
                 eprintln!(
-                    "\nstopping after the current experiment; press Ctrl-C again to abandon it"
+                    "\n{signal}: stopping after the current experiment; press Ctrl-C (or send SIGTERM) again to abandon it"
                 );
             }
         }
     });
+}
+
+/// SIGTERM as a stream (Unix); elsewhere, or when the handler cannot be installed, it
+/// never fires.
+struct Terminate {
+    #[cfg(unix)]
+    signal: Option<tokio::signal::unix::Signal>,
+}
+
+impl Terminate {
+    fn new() -> Self {
+        Terminate {
+            #[cfg(unix)]
+            signal: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .map_err(|e| {
+                    tracing::warn!("cannot handle SIGTERM, it will stop the run at once: {e}")
+                })
+                .ok(),
+        }
+    }
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        if let Some(signal) = self.signal.as_mut() {
+            if signal.recv().await.is_some() {
+                return;
+            }
+            self.signal = None;
+        }
+        std::future::pending::<()>().await;
+    }
 }

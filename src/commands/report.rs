@@ -13,6 +13,14 @@ use crate::workspace::Workspace;
 
 /// Arguments of `autokernel report`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_long_help = "The workspace is only read, except for report.md and progress.png: on a
+workspace that cannot be written (another user's, a read-only mount) the summary is
+printed all the same, with a warning, and the exit code is 0.
+
+Examples:
+  autokernel report -w autokernel-workspace"
+)]
 pub struct ReportArgs {
     /// The workspace to report on
     #[arg(
@@ -46,20 +54,32 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
             ws.root.display()
         );
     };
-    let log = ResultsLog::open(ws.path("results.tsv"))?;
+    // read-only: a workspace one may only read (another user's, a read-only mount) is
+    // reported on, and a log a run is appending to is never repaired from here
+    let rows = ResultsLog::read(ws.path("results.tsv"))?;
     let verification = ws.load_verification()?;
-    write_report(&ws, &targets, log.rows(), verification.as_ref())?;
-    let summaries = report::summarize(&targets, log.rows());
+    let written = write_report(&ws, &targets, &rows, verification.as_ref());
+    let summaries = report::summarize(&targets, &rows);
     crate::print_stdout(&report::summary_table(&summaries));
     // a `tune` workspace has no model: no end-to-end speedup to project
     let projected = match ws.settings.tuned_kernel {
         None => format!("projected_speedup: {:.3}\n", report::projected(&summaries)),
         Some(_) => String::new(),
     };
+    let report_line = match written {
+        Ok(()) => ws.path("report.md").display().to_string(),
+        Err(e) => {
+            // the summary is still worth having from a workspace one cannot write to
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("warning: {e:#}; the summary below is printed only");
+            }
+            "not written".to_string()
+        }
+    };
     crate::print_stdout(&format!(
-        "---\nexperiments: {}\n{projected}report: {}",
-        log.rows().len(),
-        ws.path("report.md").display()
+        "---\nexperiments: {}\n{projected}report: {report_line}",
+        rows.len(),
     ));
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,9 @@ use anyhow::{bail, Context};
 use autokernel_core::{Agent, Device, StopReason};
 
 use crate::cli::GlobalArgs;
-use crate::commands::experiments::{run_experiments, Baselines, CreatedFolder, LoopArgs};
+use crate::commands::experiments::{
+    refuse_bfloat16_on_cpu, run_experiments, Baselines, CreatedFolder, LoopArgs,
+};
 use crate::model_args::ModelArgs;
 use crate::progress::spinner;
 use crate::workspace::{ModelIdentity, Workspace};
@@ -34,8 +36,10 @@ pub enum AgentChoice {
   autokernel run --model transformers:GPT2LMHeadModel --model-kwargs '{\"n_layer\": 12}' --input-shape 1,1024
   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 autokernel run --example llama --agent openai --llm-model qwen3-coder
 
-Run the same command again on the same workspace to resume; `autokernel report` and
-`autokernel verify` work on a workspace at any time.")]
+Ctrl-C or SIGTERM stops after the current experiment (or cuts the verification short) and
+still writes the report, exit 130; a second one abandons the experiment in flight. Run the
+same command again on the same workspace to resume (with the same --dtype, if one was
+given); `autokernel report` and `autokernel verify` work on a workspace at any time.")]
 pub struct RunArgs {
     #[command(flatten)]
     pub model: ModelArgs,
@@ -92,6 +96,9 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         bail!("--max-experiments 0 runs no experiment; pass 1 or more (`autokernel profile` shows the plan alone)");
     }
     args.experiments.check()?;
+    if device == Device::Cpu {
+        refuse_bfloat16_on_cpu(spec.dtype, true)?;
+    }
     // a folder this run creates is removed again if the run fails before it has a plan
     // (a model that does not load), instead of being left with a repository and a log
     let mut created = CreatedFolder::new(&args.workspace);
@@ -111,6 +118,22 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
                 ws.root.display(),
                 previous.describe(),
                 identity.describe()
+            );
+        }
+    }
+    // a dtype given now must be the one the saved plan was made in (a first run that left
+    // the dtype to its default recorded none, so the identity alone cannot tell)
+    if let (Some(_), Some(planned)) = (&args.model.dtype, ws.load_plan()?) {
+        if let Some(was) = planned
+            .first()
+            .map(|t| t.dtype)
+            .filter(|d| *d != spec.dtype)
+        {
+            bail!(
+                "workspace `{}` was planned and measured in {was}, not {}\nhint: resume without --dtype (or with --dtype {was}), or pass a new --workspace to start over in {}",
+                ws.root.display(),
+                spec.dtype,
+                spec.dtype
             );
         }
     }
@@ -137,6 +160,14 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     defaults::install_program_md(&ws)?;
 
     let (mut services, scripts) = args.experiments.services(&ws)?;
+    // the device first: a dtype it cannot run is refused before a profile is taken
+    let resolved_device = services.device_name(&scripts, device).await?;
+    tracing::info!(device = %resolved_device, gpu = ?services.gpu_name, "bench device");
+    let dtype = match ws.load_plan()? {
+        Some(planned) => planned.first().map_or(spec.dtype, |t| t.dtype),
+        None => spec.dtype,
+    };
+    refuse_bfloat16_on_cpu(dtype, !resolved_device.starts_with("cuda"))?;
 
     // 1. plan: reuse the saved one when resuming, else profile the model
     let targets = match ws.load_plan()? {
@@ -184,8 +215,11 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         }
     };
     // the workspace belongs to this model once it has a plan for it (not before: a run that
-    // failed to load the model must not lock the folder to it)
-    ws.settings.model = Some(identity.clone());
+    // failed to load the model must not lock the folder to it); a resumed run keeps the
+    // model as first recorded, whatever this invocation left to defaults
+    if ws.settings.model.is_none() {
+        ws.settings.model = Some(identity.clone());
+    }
     ws.settings.run_tag = Some(run_tag.clone());
     ws.settings.device = Some(
         match device {
@@ -207,8 +241,6 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     ));
 
     // 2–3. the loop
-    let resolved_device = services.device_name(&scripts, device).await?;
-    tracing::info!(device = %resolved_device, gpu = ?services.gpu_name, "bench device");
     let starters: Vec<_> = targets
         .iter()
         .map(|t| {
@@ -237,18 +269,23 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     // 4. verify, unless interrupted or asked not to
     let interrupted = outcome.stop == StopReason::Interrupted;
     let mut verified_now = None;
+    let mut verify_interrupted = false;
     if !args.no_verify && !interrupted {
         let bar = spinner(global, "verifying the kept kernels inside the model");
-        let v =
-            crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets, rows)
-                .await;
+        // a signal now (the loop is over, its handler still installed) cuts the
+        // verification short and goes on to the report
+        let v = tokio::select! {
+            v = crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets, rows) => Some(v),
+            () = experiments.interrupt.stopped() => None,
+        };
         bar.finish_and_clear();
         match v {
-            Ok(v) => {
+            Some(Ok(v)) => {
                 ws.save_verification(&v)?;
                 verified_now = Some(v);
             }
-            Err(e) => tracing::warn!("verification could not run: {e:#}"),
+            Some(Err(e)) => tracing::warn!("verification could not run: {e:#}"),
+            None => verify_interrupted = true,
         }
     }
 
@@ -267,15 +304,14 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         // the CPU interpreter's latencies say nothing about speed; say so where they show
         summary.push_str("timings: Triton's interpreter on the CPU, not representative (the keep rule and the speedups above are only exercised, not meaningful)\n");
     }
+    if verify_interrupted {
+        summary.push_str("verified: not run (interrupted)\n");
+    }
     if let Some(v) = &verified_now {
-        if v.included.is_empty() {
-            summary.push_str(
-                "verified: n/a (no kernel was plugged into the model; PyTorch's own ops are kept)\n",
-            );
-        } else {
+        summary.push_str(&format!("verified: {}\n", v.verdict()));
+        if !v.included.is_empty() {
             summary.push_str(&format!(
-                "verified: {}\nkernels_plugged_in: {}\nend_to_end_speedup: {}\n",
-                v.passed,
+                "kernels_plugged_in: {}\nend_to_end_speedup: {}\n",
                 v.included.len(),
                 v.speedup.map_or("n/a".into(), |s| format!("{s:.3}"))
             ));

@@ -8,10 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use autokernel_core::{DType, Decision, KernelKind, Layout, Shape, Target};
+use autokernel_core::{DType, Decision, Device, KernelKind, Layout, Shape, Target};
 
 use crate::cli::GlobalArgs;
-use crate::commands::experiments::{run_experiments, Baselines, CreatedFolder, LoopArgs};
+use crate::commands::experiments::{
+    refuse_bfloat16_on_cpu, run_experiments, Baselines, CreatedFolder, LoopArgs,
+};
 use crate::commands::run::AgentChoice;
 use crate::workspace::Workspace;
 use crate::{defaults, report};
@@ -68,6 +70,9 @@ pub struct TuneArgs {
 /// (the file's own included), 2 on bad input, 130 when interrupted.
 pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     args.experiments.check()?;
+    if let (Some(dtype), Device::Cpu) = (args.dtype, args.experiments.device) {
+        refuse_bfloat16_on_cpu(dtype, true)?;
+    }
     let (source, kind) = checked_kernel(&args)?;
     if let Some(out) = &args.output {
         check_output(out, &args.path)?;
@@ -98,6 +103,8 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
     } else {
         DType::Float32
     });
+    // before the plan is saved: a folder this command created is removed again
+    refuse_bfloat16_on_cpu(dtype, !on_gpu)?;
     let target = Target {
         id: format!("01-{kind}"),
         kind,

@@ -19,6 +19,22 @@ pub const VERIFY_PY: &str = include_str!("../../python/verify_model.py");
 
 /// Arguments of `autokernel verify`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_long_help = "Each kept kernel is plugged into the model alone, then all together, and the
+model's output is compared with the unmodified model's. A kernel is left out (an
+`excluded:` line says why) when it is wrong: it cannot be loaded, raises inside the model,
+or changes the model's output beyond the tolerance; or when it is merely of no use: the
+model has no call site for it at its shapes, or (on a GPU) it does not make the model at
+least 1% faster.
+
+Examples:
+  autokernel verify -w autokernel-workspace
+  autokernel verify -w autokernel-workspace --device cpu --json
+
+Exit codes: 0 the model with the kernels matches and no kernel is wrong (also when none was
+plugged in: `verified: n/a`); 1 a kernel is wrong (it breaks the model or cannot be loaded);
+2 error (not a workspace, no usable python, the model does not load)."
+)]
 pub struct VerifyArgs {
     /// The workspace to verify
     #[arg(
@@ -39,7 +55,10 @@ pub struct VerifyArgs {
     pub json: bool,
 }
 
-/// Runs `autokernel verify`; exit 1 when the model with the kernels does not match.
+/// Runs `autokernel verify`; exit 1 when the model with the kernels does not match, or a
+/// kernel was left out for being wrong (it cannot be loaded, raises inside the model, or
+/// changes its output); a kernel left out for having no call site or for not making the
+/// model faster is no failure.
 pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let ws = Workspace::open_existing(&args.workspace)?;
     if let Some(kernel) = &ws.settings.tuned_kernel {
@@ -91,7 +110,7 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
     )?;
     let bar = spinner(global, "verifying the kept kernels inside the model");
     let rows = match ws.path("results.tsv") {
-        p if p.exists() => autokernel_core::ResultsLog::open(p)?.rows().to_vec(),
+        p if p.exists() => autokernel_core::ResultsLog::read(p)?,
         _ => Vec::new(),
     };
     let v = verify_workspace(&mut services, &ws, &spec, &targets, &rows).await;
@@ -101,11 +120,7 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
     if args.json {
         crate::print_stdout(&serde_json::to_string_pretty(&v)?);
     } else {
-        let verdict = if v.included.is_empty() {
-            "n/a (no kernel was plugged into the model; PyTorch's own ops are kept)".to_string()
-        } else {
-            v.passed.to_string()
-        };
+        let verdict = v.verdict();
         let included = if v.included.is_empty() {
             "none".to_string()
         } else {

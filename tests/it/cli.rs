@@ -386,6 +386,8 @@ fn zero_budgets_and_limits_are_refused_before_any_work() {
     for (flag, value, says) in [
         ("--max-experiments", "0", "--max-experiments 0"),
         ("--budget", "0s", "--budget 0"),
+        ("--target-budget", "0s", "--target-budget 0"),
+        ("--plateau", "0", "--plateau 0"),
     ] {
         let (_d, ws) = tempdir();
         let w = ws.to_str().unwrap();
@@ -426,6 +428,224 @@ fn bench_dtype_alone_judges_and_times_in_that_dtype() {
         .find(|s| s["stage"] == "smoke")
         .unwrap();
     assert_eq!(smoke["cases"], 1, "{text}");
+}
+
+/// A class that is not an nn.Module gets a sentence, not Python's traceback about a missing
+/// `.to`; a file given as `FILE.py:Class` gets the syntax that loads it.
+#[test]
+fn a_model_that_is_not_an_nn_module_or_a_file_as_a_module_path_is_explained() {
+    let (keep, _) = tempdir();
+    let trace = keep.path().join("trace.json");
+    let trace = trace.to_str().unwrap();
+    let (code, err) = stderr_of(&[
+        "profile",
+        "--model",
+        "collections:OrderedDict",
+        "--device",
+        "cpu",
+        "--input-shape",
+        "2,8",
+        "-o",
+        trace,
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("`OrderedDict` in module `collections` is `collections.OrderedDict`, not a torch.nn.Module subclass"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Traceback") && !err.contains("attribute 'to'"),
+        "{err}"
+    );
+    let (_dir, model) = model_file(IDENTITY_NET);
+    let spec = format!("{}:Net", model.display());
+    let (code, err) = stderr_of(&["profile", "--model", &spec, "--device", "cpu", "-o", trace]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "hint: pass the file and the class apart: `--model {} --class Net`",
+            model.display()
+        )),
+        "{err}"
+    );
+}
+
+/// bfloat16 cannot run on the CPU: `run` and `tune` say so before they profile or create
+/// anything (a workspace made first would be left planned in a dtype it cannot run).
+#[test]
+fn bfloat16_on_the_cpu_is_refused_before_anything_is_created() {
+    let (keep, ws) = tempdir();
+    let w = ws.to_str().unwrap();
+    let (code, err) = stderr_of(&[
+        "run",
+        "--example",
+        "tiny",
+        "--device",
+        "cpu",
+        "--dtype",
+        "bfloat16",
+        "-w",
+        w,
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--dtype bfloat16 cannot run on the CPU")
+            && err.contains("hint: pass --dtype float16 or float32"),
+        "{err}"
+    );
+    assert!(!ws.exists(), "the refused run created {}", ws.display());
+    let kernel = keep.path().join("softmax.py");
+    new_kernel("softmax", &kernel);
+    let (code, err) = stderr_of(&[
+        "tune",
+        kernel.to_str().unwrap(),
+        "--shape",
+        "8,64",
+        "--device",
+        "cpu",
+        "--dtype",
+        "bfloat16",
+        "-w",
+        w,
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--dtype bfloat16 cannot run on the CPU"),
+        "{err}"
+    );
+    assert!(!ws.exists(), "the refused tune created {}", ws.display());
+}
+
+/// `report` only reads results.tsv: a workspace one may not write (another user's, a
+/// read-only mount) is reported on, and a log a run is still appending to is not "repaired"
+/// under it; when report.md cannot be written the summary is printed with a warning.
+#[cfg(unix)]
+#[test]
+fn report_reads_the_log_without_writing_to_it() {
+    let (_keep, ws) = tempdir();
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(
+        ws.join("plan.json"),
+        r#"[{"id": "01-softmax", "kind": "softmax", "shapes": [[8, 64]], "dtype": "float32",
+            "fraction": 0.5, "op": "aten::_softmax"}]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("autokernel.toml"),
+        "[model]\nsource = \"example\"\nname = \"tiny\"\n",
+    )
+    .unwrap();
+    let header = "experiment\ttimestamp\ttarget\tkind\tagent\tdescription\tcommit\tdecision\tcorrectness\tlatency_us\tthroughput\tthroughput_unit\tpct_peak\tspeedup_vs_reference\tpeak_vram_mb\tduration_s";
+    let baseline = "1\t2026-11-29T22:00:00Z\t01-softmax\tsoftmax\ttune\tbaseline\tabc\tbaseline\tPASS\t10.000\t1.000\tGB/s\t1.00\t1.0000\t1.0\t1.00";
+    // a row being written by a run at this moment: no final newline yet
+    let log = format!("{header}\n{baseline}\n2\t2026-11-29T22:01:00Z\t01-soft");
+    std::fs::write(ws.join("results.tsv"), &log).unwrap();
+    // (root may write all the same: the torn line below is what tells there)
+    let read_only = |on: bool| {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |dir: bool| match (on, dir) {
+            (true, true) => 0o555,
+            (true, false) => 0o444,
+            (false, true) => 0o755,
+            (false, false) => 0o644,
+        };
+        for entry in std::fs::read_dir(&ws).unwrap() {
+            let path = entry.unwrap().path();
+            let perms = std::fs::Permissions::from_mode(mode(path.is_dir()));
+            std::fs::set_permissions(&path, perms).unwrap();
+        }
+        std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(mode(true))).unwrap();
+    };
+    read_only(true);
+    let out = autokernel()
+        .args(["report", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    read_only(false);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("experiments: 1"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("results.tsv")).unwrap(),
+        log
+    );
+    assert!(!ws.join("results.tsv.torn").exists());
+    // report.md cannot be written (a folder in its place, which stops root too)
+    let _ = std::fs::remove_file(ws.join("report.md"));
+    std::fs::create_dir(ws.join("report.md")).unwrap();
+    let out = autokernel()
+        .args(["report", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stderr.contains("warning: cannot write"), "{stderr}");
+    assert!(
+        stdout.contains("| 01-softmax |") && stdout.contains("report: not written"),
+        "{stdout}"
+    );
+}
+
+/// The interpreter the user named is the one used: a missing AUTOKERNEL_PYTHON is refused
+/// by every command in its own name, never swapped for the python3 on PATH, and `bench`
+/// no longer calls it `--python`.
+#[test]
+fn a_missing_autokernel_python_is_refused_by_every_command_in_its_own_name() {
+    let (keep, ws) = tempdir();
+    let kernel = keep.path().join("softmax.py");
+    new_kernel("softmax", &kernel);
+    let trace = keep.path().join("trace.json");
+    let w = ws.to_str().unwrap();
+    let commands: [Vec<&str>; 3] = [
+        vec![
+            "profile",
+            "--example",
+            "tiny",
+            "--device",
+            "cpu",
+            "-o",
+            trace.to_str().unwrap(),
+        ],
+        vec!["run", "--example", "tiny", "--device", "cpu", "-w", w],
+        vec!["bench", kernel.to_str().unwrap(), "--device", "cpu"],
+    ];
+    for args in commands {
+        let out = autokernel()
+            .env("AUTOKERNEL_PYTHON", "/nonexistent/python")
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(
+                "error: python `/nonexistent/python` (from AUTOKERNEL_PYTHON) does not exist"
+            ),
+            "{args:?}: {err}"
+        );
+        assert!(!ws.exists(), "{args:?} created {}", ws.display());
+    }
+    // --python wins over the variable, and is named as such
+    let out = autokernel()
+        .env("AUTOKERNEL_PYTHON", "/nonexistent/python")
+        .args([
+            "bench",
+            kernel.to_str().unwrap(),
+            "--python",
+            "/no/flag/python",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("python `/no/flag/python` (from --python) does not exist"),
+        "{err}"
+    );
 }
 
 /// The scripts Python imports (the harness, the profiling script) are written under

@@ -8,3 +8,4 @@ mod plugs;
 mod run;
 mod tune;
 mod util;
+mod verify;

@@ -171,3 +171,99 @@ fn profile_shows_the_plan_that_run_makes() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("not planned"));
 }
+
+/// SIGTERM (`timeout`, `docker stop`, Slurm) takes Ctrl-C's way out: the experiment in
+/// flight is finished and logged, the summary and the report are written, exit 130.
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_after_the_current_experiment_with_the_summary_and_exit_130() {
+    let (_dir, ws) = tempdir();
+    let child = autokernel()
+        .args(run_args(&ws, 50))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // once the baseline is logged the loop (and its signal handler) is running
+    let started = Instant::now();
+    while !ws.join("results.tsv").exists() || rows(&ws).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the run logged no row in 300 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("SIGTERM: stopping after the current experiment"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("stop_reason: interrupted"), "{stdout}");
+    assert!(stdout.contains("report: "), "{stdout}");
+    assert!(ws.join("report.md").is_file());
+    let rows = assert_consistent(&ws);
+    assert!(rows.len() < 50, "it did not stop: {} rows", rows.len());
+}
+
+/// A workspace made in one dtype refuses another on resume (the plan, the baselines and
+/// every timing are in the first), and its settings are never rewritten to say otherwise.
+#[test]
+fn resuming_with_another_dtype_is_refused_and_the_settings_keep_the_first() {
+    let (_dir, ws) = tempdir();
+    let first = autokernel()
+        .args(run_args(&ws, 1))
+        .arg("--no-verify")
+        .output()
+        .unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let settings = std::fs::read_to_string(ws.join("autokernel.toml")).unwrap();
+    let results = std::fs::read_to_string(ws.join("results.tsv")).unwrap();
+    // the CPU's default dtype, float32, was recorded as a default
+    let out = autokernel()
+        .args(run_args(&ws, 1))
+        .args(["--dtype", "float16", "--no-verify"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("was planned and measured in float32, not float16")
+            && stderr.contains("hint: resume without --dtype (or with --dtype float32)"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("autokernel.toml")).unwrap(),
+        settings
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("results.tsv")).unwrap(),
+        results
+    );
+    // the dtype it was planned in resumes, and leaves the recorded model as it was
+    let out = autokernel()
+        .args(run_args(&ws, 1))
+        .args(["--dtype", "float32", "--no-verify"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("autokernel.toml")).unwrap(),
+        settings
+    );
+}

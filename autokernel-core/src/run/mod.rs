@@ -19,8 +19,9 @@ use crate::{
 use keep::{decide, KeepVerdict, DEFAULT_KEEP_THRESHOLD};
 use orchestrator::{MoveOn, Orchestrator, OrchestratorOptions, TargetState};
 
-/// A Ctrl-C flag shared between a signal handler and the loop: the first request finishes
-/// the experiment in flight and stops; the second abandons it (reverted and logged).
+/// An interrupt flag shared between a signal handler (Ctrl-C, SIGTERM) and the loop: the
+/// first request finishes the experiment in flight and stops; the second abandons it
+/// (reverted and logged).
 #[derive(Debug, Default)]
 pub struct Interrupt {
     level: AtomicU8,
@@ -47,6 +48,18 @@ impl Interrupt {
     /// Whether a second interrupt arrived: abandon the experiment in flight.
     pub fn abandon_requested(&self) -> bool {
         self.level.load(Ordering::SeqCst) >= 2
+    }
+
+    /// Resolves once a stop was requested (at once when one already was): for work after
+    /// the loop, such as a verification, that a signal should cut short.
+    pub async fn stopped(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.stop_requested() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     async fn abandoned(&self) {
