@@ -3,7 +3,10 @@
 # float16), then the issue-8 table of the tuned kernels (roofline.sh with KERNELS_DIR).
 # Usage (on the GPU machine, from the repository root): benches/gpu/tune_all.sh BIN BUDGET [KINDS]
 # e.g. benches/gpu/tune_all.sh gpu-bin/autokernel 40s softmax,cross_entropy
-# Writes $OUT/tune.txt (each tune's summary) and roofline.sh's files.
+# Writes $OUT/tune.txt (each tune's summary) and roofline.sh's files. One device call may
+# run 10 minutes: the kinds × (BUDGET + ~20 s of worker start) plus roofline.sh (~40 s a kind)
+# must fit, so tune a few kinds per call (checked on the CPU with a small shape: the tune
+# flags, -o and the summary lines; not yet run on the GPU).
 set -u
 AK=$(realpath "$1"); BUDGET=${2:-60s}
 KINDS=${3:-rmsnorm,softmax,layernorm,cross_entropy,rotary_embedding,reduce,matmul,flash_attention,fused_mlp}
@@ -25,7 +28,8 @@ IFS="," read -ra KIND_LIST <<<"$KINDS"
 for kind in "${KIND_LIST[@]}"; do
   "$AK" new-kernel "$kind" -o "$W/$kind-starter.py" --force >/dev/null
   t0=$(date +%s)
-  "$AK" tune "$W/$kind-starter.py" --shape "$(first_shape "$kind")" --dtype float16 --budget "$BUDGET" \
+  # a hung worker must not eat the whole call: each tune is cut off after 5 minutes
+  timeout 300 "$AK" tune "$W/$kind-starter.py" --shape "$(first_shape "$kind")" --dtype float16 --budget "$BUDGET" \
     --no-progress -w "$W/ws-$kind" -o "$W/tuned/$kind.py" >>"$OUT/tune.txt" 2>>"$OUT/errs.txt"
   echo "tune $kind rc=$? wall_s=$(( $(date +%s) - t0 ))" >>"$OUT/tune.txt"
 done
