@@ -93,6 +93,26 @@ fn send<T: serde::Serialize>(out: &mut File, value: &T) -> Result<(), String> {
         .map_err(|e| format!("cannot write a reply: {e}"))
 }
 
+/// Lets the worker live through SIGTERM. Its parent decides when it stops (stdin closes, or
+/// SIGKILL to its process group on a deadline); a batch system (Slurm, `docker stop`) sends
+/// SIGTERM to every process at once, and a worker dying under the experiment in flight,
+/// which the parent finishes gracefully, would be logged as that kernel's CRASH. A handler
+/// (not SIG_IGN) so that the processes Python starts get the default action back at exec;
+/// SA_RESTART so that no read is cut short.
+fn outlive_sigterm() {
+    extern "C" fn ignore(_: libc::c_int) {}
+    // SAFETY: a zeroed sigaction is valid; the handler is async-signal-safe (does nothing).
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut()) != 0 {
+            log("cannot install the SIGTERM handler: a SIGTERM will end this worker");
+        }
+    }
+}
+
 fn apply_memory_limit() {
     let Some(mb) = std::env::var(env::MEMORY_LIMIT_MB)
         .ok()
@@ -138,6 +158,7 @@ fn write_python_files() -> Result<PathBuf, String> {
 }
 
 fn serve() -> Result<(), String> {
+    outlive_sigterm();
     let mut ch = take_channels()?;
     apply_memory_limit();
     let pid = std::process::id();
