@@ -6,7 +6,7 @@ use crate::commands;
 
 /// Exit codes, listed in `--help`.
 pub const EXIT_CODES: &str = "Exit codes: 0 did what was asked; 1 finished but the answer is no \
-(e.g. `bench` verdict not PASS, `verify` finding a kernel that breaks the model); 2 error (bad \
+(e.g. `bench` verdict not PASS, `verify` or `run` finding a kernel that breaks the model); 2 error (bad \
 input, environment, bug); 130 interrupted (Ctrl-C or SIGTERM).";
 
 /// Find the GPU kernels that cost a PyTorch model the most time and make them faster,

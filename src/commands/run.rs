@@ -323,5 +323,58 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     }
     summary.push_str(&format!("report: {}\n", ws.path("report.md").display()));
     crate::print_stdout(&summary);
-    Ok(experiments.exit_code("kernel"))
+    Ok(exit_code(
+        experiments.exit_code("kernel"),
+        verified_now.as_ref(),
+    ))
+}
+
+/// `run`'s exit code: the loop's ([`Experiments::exit_code`](crate::commands::experiments::Experiments::exit_code)),
+/// except that a finished run whose verification found a kernel that breaks the model (or
+/// the model with the kernels wrong) exits 1, as `autokernel verify` does on the same
+/// workspace: a script that deploys on success must not take those kernels.
+fn exit_code(loop_code: ExitCode, verified: Option<&report::Verification>) -> ExitCode {
+    match verified {
+        Some(v) if loop_code == ExitCode::SUCCESS && !v.passed => {
+            tracing::error!(
+                "the kept kernels failed the check inside the model: {} (report.md has each reason; `autokernel verify` checks again)",
+                v.verdict()
+            );
+            ExitCode::from(1)
+        }
+        _ => loop_code,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verification(passed: bool) -> report::Verification {
+        report::Verification {
+            passed,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_failed_verification_makes_a_finished_run_exit_1() {
+        let failed = verification(false);
+        let passed = verification(true);
+        assert_eq!(
+            exit_code(ExitCode::SUCCESS, Some(&failed)),
+            ExitCode::from(1)
+        );
+        assert_eq!(
+            exit_code(ExitCode::SUCCESS, Some(&passed)),
+            ExitCode::SUCCESS
+        );
+        assert_eq!(exit_code(ExitCode::SUCCESS, None), ExitCode::SUCCESS);
+        // the loop's own verdicts stand: nothing passed (1), interrupted (130)
+        assert_eq!(
+            exit_code(ExitCode::from(1), Some(&passed)),
+            ExitCode::from(1)
+        );
+        assert_eq!(exit_code(ExitCode::from(130), None), ExitCode::from(130));
+    }
 }
