@@ -23,7 +23,10 @@
 //! # fn main() -> Result<(), autokernel_core::AgentError> {
 //! let tuner = TunerAgent::new(); // needs nothing but the machine
 //! let mut config = OpenAiConfig::from_env()?; // AUTOKERNEL_LLM_MODEL, OPENAI_BASE_URL, …
-//! config.program_md = "autokernel-workspace/program.md".into();
+//! // the agent's playbook, read when the agent is made and before every request: start
+//! // from the built-in one
+//! std::fs::write("program.md", autokernel_agent::DEFAULT_PROGRAM_MD).expect("writable");
+//! config.program_md = "program.md".into();
 //! let hybrid = HybridAgent::new(OpenAiAgent::new(config)?, TunerAgent::new());
 //! # let _ = (tuner, hybrid);
 //! # Ok(())

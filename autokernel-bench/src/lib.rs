@@ -19,14 +19,41 @@
 //! - [`starter_source`]: the starter `kernel.py` of each kind.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), autokernel_core::BenchError> {
 //! use autokernel_bench::{PyWorkerBenchmarker, WorkerOptions};
 //! use autokernel_core::{BenchRequest, Benchmarker, Device};
-//! let bench = PyWorkerBenchmarker::new(WorkerOptions::new(Device::Cpu));
-//! let result = bench.bench(&BenchRequest::new("kernel.py")).await?;
-//! println!("{}", result.correctness.label());
-//! # Ok(()) }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     // The default worker is this same program started with the argument `worker`:
+//!     // hand that process to the worker before anything else.
+//!     if std::env::args().nth(1).as_deref() == Some("worker") {
+//!         return autokernel_bench::serve_worker();
+//!     }
+//!     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+//!     runtime.block_on(async {
+//!         let bench = PyWorkerBenchmarker::new(WorkerOptions::new(Device::Cpu));
+//!         // a request's device (default: any) runs on the worker's, the CPU here
+//!         match bench.bench(&BenchRequest::new("kernel.py")).await {
+//!             Ok(result) => println!("{}", result.correctness.label()),
+//!             Err(e) => eprintln!("{e}"),
+//!         }
+//!     });
+//!     std::process::ExitCode::SUCCESS
+//! }
 //! ```
+//!
+//! # Embedding: the worker and libpython
+//! - **The worker process.** [`WorkerProgram`]'s default is the current executable with the
+//!   argument `worker`, so a program that uses it must call [`serve_worker`] first thing
+//!   when given that argument (above). A worker started from a program that does not is
+//!   refused with that hint rather than starting workers without end.
+//! - **libpython.** The worker embeds CPython through pyo3, which links libpython at build
+//!   time (`PYO3_PYTHON`), but the run-time search path (rpath) set by this crate's build
+//!   script reaches only this crate's own binaries. An embedding binary adds it itself,
+//!   or the loader may pick up another libpython of the same minor version (a system
+//!   one) under the venv's standard library: depend on `pyo3` and, as a build dependency,
+//!   `pyo3-build-config` (the versions of this workspace), with a `build.rs` that calls
+//!   `pyo3_build_config::add_libpython_rpath_link_args()` (the `autokernel` binary's
+//!   `build.rs` does exactly this).
 #![warn(missing_docs)]
 
 mod benchmarker;

@@ -804,3 +804,31 @@ fn the_bench_worker_lives_through_a_sigterm() {
     );
     assert!(stdout.contains("PASS"), "{stdout}");
 }
+
+/// A process started as a bench worker that runs its main() instead of serving (an
+/// embedding program that forgot to hand `worker` to serve_worker()) does not start workers
+/// of its own without end: it is refused with the line that fixes it. The environment the
+/// parent sets for a worker marks `bench` here as such a process.
+#[test]
+fn a_worker_process_that_does_not_serve_starts_no_worker_of_its_own() {
+    let (keep, _) = tempdir();
+    let kernel = keep.path().join("k.py");
+    new_kernel("rmsnorm", &kernel);
+    let out = autokernel()
+        .args([
+            "bench",
+            kernel.to_str().unwrap(),
+            "--device",
+            "cpu",
+            "--quick",
+        ])
+        .env("AUTOKERNEL_WORKER_PYTHON", "/usr/bin/python3")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("started as a bench worker") && stderr.contains("serve_worker()"),
+        "{stderr}"
+    );
+}

@@ -51,7 +51,8 @@ pub struct WorkerOptions {
     pub python: Option<PathBuf>,
     /// The program hosting [`crate::serve_worker`].
     pub program: WorkerProgram,
-    /// Where kernels run. A request for another device restarts the worker.
+    /// Where kernels run. A request for `Device::Auto` (the default of a `BenchRequest`)
+    /// runs here; a request for another device restarts the worker on that one.
     pub device: Device,
     /// A measured copy bandwidth in GB/s (1e9 B/s) overriding the GPU table's, for % of peak.
     pub gpu_bandwidth_gb_s: Option<f64>,
@@ -301,6 +302,13 @@ impl Worker {
         request: Request,
         timeout: Duration,
     ) -> Result<ReplyBody, WorkerError> {
+        // a request that leaves the device open runs where the worker was configured to
+        // (else a worker shared by requests of both kinds restarted at every switch)
+        let device = if device == Device::Auto {
+            self.options.device
+        } else {
+            device
+        };
         let mut state = self.state.lock().await;
         if state.running.as_ref().is_some_and(|r| r.device != device) {
             if let Some(r) = state.running.take() {
@@ -393,6 +401,21 @@ impl Worker {
 
     async fn spawn(&self, python: &Path, device: Device) -> Result<Running, WorkerError> {
         let program = &self.options.program;
+        if std::env::var_os(env::PYTHON).is_some() {
+            // This process was itself started as a worker (the parent sets env::PYTHON for
+            // it) and runs main() instead of serve_worker(): starting another worker here
+            // would nest processes without end.
+            return Err(WorkerError::Startup {
+                message: format!(
+                    "this process was started as a bench worker ({} is set) but did not \
+                     serve: a program that hosts the default WorkerProgram must begin main() \
+                     with `if std::env::args().nth(1).as_deref() == Some(\"worker\") {{ return \
+                     autokernel_bench::serve_worker(); }}`",
+                    env::PYTHON
+                ),
+                stderr_tail: String::new(),
+            });
+        }
         let device_name = match device {
             Device::Auto => "auto",
             Device::Cuda => "cuda",
@@ -482,7 +505,12 @@ impl Worker {
                 self.startup_timeout.as_secs()
             )),
             Ok(Err(e)) => Err(e.to_string()),
-            Ok(Ok(0)) => Err("the worker exited before it was ready".into()),
+            Ok(Ok(0)) => Err(format!(
+                "the worker exited before it was ready; `{}` must call \
+                 autokernel_bench::serve_worker() when run with {:?} (see WorkerProgram)",
+                self.options.program.exe.display(),
+                self.options.program.args
+            )),
             Ok(Ok(_)) => serde_json::from_str::<Hello>(line.trim_end())
                 .map_err(|e| format!("unreadable hello `{}`: {e}", line.trim_end())),
         };

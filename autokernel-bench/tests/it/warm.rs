@@ -26,3 +26,20 @@ async fn a_second_request_on_a_warm_worker_does_not_reimport_torch() {
     assert!(warm * 20 < cold, "warm {warm:?} vs cold {cold:?}");
     assert!(warm < Duration::from_millis(500), "warm {warm:?}");
 }
+
+/// A bench request that leaves the device open (`Device::Auto`, a `BenchRequest`'s default)
+/// runs on the worker's configured device: the worker shared with `status` and scripts is
+/// not restarted for it.
+#[tokio::test]
+async fn a_request_for_any_device_runs_on_the_workers_device_without_a_restart() {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let before = b.worker().status(Duration::from_secs(120)).await.unwrap();
+    let mut r = BenchRequest::new(good_softmax());
+    assert_eq!(r.device, Device::Auto, "the default this test is about");
+    r.quick = true;
+    let result = b.bench(&r).await.expect("the harness runs");
+    assert!(result.correctness.is_pass(), "{:?}", result.correctness);
+    assert_eq!(result.device, "cpu");
+    let after = b.worker().status(Duration::from_secs(120)).await.unwrap();
+    assert_eq!(before.pid, after.pid, "the same worker served both");
+}
