@@ -7,7 +7,10 @@
 //! ```sh
 //! cargo run --example custom_agent -- CANDIDATES_DIR [WORKSPACE]
 //! ```
-#![allow(clippy::print_stdout)] // an example prints its outcome
+//!
+//! The program hosts the bench worker itself: the default worker is this same executable
+//! started with the argument `worker`, which `main` hands to `serve_worker` first thing.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // an example prints its outcome
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -51,8 +54,21 @@ impl Agent for FolderAgent {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("worker") {
+        return autokernel_bench::serve_worker();
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    match runtime.block_on(replay()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+async fn replay() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let folder = PathBuf::from(
         args.next()
@@ -78,11 +94,8 @@ async fn main() -> anyhow::Result<()> {
         op: "hand-picked".into(),
     };
     std::fs::create_dir_all(&workspace)?;
-    // The bench worker is hosted by the `autokernel` binary (its hidden `worker` verb).
-    let mut options = WorkerOptions::new(Device::Auto);
-    options.program.exe = std::env::var_os("AUTOKERNEL_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "autokernel".into());
+    // the worker: this executable again, with `worker` (see main)
+    let options = WorkerOptions::new(Device::Auto);
     let bench = PyWorkerBenchmarker::with_worker(Arc::new(Worker::new(options)));
     let store = GixStore::open(&workspace, StoreOptions::new("custom-agent"))?;
     let log = ResultsLog::open(workspace.join("results.tsv"))?;

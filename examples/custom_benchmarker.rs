@@ -6,9 +6,12 @@
 //! benchmarker's. The agent is the built-in tuner; the store is the default git store.
 //!
 //! ```sh
-//! AUTOKERNEL_BIN=target/debug/autokernel cargo run --example custom_benchmarker -- [WORKSPACE]
+//! cargo run --example custom_benchmarker -- [WORKSPACE]
 //! ```
-#![allow(clippy::print_stdout)] // an example prints its outcome
+//!
+//! The program hosts the bench worker itself: the default worker is this same executable
+//! started with the argument `worker`, which `main` hands to `serve_worker` first thing.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // an example prints its outcome
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -54,18 +57,29 @@ impl<B: Benchmarker> Benchmarker for SizeLimited<B> {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("worker") {
+        return autokernel_bench::serve_worker();
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    match runtime.block_on(tune()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+async fn tune() -> anyhow::Result<()> {
     let workspace = PathBuf::from(
         std::env::args()
             .nth(1)
             .unwrap_or_else(|| "custom-bench-workspace".into()),
     );
     std::fs::create_dir_all(&workspace)?;
-    let mut options = WorkerOptions::new(Device::Auto);
-    options.program.exe = std::env::var_os("AUTOKERNEL_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "autokernel".into());
+    // the worker: this executable again, with `worker` (see main)
+    let options = WorkerOptions::new(Device::Auto);
     let bench = SizeLimited {
         inner: PyWorkerBenchmarker::with_worker(Arc::new(Worker::new(options))),
     };

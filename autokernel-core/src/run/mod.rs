@@ -589,6 +589,34 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         }
     }
 
+    /// Logs experiment `n` as an `invalid` row (nothing committed or measured) for `reason`,
+    /// which the agent sees among its failures.
+    fn log_invalid(
+        &mut self,
+        n: u64,
+        target: &Target,
+        agent: &str,
+        reason: String,
+        t0: Instant,
+    ) -> Result<(), LoopError> {
+        let record = unmeasured_record(
+            n,
+            &target.id,
+            target.kind,
+            agent,
+            reason.clone(),
+            None,
+            Decision::Invalid,
+            &Correctness::NotRun,
+            t0.elapsed().as_secs_f64(),
+        );
+        self.failures.push((n, reason));
+        self.log.append(record.clone())?;
+        self.agent.observe(&record);
+        self.reporter.on_decision(&record, None);
+        Ok(())
+    }
+
     /// One experiment. Returns `None` when the agent is exhausted, else whether it was kept,
     /// the new speedup over the baseline and % of peak.
     async fn experiment(
@@ -638,21 +666,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         let (description, source) = match proposal {
             Proposal::Exhausted => return Ok(None),
             Proposal::Invalid { reason, .. } => {
-                let record = unmeasured_record(
-                    n,
-                    &target.id,
-                    target.kind,
-                    &agent,
-                    reason.clone(),
-                    None,
-                    Decision::Invalid,
-                    &Correctness::NotRun,
-                    t0.elapsed().as_secs_f64(),
-                );
-                self.failures.push((n, reason));
-                self.log.append(record.clone())?;
-                self.agent.observe(&record);
-                self.reporter.on_decision(&record, None);
+                self.log_invalid(n, target, &agent, reason, t0)?;
                 return Ok(Some((false, None, None)));
             }
             Proposal::Candidate {
@@ -661,6 +675,13 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                 ..
             } => (description, source),
         };
+        if source == incumbent.source {
+            // Judging it again would measure the best against itself: noise, and at worst
+            // a "keep" of nothing. The agent hears of it through its failures.
+            let reason = format!("{UNCHANGED_REASON}: {description}");
+            self.log_invalid(n, target, &agent, reason, t0)?;
+            return Ok(Some((false, None, None)));
+        }
         self.reporter.on_candidate(target, n, &description);
         // The store overwrites kernel.py; keep the incumbent's bytes for the comparison.
         let incumbent_path = self
@@ -783,6 +804,10 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         Ok(Some((true, speedup, pct)))
     }
 }
+
+/// The start of the description of an experiment whose proposal was the best `kernel.py`
+/// unchanged, byte for byte: logged `invalid`, neither committed nor measured.
+pub const UNCHANGED_REASON: &str = "unchanged: the proposal is the best kernel.py as it is";
 
 /// A row without measurements: an invalid proposal, or an experiment found committed but
 /// never logged.

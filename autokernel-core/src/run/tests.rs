@@ -499,3 +499,41 @@ impl Benchmarker for SharedBench {
         self.0.compare(request).await
     }
 }
+
+/// A proposal that is the best kernel.py byte for byte is logged `invalid` without a commit
+/// or a measurement (measured against itself it could only be noise, or a "keep" of
+/// nothing), and the agent hears of it among its failures; a later real candidate is judged.
+#[tokio::test]
+async fn a_proposal_identical_to_the_best_is_not_measured() {
+    let fx = Fixture::new();
+    let starter = src(100.0, "");
+    let agent = ScriptedAgent::candidates(&[("same again", &starter), ("faster", &src(80.0, ""))]);
+    let mut l = OptimizationLoop::new(
+        agent,
+        FakeBenchmarker::from_comments(),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    );
+    l.run(vec![(target("t", 1.0), starter.clone())], &Interrupt::new())
+        .await
+        .unwrap();
+    let rows = l.log().rows();
+    assert_eq!(rows[1].decision, Decision::Invalid);
+    assert_eq!(rows[1].commit, None);
+    assert_eq!(rows[1].correctness, "NOT_RUN");
+    assert_eq!(
+        rows[1].description,
+        format!("{UNCHANGED_REASON}: same again")
+    );
+    assert_eq!(rows[2].decision, Decision::Keep, "{:?}", rows[2]);
+    assert_eq!(
+        l.bench.benched.lock().unwrap().len(),
+        2,
+        "the baseline and the real candidate only"
+    );
+    assert!(l
+        .failures
+        .iter()
+        .any(|(n, r)| *n == rows[1].experiment && r.starts_with("unchanged")));
+}
