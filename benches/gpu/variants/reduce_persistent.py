@@ -3,7 +3,7 @@
 programs, ... The starter launches 8192 programs of one 16 KB row at 8192x8192 float16
 (75% of copy on the H200, docs/benchmarks.md); this keeps the same per-lane float32
 accumulation and fixed-order lane sum (deterministic) and spares the per-program start.
-Not yet timed on the GPU: docs/benchmarks.md, "Pending".
+Not yet timed on the GPU: docs/benchmarks.md, "Pending" (benches/gpu/pending.sh).
 """
 
 import torch
