@@ -53,7 +53,8 @@
 //!   one) under the venv's standard library: depend on `pyo3` and, as a build dependency,
 //!   `pyo3-build-config` (the versions of this workspace), with a `build.rs` that calls
 //!   `pyo3_build_config::add_libpython_rpath_link_args()` (the `autokernel` binary's
-//!   `build.rs` does exactly this).
+//!   `build.rs` does exactly this). A worker that finds its libpython's version differs
+//!   from the venv's (`pyvenv.cfg`) says so: a warning through `tracing` when it starts.
 #![warn(missing_docs)]
 
 mod benchmarker;

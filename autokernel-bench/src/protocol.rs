@@ -96,6 +96,10 @@ pub(crate) struct Hello {
     pub device_name: String,
     /// Seconds spent importing torch, triton and the harness.
     pub import_s: f64,
+    /// Something the parent should tell the user though the worker is ready (a libpython
+    /// of another version than the venv's interpreter).
+    #[serde(default)]
+    pub warning: Option<String>,
 }
 
 /// One reply line.

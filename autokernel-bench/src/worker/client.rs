@@ -494,6 +494,7 @@ impl Worker {
                 device: String::new(),
                 device_name: String::new(),
                 import_s: 0.0,
+                warning: None,
             },
         };
         let mut line = String::new();
@@ -516,6 +517,9 @@ impl Worker {
         };
         match hello {
             Ok(h) if h.error.is_none() => {
+                if let Some(w) = &h.warning {
+                    tracing::warn!("bench worker: {w}");
+                }
                 tracing::debug!(pid, device = %h.device, name = %h.device_name, import_s = h.import_s, "bench worker ready");
                 running.hello = h;
                 Ok(running)

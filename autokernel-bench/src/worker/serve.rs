@@ -113,6 +113,41 @@ fn outlive_sigterm() {
     }
 }
 
+/// A warning when the libpython this process loaded is not the version of the venv whose
+/// interpreter is `python` (its `pyvenv.cfg`; nothing to compare for a python outside a
+/// venv). The loader finds libpython by the binary's run-time path: a binary built without
+/// it (an embedding program, autokernel-bench's crate docs) can load a system libpython of
+/// the same minor version and run the venv's packages on it, which nothing else would say.
+fn libpython_mismatch(python: &Path, loaded: pyo3::PythonVersionInfo) -> Option<String> {
+    let cfg = python.parent()?.parent()?.join("pyvenv.cfg");
+    let venv = venv_version(&std::fs::read_to_string(&cfg).ok()?)?;
+    let loaded = format!("{}.{}.{}", loaded.major, loaded.minor, loaded.patch);
+    (venv != loaded).then(|| {
+        format!(
+            "this process runs libpython {loaded}, the venv of `{}` is Python {venv} \
+             ({}): link the binary with libpython's run-time path (the autokernel-bench \
+             crate documentation, \"Embedding\")",
+            python.display(),
+            cfg.display()
+        )
+    })
+}
+
+/// The `X.Y.Z` of a `pyvenv.cfg`'s `version` (or `version_info`, `X.Y.Z.final.0`) line.
+fn venv_version(cfg: &str) -> Option<String> {
+    cfg.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        matches!(key.trim(), "version" | "version_info").then(|| {
+            value
+                .trim()
+                .split('.')
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(".")
+        })
+    })
+}
+
 fn apply_memory_limit() {
     let Some(mb) = std::env::var(env::MEMORY_LIMIT_MB)
         .ok()
@@ -171,6 +206,7 @@ fn serve() -> Result<(), String> {
                 device: String::new(),
                 device_name: String::new(),
                 import_s: 0.0,
+                warning: None,
             },
         )?;
         Err(message)
@@ -204,6 +240,7 @@ fn serve() -> Result<(), String> {
             device: harness.device.clone(),
             device_name: harness.device_name.clone(),
             import_s: harness.import_s,
+            warning: Python::attach(|py| libpython_mismatch(&python, py.version_info())),
         },
     )?;
     log(&format!(
@@ -1356,6 +1393,42 @@ impl Run<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn v(major: u8, minor: u8, patch: u8) -> pyo3::PythonVersionInfo {
+        pyo3::PythonVersionInfo {
+            major,
+            minor,
+            patch,
+            suffix: None,
+        }
+    }
+
+    #[test]
+    fn a_libpython_of_another_version_than_the_venvs_is_named() {
+        let venv = tempfile::tempdir().unwrap();
+        std::fs::create_dir(venv.path().join("bin")).unwrap();
+        let python = venv.path().join("bin/python");
+        std::fs::write(
+            venv.path().join("pyvenv.cfg"),
+            "home = /opt/py/bin\nversion = 3.11.7\n",
+        )
+        .unwrap();
+        assert_eq!(libpython_mismatch(&python, v(3, 11, 7)), None);
+        let w = libpython_mismatch(&python, v(3, 11, 2)).expect("a warning");
+        assert!(
+            w.contains("libpython 3.11.2") && w.contains("Python 3.11.7"),
+            "{w}"
+        );
+        // not a venv: nothing to compare with
+        assert_eq!(
+            libpython_mismatch(Path::new("/usr/bin/python3"), v(3, 11, 2)),
+            None
+        );
+        assert_eq!(
+            venv_version("version_info = 3.12.1.final.0\n").as_deref(),
+            Some("3.12.1")
+        );
+    }
 
     #[test]
     fn comparison_takes_medians_and_the_spread_of_ratios() {
