@@ -11,15 +11,20 @@ use std::io::ErrorKind;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// `$TMPDIR/autokernel-<uid>/<name>` (`std::env::temp_dir`), created with mode 0700 where
-/// missing; see [`private_dir_in`] for the checks.
+/// `$TMPDIR/autokernel-<uid>/<name>` (`std::env::temp_dir`; `/tmp` when that is empty or
+/// relative), created with mode 0700 where missing; see [`private_dir_in`] for the checks.
 ///
 /// # Errors
 /// A message naming the folder and what to do, as [`private_dir_in`].
 pub fn private_temp_dir(name: &str) -> Result<PathBuf, String> {
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
-    let root = private_dir_in(&std::env::temp_dir(), &format!("autokernel-{uid}"))?;
+    // an empty or relative TMPDIR would put the folder (first on sys.path) wherever the
+    // command runs: as Python's tempfile does, take the system's default instead
+    let tmp = Some(std::env::temp_dir())
+        .filter(|t| t.is_absolute())
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let root = private_dir_in(&tmp, &format!("autokernel-{uid}"))?;
     private_dir_in(&root, name)
 }
 

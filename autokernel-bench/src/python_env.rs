@@ -100,6 +100,12 @@ print(' '.join(m for m in ('torch', 'triton', 'numpy') if u.find_spec(m) is None
     let text = String::from_utf8_lossy(&out.stdout);
     let mut lines = text.lines();
     let found = lines.next().unwrap_or_default().trim().to_string();
+    if found.is_empty() {
+        return Err(WorkerError::PythonProbe {
+            path: python.to_path_buf(),
+            message: "it printed no version: is it a Python interpreter?".into(),
+        });
+    }
     let linked = linked_python_version();
     if found != linked {
         return Err(WorkerError::PythonMismatch {
@@ -126,6 +132,22 @@ print(' '.join(m for m in ('torch', 'triton', 'numpy') if u.find_spec(m) is None
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A program that runs but prints no version (`AUTOKERNEL_PYTHON=/usr/bin/true`) is
+    /// named as not being a Python, not reported as "python at … is , but …".
+    #[test]
+    fn a_program_that_prints_no_version_is_not_taken_for_a_python() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("python");
+        std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let err = preflight(&fake).unwrap_err().to_string();
+        assert!(
+            err.contains("printed no version: is it a Python interpreter?"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn an_explicit_path_that_does_not_exist_is_refused_with_its_name() {

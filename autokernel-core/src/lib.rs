@@ -55,7 +55,7 @@ pub use run::keep;
 pub use run::orchestrator::{MoveOn, Orchestrator, OrchestratorOptions, TargetState};
 pub use run::{
     Interrupt, LoopError, LoopOptions, LoopOutcome, NoReporter, OptimizationLoop, Reporter,
-    StopReason, UNCHANGED_REASON,
+    StopReason, INTERRUPTED_PROPOSING, UNCHANGED_REASON,
 };
 pub use target::{Layout, Target};
 pub use version_store::{

@@ -754,6 +754,75 @@ fn children_of(parent: u32) -> Vec<i32> {
     pids
 }
 
+/// The `autokernel worker` child of `parent`, waited for up to 60 s.
+fn worker_of(parent: u32) -> i32 {
+    let is_worker = |pid: &i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"worker"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(pid) = children_of(parent).into_iter().find(is_worker) {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no worker process appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` is still running (a zombie or a reaped one is not).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// A worker whose parent died (SIGKILL, or a SIGTERM the worker itself lives through) while
+/// it runs a kernel that never returns ends by itself: no orphan keeps a CPU or the GPU.
+#[test]
+fn a_worker_ends_when_its_parent_dies_even_inside_a_hung_kernel() {
+    let (keep, _) = tempdir();
+    let kernel = keep.path().join("hang.py");
+    new_kernel("rmsnorm", &kernel);
+    let source = std::fs::read_to_string(&kernel).unwrap();
+    std::fs::write(
+        &kernel,
+        format!("{source}\n\ndef kernel_fn(x, weight):\n    while True:\n        pass\n"),
+    )
+    .unwrap();
+    let mut parent = autokernel()
+        .args([
+            "bench",
+            kernel.to_str().unwrap(),
+            "--device",
+            "cpu",
+            "--quick",
+        ])
+        .args(["--timeout", "600"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let worker = worker_of(parent.id());
+    // long enough for the imports and the first call of kernel_fn, which never returns
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    assert!(running(worker), "the worker runs the hung kernel");
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while running(worker) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "worker {worker} outlived its parent by 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// A batch system (Slurm, `docker stop`) sends SIGTERM to every process of a job; the bench
 /// worker lives through it, so that the kernel it is judging gets its real verdict rather
 /// than a CRASH. Here the signal reaches the worker alone, while it imports torch.
@@ -774,22 +843,7 @@ fn the_bench_worker_lives_through_a_sigterm() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    // the worker is `autokernel worker`; the parent's other children are short Python probes
-    let is_worker = |pid: &i32| {
-        std::fs::read(format!("/proc/{pid}/cmdline"))
-            .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"worker"))
-    };
-    let worker = loop {
-        if let Some(pid) = children_of(child.id()).into_iter().find(is_worker) {
-            break pid;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no worker process appeared"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let worker = worker_of(child.id());
     // past the worker's first instructions (its handler), well before torch is imported
     std::thread::sleep(std::time::Duration::from_millis(300));
     // SAFETY: kill with a pid and a signal number has no memory preconditions.

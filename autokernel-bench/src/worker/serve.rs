@@ -93,6 +93,26 @@ fn send<T: serde::Serialize>(out: &mut File, value: &T) -> Result<(), String> {
         .map_err(|e| format!("cannot write a reply: {e}"))
 }
 
+/// Ends the worker within half a second of its parent's death, whatever it is doing. A
+/// closed stdin says so only between requests, and a kernel that never returns (or a
+/// worker living through a SIGTERM that ended its parent) would otherwise run on as an
+/// orphan, holding a CPU or the GPU. A thread of its own that needs no GIL: it watches
+/// for the parent pid to change (the orphan is adopted by init or a subreaper).
+fn exit_with_parent() {
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    std::thread::spawn(move || loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        // SAFETY: as above.
+        if unsafe { libc::getppid() } != parent {
+            log("the parent process is gone: exiting");
+            // SAFETY: _exit ends the process at once, without running Python's finalisers
+            // (which would wait for the GIL a hung kernel holds).
+            unsafe { libc::_exit(0) };
+        }
+    });
+}
+
 /// Lets the worker live through SIGTERM. Its parent decides when it stops (stdin closes, or
 /// SIGKILL to its process group on a deadline); a batch system (Slurm, `docker stop`) sends
 /// SIGTERM to every process at once, and a worker dying under the experiment in flight,
@@ -194,6 +214,7 @@ fn write_python_files() -> Result<PathBuf, String> {
 
 fn serve() -> Result<(), String> {
     outlive_sigterm();
+    exit_with_parent();
     let mut ch = take_channels()?;
     apply_memory_limit();
     let pid = std::process::id();

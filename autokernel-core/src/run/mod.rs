@@ -638,8 +638,17 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             failures: &self.failures,
             experiment: n,
         };
-        let proposal = self.agent.propose(&context).await;
+        // A stop request cuts the agent's wait short (an LLM's reply can take minutes, and a
+        // `docker stop` waits ten seconds): nothing was committed or measured yet.
+        let proposal = tokio::select! {
+            p = self.agent.propose(&context) => Some(p),
+            () = interrupt.stopped() => None,
+        };
         let agent = self.agent.name();
+        let Some(proposal) = proposal else {
+            self.log_invalid(n, target, &agent, INTERRUPTED_PROPOSING.to_string(), t0)?;
+            return Ok(Some((false, None, None)));
+        };
         let proposal = match proposal {
             Ok(p) => p,
             Err(e) => {
@@ -804,6 +813,11 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         Ok(Some((true, speedup, pct)))
     }
 }
+
+/// The description of an experiment interrupted (Ctrl-C, SIGTERM) while the agent was
+/// proposing it: logged `invalid`, neither committed nor measured.
+pub const INTERRUPTED_PROPOSING: &str =
+    "interrupted while the agent was proposing: nothing committed or measured";
 
 /// The start of the description of an experiment whose proposal was the best `kernel.py`
 /// unchanged, byte for byte: logged `invalid`, neither committed nor measured.

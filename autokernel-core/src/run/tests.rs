@@ -537,3 +537,50 @@ async fn a_proposal_identical_to_the_best_is_not_measured() {
         .iter()
         .any(|(n, r)| *n == rows[1].experiment && r.starts_with("unchanged")));
 }
+
+/// An agent that never answers (an LLM server that hangs).
+struct NeverAnswers;
+
+#[async_trait::async_trait]
+impl Agent for NeverAnswers {
+    fn name(&self) -> String {
+        "silent".into()
+    }
+    async fn propose(&mut self, _: &ProposalContext<'_>) -> Result<Proposal, AgentError> {
+        std::future::pending().await
+    }
+}
+
+/// A stop request (Ctrl-C, SIGTERM) while the agent is still proposing ends the run at once
+/// with that experiment logged `invalid` (nothing committed or measured), instead of waiting
+/// out the agent's own limit.
+#[tokio::test]
+async fn a_stop_request_cuts_a_pending_proposal_short() {
+    let fx = Fixture::new();
+    let mut l = OptimizationLoop::new(
+        NeverAnswers,
+        FakeBenchmarker::from_comments(),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    );
+    let interrupt = std::sync::Arc::new(Interrupt::new());
+    let signal = interrupt.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        signal.request();
+    });
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        l.run(vec![(target("t", 1.0), src(100.0, ""))], &interrupt),
+    )
+    .await
+    .expect("the run ends soon after the request")
+    .unwrap();
+    assert_eq!(out.stop, StopReason::Interrupted);
+    let rows = l.log().rows();
+    assert_eq!(rows.len(), 2, "the baseline and the interrupted proposal");
+    assert_eq!(rows[1].decision, Decision::Invalid);
+    assert_eq!(rows[1].commit, None);
+    assert_eq!(rows[1].description, INTERRUPTED_PROPOSING);
+}
