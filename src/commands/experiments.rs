@@ -105,6 +105,22 @@ impl LoopArgs {
         Ok((services, crate::commands::verify::install_scripts(ws)?))
     }
 
+    /// Refuses bfloat16 where it will run on the CPU, before a workspace folder is touched:
+    /// with `--device cpu`, and with `--device auto` when torch sees no GPU (asked of the
+    /// interpreter in a subprocess, a torch import: only for bfloat16). Where that question
+    /// cannot be answered, the worker's own check later decides.
+    ///
+    /// # Errors
+    /// [`refuse_bfloat16_on_cpu`]'s.
+    pub fn refuse_bfloat16_where_it_cannot_run(&self, dtype: DType) -> anyhow::Result<()> {
+        let on_cpu = match self.device {
+            Device::Cpu => true,
+            Device::Cuda => false,
+            Device::Auto => dtype == DType::Bfloat16 && torch_sees_no_gpu(self.python.as_deref()),
+        };
+        refuse_bfloat16_on_cpu(dtype, on_cpu)
+    }
+
     /// The loop's options: these flags over the workspace's settings over the defaults.
     fn options(&self, ws: &Workspace) -> LoopOptions {
         let mut options = LoopOptions::new(ws.path(".autokernel/scratch"));
@@ -139,6 +155,20 @@ pub fn refuse_bfloat16_on_cpu(dtype: DType, on_cpu: bool) -> anyhow::Result<()> 
         bail!("--dtype bfloat16 cannot run on the CPU (Triton's interpreter uses numpy, which has no bfloat16)\nhint: pass --dtype float16 or float32, or run on a GPU");
     }
     Ok(())
+}
+
+/// Whether the interpreter's torch says plainly that it sees no GPU; `false` when the
+/// interpreter cannot be found or run (its own errors come later, from the worker).
+fn torch_sees_no_gpu(python: Option<&Path>) -> bool {
+    let Ok(python) = autokernel_bench::resolve_python(python) else {
+        return false;
+    };
+    std::process::Command::new(python)
+        .args(["-c", "import torch; print(torch.cuda.is_available())"])
+        .output()
+        .is_ok_and(|out| {
+            out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "False"
+        })
 }
 
 /// What a finished loop hands back.

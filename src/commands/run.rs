@@ -96,9 +96,8 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         bail!("--max-experiments 0 runs no experiment; pass 1 or more (`autokernel profile` shows the plan alone)");
     }
     args.experiments.check()?;
-    if device == Device::Cpu {
-        refuse_bfloat16_on_cpu(spec.dtype, true)?;
-    }
+    args.experiments
+        .refuse_bfloat16_where_it_cannot_run(spec.dtype)?;
     // a folder this run creates is removed again if the run fails before it has a plan
     // (a model that does not load), instead of being left with a repository and a log
     let mut created = CreatedFolder::new(&args.workspace);

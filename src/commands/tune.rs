@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use autokernel_core::{DType, Decision, Device, KernelKind, Layout, Shape, Target};
+use autokernel_core::{DType, Decision, KernelKind, Layout, Shape, Target};
 
 use crate::cli::GlobalArgs;
 use crate::commands::experiments::{
@@ -70,8 +70,9 @@ pub struct TuneArgs {
 /// (the file's own included), 2 on bad input, 130 when interrupted.
 pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     args.experiments.check()?;
-    if let (Some(dtype), Device::Cpu) = (args.dtype, args.experiments.device) {
-        refuse_bfloat16_on_cpu(dtype, true)?;
+    if let Some(dtype) = args.dtype {
+        args.experiments
+            .refuse_bfloat16_where_it_cannot_run(dtype)?;
     }
     let (source, kind) = checked_kernel(&args)?;
     if let Some(out) = &args.output {

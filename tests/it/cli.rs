@@ -516,6 +516,51 @@ fn bfloat16_on_the_cpu_is_refused_before_anything_is_created() {
     assert!(!ws.exists(), "the refused tune created {}", ws.display());
 }
 
+/// With the device left to `auto` on a machine whose torch sees no GPU, bfloat16 is refused
+/// before an existing folder given as the workspace is adopted (no repository, no scripts,
+/// no program.md made in it).
+#[test]
+#[allow(clippy::print_stderr)] // says why it did not run, on a machine with a GPU
+fn bfloat16_with_any_device_and_no_gpu_leaves_an_existing_folder_alone() {
+    if std::path::Path::new("/dev/nvidia0").exists() {
+        eprintln!("skipped: this machine has a GPU (CI has none)");
+        return;
+    }
+    let (keep, ws) = tempdir();
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "mine").unwrap();
+    let kernel = keep.path().join("softmax.py");
+    new_kernel("softmax", &kernel);
+    let w = ws.to_str().unwrap();
+    let run = ["run", "--example", "tiny", "--dtype", "bfloat16", "-w", w];
+    let tune = [
+        "tune",
+        kernel.to_str().unwrap(),
+        "--shape",
+        "8,64",
+        "--dtype",
+        "bfloat16",
+        "-w",
+        w,
+    ];
+    for args in [&run[..], &tune[..]] {
+        let (code, err) = stderr_of(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("--dtype bfloat16 cannot run on the CPU"),
+            "{args:?}: {err}"
+        );
+        // autokernel.log, the record of the refused command, is all it may add
+        let mut entries: Vec<_> = std::fs::read_dir(&ws)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|name| name != "autokernel.log")
+            .collect();
+        entries.sort();
+        assert_eq!(entries, ["notes.txt"], "{args:?} touched the folder");
+    }
+}
+
 /// `report` only reads results.tsv: a workspace one may not write (another user's, a
 /// read-only mount) is reported on, and a log a run is still appending to is not "repaired"
 /// under it; when report.md cannot be written the summary is printed with a warning.
