@@ -24,14 +24,11 @@ import re
 import sys
 
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 from triton.tools.disasm import get_sass
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 STARTERS = os.path.join(ROOT, "autokernel-bench", "python", "starters")
 VARIANTS = os.path.join(ROOT, "benches", "gpu", "variants")
-DIV16 = [["tt.divisibility", 16]]
 
 
 def load(path):
@@ -41,13 +38,14 @@ def load(path):
     return module
 
 
+# the CI check's compile for sm_90 (check_ptx.py), not a copy of it
+_CHECK = load(os.path.join(ROOT, "autokernel-bench", "python", "tests", "check_ptx.py"))
+
+
 def sass(fn, signature, constexprs, divisible, num_warps):
     """fn's SASS for sm_90 as text; `divisible`: the indices of the arguments specialised as
     multiples of 16 (as Triton specialises a width like 50256 at launch, and not 50257)."""
-    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
-                    attrs={(i,): DIV16 for i in divisible})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": num_warps, "num_stages": 1})
+    kernel = _CHECK.compile_sm90(fn, signature, constexprs, num_warps, divisible)
     return get_sass(kernel.asm["cubin"])
 
 

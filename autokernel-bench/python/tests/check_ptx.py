@@ -36,22 +36,31 @@ def load(kind):
     return module
 
 
-def ptx(fn, signature, constexprs, num_warps, divisible=None):
-    """fn's PTX for sm_90. `divisible`: the indices of the arguments specialised as
-    multiples of 16 (default: every pointer and integer argument)."""
+def compile_sm90(fn, signature, constexprs, num_warps, divisible=None):
+    """fn compiled by Triton for sm_90 (its `.asm` holds "ptx" and "cubin"). `divisible`:
+    the indices of the arguments specialised as multiples of 16 (default: every pointer
+    and integer argument)."""
     if divisible is None:
         divisible = [i for i, t in enumerate(signature.values()) if t.startswith("*") or t == "i32"]
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
                     attrs={(i,): DIV16 for i in divisible})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": num_warps, "num_stages": 1})
-    return kernel.asm["ptx"]
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": num_warps, "num_stages": 1})
+
+
+def ptx(fn, signature, constexprs, num_warps, divisible=None):
+    """fn's PTX for sm_90 (`compile_sm90`'s arguments)."""
+    return compile_sm90(fn, signature, constexprs, num_warps, divisible).asm["ptx"]
+
+
+def count_global_ops(text):
+    """Counter of the ld.global/st.global forms in PTX text."""
+    return collections.Counter(re.findall(r"\b(?:ld|st)\.global[\w.]*", text))
 
 
 def global_ops(fn, signature, constexprs, num_warps, divisible=None):
     """Counter of the ld.global/st.global forms in fn's PTX for sm_90 (`ptx`'s arguments)."""
-    text = ptx(fn, signature, constexprs, num_warps, divisible)
-    return collections.Counter(re.findall(r"\b(?:ld|st)\.global[\w.]*", text))
+    return count_global_ops(ptx(fn, signature, constexprs, num_warps, divisible))
 
 
 def slow_exponentials(text):
@@ -97,7 +106,7 @@ def main():
     failures = []
     for name, fn, signature, constexprs, scalar_ok in cases():
         text = ptx(fn, signature, constexprs, num_warps=8)
-        ops = collections.Counter(re.findall(r"\b(?:ld|st)\.global[\w.]*", text))
+        ops = count_global_ops(text)
         if ops["ld.global.v4.b32"] == 0 or ops["ld.global.b16"] > scalar_ok:
             failures.append(f"{name}: loads not vectorised at 16-byte aligned rows: {dict(ops)}")
         if slow_exponentials(text):

@@ -599,22 +599,36 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         reason: String,
         t0: Instant,
     ) -> Result<(), LoopError> {
+        let record = self.log_unmeasured(n, target, agent, reason.clone(), t0)?;
+        self.failures.push((n, reason));
+        self.agent.observe(&record);
+        Ok(())
+    }
+
+    /// Appends experiment `n` as an `invalid` row with `description` (nothing committed or
+    /// measured) and tells the reporter; returns the row.
+    fn log_unmeasured(
+        &mut self,
+        n: u64,
+        target: &Target,
+        agent: &str,
+        description: String,
+        t0: Instant,
+    ) -> Result<ExperimentRecord, LoopError> {
         let record = unmeasured_record(
             n,
             &target.id,
             target.kind,
             agent,
-            reason.clone(),
+            description,
             None,
             Decision::Invalid,
             &Correctness::NotRun,
             t0.elapsed().as_secs_f64(),
         );
-        self.failures.push((n, reason));
         self.log.append(record.clone())?;
-        self.agent.observe(&record);
         self.reporter.on_decision(&record, None);
-        Ok(())
+        Ok(record)
     }
 
     /// One experiment. Returns `None` when the agent is exhausted, else whether it was kept,
@@ -656,19 +670,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                 // up on the request that completes a streak of failures): log it as an
                 // `invalid` row carrying the error, so that results.tsv has every attempt
                 // and says why the run stopped. Nothing was committed or benched.
-                let record = unmeasured_record(
-                    n,
-                    &target.id,
-                    target.kind,
-                    &agent,
-                    e.to_string(),
-                    None,
-                    Decision::Invalid,
-                    &Correctness::NotRun,
-                    t0.elapsed().as_secs_f64(),
-                );
-                self.log.append(record.clone())?;
-                self.reporter.on_decision(&record, None);
+                self.log_unmeasured(n, target, &agent, e.to_string(), t0)?;
                 return Err(e.into());
             }
         };
