@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU comparisons docs/benchmarks.md lists as pending, in one device call (~8 minutes on
-# one H200; give GROUP=a or GROUP=b to run half of it, e.g. one half per GPU of a two-GPU
-# machine with CUDA_VISIBLE_DEVICES=0/1 and OUT set apart):
+# The GPU comparisons of docs/benchmarks.md's "Timed on the GPU", in one device call (about
+# a minute a group on the H200, 2026-11-30; give GROUP=a or GROUP=b to run half of it, e.g.
+# one half per GPU of a two-GPU machine with CUDA_VISIBLE_DEVICES=0/1 and OUT set apart):
 #   a: softmax starter (exp2) vs the starter before exp2 vs the aligned exp2 variant, at
 #      4096x50257, 4096x50256, 4096x4096, 8192x8192;
 #   b: cross_entropy the same at 4096x50257, 4096x32000; reduce starter vs the persistent

@@ -4,10 +4,12 @@ Starter kernel of autokernel (kind `softmax`). Memory-bound: one read, one write
 program handles BLOCK_ROWS rows. A row of up to MAX_ROW_BLOCK columns is held in
 registers (max, exp, sum, scale: one read). A wider row (a vocabulary, 50257) is read in
 chunks of LOOP_BLOCK with an online softmax (running row max and sum, rescaled when the
-max grows; Milakov & Gimelshein 2018), then read again to write the output. Wide rows run
-on a persistent grid of LOOP_PROGRAMS_PER_SM programs per SM, LOOP_ROWS rows each, so
-that the rows in flight (about 3 · 132 · 100 KB = 40 MB at 50257 float16 columns on an
-H200) stay in L2 for the second read. All arithmetic in float32.
+max grows; Milakov & Gimelshein 2018), then read again to write the output, by programs of
+LOOP_WARPS warps (the one-pass rows keep num_warps: a tuner that changes one path's warps
+leaves the other's alone). Wide rows may run on a persistent grid of LOOP_PROGRAMS_PER_SM
+programs per SM (0: one program per LOOP_ROWS rows). On the H200 at 4096×50257 float16,
+one program of 16 warps per row took 394 µs, the persistent grid of 3 programs of 8 warps
+per SM 418 µs (`autokernel tune`, docs/benchmarks.md). All arithmetic in float32.
 
 Exponentials are exp2 of (x − max)·log2 e, which compiles to one multiply and one
 `ex2.approx.ftz` (PTX ISA, "ex2"): `tl.exp` compiles to `ex2.approx` without flush-to-zero,
@@ -22,14 +24,16 @@ import triton
 import triton.language as tl
 
 KERNEL_KIND = "softmax"
-# Measured on the H200 at 4096x50257 float16 (docs/benchmarks.md): this CONFIG 428 us, the
-# one-program-per-2-rows grid it replaced (LOOP_ROWS 2, LOOP_BLOCK 4096, no persistence) 453 us.
-CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 8192, "LOOP_ROWS": 1, "LOOP_PROGRAMS_PER_SM": 3, "num_warps": 8, "num_stages": 1}
+# The wide-row keys (LOOP_*) as `autokernel tune` found them on the H200 at 4096x50257
+# float16, 394 us (docs/benchmarks.md); the one-pass keys as measured at 8192x8192.
+CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 8192, "LOOP_ROWS": 1, "LOOP_PROGRAMS_PER_SM": 0, "LOOP_WARPS": 16,
+          "num_warps": 8, "num_stages": 1}
 TUNABLES = {
     "BLOCK_ROWS": [1, 2, 4],
     "LOOP_BLOCK": [4096, 8192],
     "LOOP_ROWS": [1, 2],
     "LOOP_PROGRAMS_PER_SM": [0, 3],
+    "LOOP_WARPS": [8, 16, 32],
     "num_warps": [4, 8, 16],
     "num_stages": [1],
 }
@@ -105,12 +109,13 @@ def kernel_fn(x):
     block_rows = max(1, min(rows_per_block, MAX_TILE // block_n))
     grid = (triton.cdiv(n_rows, block_rows),)
     if not one_pass and CONFIG["LOOP_PROGRAMS_PER_SM"] > 0:
-        # Persistent grid (0 = one program per row block): see the module docstring.
+        # Persistent grid (LOOP_PROGRAMS_PER_SM 0: one program per row block): module docstring.
         dev = x.device
         if dev not in _SM_COUNT:
             _SM_COUNT[dev] = torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 4
         grid = (min(grid[0], _SM_COUNT[dev] * CONFIG["LOOP_PROGRAMS_PER_SM"]),)
     _softmax_kernel[grid](x, y, n_rows, n_cols,
                           BLOCK_ROWS=block_rows, BLOCK_N=block_n, ONE_PASS=one_pass,
-                          num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"])
+                          num_warps=CONFIG["num_warps"] if one_pass else CONFIG["LOOP_WARPS"],
+                          num_stages=CONFIG["num_stages"])
     return y

@@ -54,8 +54,10 @@ def ptx(fn, signature, constexprs, num_warps, divisible=None):
 
 
 def count_global_ops(text):
-    """Counter of the ld.global/st.global forms in PTX text."""
-    return collections.Counter(re.findall(r"\b(?:ld|st)\.global[\w.]*", text))
+    """Counter of the ld.global/st.global forms in PTX text, cache hints left out
+    (`ld.global.L1::evict_first.L2::cache_hint.v4.b32` counts as `ld.global.v4.b32`)."""
+    forms = re.findall(r"\b(?:ld|st)\.global[\w.:]*", text)
+    return collections.Counter(re.sub(r"\.L[12]::\w+", "", f) for f in forms)
 
 
 def global_ops(fn, signature, constexprs, num_warps, divisible=None):
@@ -76,13 +78,16 @@ def rows_sig(*pointers, extra=()):
 
 
 def cases():
-    """(name, kernel, signature, constexprs, scalar 2-byte loads allowed)."""
+    """(name, kernel, signature, constexprs, scalar 2-byte loads allowed[, the arguments
+    specialised as multiples of 16, when not all of them])."""
     softmax, rmsnorm, layernorm = load("softmax"), load("rmsnorm"), load("layernorm")
     reduce, cross_entropy = load("reduce"), load("cross_entropy")
     sm = dict(rows_sig("x_ptr", "y_ptr"), BLOCK_ROWS="constexpr", BLOCK_N="constexpr", ONE_PASS="constexpr")
     norm = dict(BLOCK_ROWS="constexpr", BLOCK_N="constexpr", ONE_PASS="constexpr")
     ce = {"x_ptr": F16, "t_ptr": "*i64", "loss_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32",
           "BLOCK_ROWS": "constexpr", "BLOCK_N": "constexpr"}
+    ce_odd = {"x_ptr": F16, "t_ptr": "*i64", "loss_ptr": "*fp32", "n_cols": "i32", "n_total": "i32",
+              "BLOCK_N": "constexpr", "ALIGN": "constexpr"}
     return [
         ("softmax, row in registers", softmax._softmax_kernel, sm,
          {"BLOCK_ROWS": 2, "BLOCK_N": 4096, "ONE_PASS": True}, 0),
@@ -97,6 +102,9 @@ def cases():
          {"BLOCK_ROWS": 1, "BLOCK_N": 2048}, 0),
         # one 2-byte load: the target logit, gathered at a data-dependent column
         ("cross_entropy", cross_entropy._row_loss_kernel, ce, {"BLOCK_ROWS": 1, "BLOCK_N": 4096}, 1),
+        # n_cols not a multiple of 16 (50257): the rows start off a 16-byte boundary
+        ("cross_entropy, rows off the 16-byte boundary", cross_entropy._aligned_row_loss_kernel, ce_odd,
+         {"BLOCK_N": 4096, "ALIGN": 8}, 1, [0, 1, 2, 4]),
     ]
 
 
@@ -104,8 +112,8 @@ def main():
     if os.environ.get("TRITON_INTERPRET") == "1":
         sys.exit("unset TRITON_INTERPRET: this check compiles kernels, the interpreter does not")
     failures = []
-    for name, fn, signature, constexprs, scalar_ok in cases():
-        text = ptx(fn, signature, constexprs, num_warps=8)
+    for name, fn, signature, constexprs, scalar_ok, *divisible in cases():
+        text = ptx(fn, signature, constexprs, num_warps=8, divisible=divisible[0] if divisible else None)
         ops = count_global_ops(text)
         if ops["ld.global.v4.b32"] == 0 or ops["ld.global.b16"] > scalar_ok:
             failures.append(f"{name}: loads not vectorised at 16-byte aligned rows: {dict(ops)}")

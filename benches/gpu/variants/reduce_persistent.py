@@ -3,7 +3,8 @@
 programs, ... The starter launches 8192 programs of one 16 KB row at 8192x8192 float16
 (75% of copy on the H200, docs/benchmarks.md); this keeps the same per-lane float32
 accumulation and fixed-order lane sum (deterministic) and spares the per-program start.
-Not yet timed on the GPU: docs/benchmarks.md, "Pending" (benches/gpu/pending.sh).
+On the H200 43.6 µs against the starter's 42.3 at 8192×8192 (docs/benchmarks.md, "Timed on
+the GPU"): not adopted.
 """
 
 import torch

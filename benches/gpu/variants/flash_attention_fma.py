@@ -1,0 +1,144 @@
+"""Causal scaled-dot-product attention, O = softmax(Q·Kᵀ/√d + causal mask)·V.
+
+Q, K, V, O are [batch, heads, seq, head_dim]; query i attends to keys j ≤ i.
+
+Starter kernel of autokernel (kind `flash_attention`), FlashAttention-2 style (Dao 2023):
+each program owns BLOCK_M queries of one (batch, head), keeps them in registers, and
+streams K and V in blocks of BLOCK_N through an online softmax (running row max m, row sum
+l, rescaled accumulator), so the seq × seq score matrix never reaches memory. Key blocks
+entirely below the diagonal run without any mask; only the blocks that cross the
+diagonal are masked; blocks above it are skipped (half the work of the full matrix).
+Query blocks are launched longest-first so that the causal imbalance evens out at the
+tail. Scores are scaled by log2(e)/√d so that exp2 can be used. Accumulation in float32;
+the probabilities are rounded to the input dtype for the P·V product, as in FlashAttention.
+Float32 inputs use `input_precision="ieee"` (no TF32, per the precision policy).
+"""
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_KIND = "flash_attention"
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}
+TUNABLES = {
+    "BLOCK_M": [64, 128],
+    "BLOCK_N": [32, 64, 128],
+    "num_warps": [4, 8],
+    "num_stages": [1, 2, 3, 4],
+}
+
+# Shared memory the K/V buffers and the Q tile may take (bytes); H100/H200 allow 227 KB.
+SMEM_BUDGET = 200 * 1024
+
+
+@triton.jit
+def _attend_block(acc, l_i, m_i, q, k_ptrs, v_ptrs, start_n, offs_m, offs_n, offs_d, seq, head_dim,
+                  qk_scale, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, EVEN_D: tl.constexpr,
+                  IEEE: tl.constexpr):
+    """One step of the online softmax over keys [start_n, start_n + BLOCK_N)."""
+    keys = start_n + offs_n
+    if MASKED:
+        kv_mask = keys[:, None] < seq
+        if not EVEN_D:
+            kv_mask = kv_mask & (offs_d[None, :] < head_dim)
+        k = tl.load(k_ptrs + start_n * head_dim, mask=kv_mask, other=0.0)
+        v = tl.load(v_ptrs + start_n * head_dim, mask=kv_mask, other=0.0)
+    elif EVEN_D:
+        k = tl.load(k_ptrs + start_n * head_dim)
+        v = tl.load(v_ptrs + start_n * head_dim)
+    else:
+        d_mask = offs_d[None, :] < head_dim
+        k = tl.load(k_ptrs + start_n * head_dim, mask=d_mask, other=0.0)
+        v = tl.load(v_ptrs + start_n * head_dim, mask=d_mask, other=0.0)
+    if IEEE:
+        qk = tl.dot(q, tl.trans(k), input_precision="ieee")
+    else:
+        qk = tl.dot(q, tl.trans(k))
+    if MASKED:
+        keep = (offs_m[:, None] >= keys[None, :]) & (keys[None, :] < seq)
+        qk = tl.where(keep, qk, float("-inf"))
+    # Every row has seen at least one key before or in this block (key 0 ≤ any query), so
+    # m_new is finite and exp2(-inf - m_new) = 0 for masked keys. The scale is applied
+    # inside the exponent (one FMA a score; qk_scale > 0, so max(qk)·scale = max(qk·scale)).
+    m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
+    p = tl.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    acc = acc * alpha[:, None]
+    if IEEE:
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision="ieee")
+    else:
+        acc = tl.dot(p.to(v.dtype), v, acc)
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq, head_dim, qk_scale,
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                            EVEN_D: tl.constexpr, IEEE: tl.constexpr):
+    # Longest query blocks (most keys) first.
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    bh = tl.program_id(1)
+    base = bh.to(tl.int64) * seq * head_dim
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+
+    q_mask = offs_m[:, None] < seq
+    if not EVEN_D:
+        q_mask = q_mask & (offs_d[None, :] < head_dim)
+    q = tl.load(q_ptr + base + offs_m[:, None] * head_dim + offs_d[None, :], mask=q_mask, other=0.0)
+    k_ptrs = k_ptr + base + offs_n[:, None] * head_dim + offs_d[None, :]
+    v_ptrs = v_ptr + base + offs_n[:, None] * head_dim + offs_d[None, :]
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+
+    # Keys [0, lo) precede every query of this block and exist: no mask.
+    lo = (start_m * BLOCK_M) // BLOCK_N * BLOCK_N
+    for start_n in range(0, lo, BLOCK_N):
+        acc, l_i, m_i = _attend_block(acc, l_i, m_i, q, k_ptrs, v_ptrs, start_n, offs_m, offs_n, offs_d,
+                                      seq, head_dim, qk_scale, BLOCK_N, False, EVEN_D, IEEE)
+    # Keys [lo, hi) cross the diagonal (or the end of the sequence): masked.
+    hi = tl.minimum((start_m + 1) * BLOCK_M, seq)
+    for start_n in range(lo, hi, BLOCK_N):
+        acc, l_i, m_i = _attend_block(acc, l_i, m_i, q, k_ptrs, v_ptrs, start_n, offs_m, offs_n, offs_d,
+                                      seq, head_dim, qk_scale, BLOCK_N, True, EVEN_D, IEEE)
+
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + base + offs_m[:, None] * head_dim + offs_d[None, :], out.to(o_ptr.dtype.element_ty),
+             mask=q_mask)
+
+
+def _fit(block_m, block_n, block_d, stages, elt):
+    """Shrinks a launch until the Q tile and num_stages K/V buffers fit SMEM_BUDGET."""
+    while (block_m + 2 * max(stages, 1) * block_n) * block_d * elt > SMEM_BUDGET:
+        if stages > 2:
+            stages -= 1
+        elif block_n > 32:
+            block_n //= 2
+        elif block_m > 64:
+            block_m //= 2
+        else:
+            break
+    return block_m, block_n, stages
+
+
+def kernel_fn(Q, K, V):
+    """Q, K, V [batch, heads, seq, head_dim] → causal attention output, same shape and dtype."""
+    Q, K, V = Q.contiguous(), K.contiguous(), V.contiguous()
+    batch, heads, seq, head_dim = Q.shape
+    O = torch.empty_like(Q)
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    bm, bn, stages = _fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], block_d, CONFIG["num_stages"],
+                          Q.element_size())
+    qk_scale = 1.0 / math.sqrt(head_dim) * 1.4426950408889634  # log2(e)/√d, for exp2
+    grid = (triton.cdiv(seq, bm), batch * heads)
+    _flash_attention_kernel[grid](Q, K, V, O, seq, head_dim, qk_scale,
+                                  BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d,
+                                  EVEN_D=block_d == head_dim, IEEE=Q.dtype == torch.float32,
+                                  num_warps=CONFIG["num_warps"], num_stages=stages)
+    return O
