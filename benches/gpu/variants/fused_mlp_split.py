@@ -1,4 +1,10 @@
-"""SwiGLU MLP: out = (silu(x·w_gateᵀ) ⊙ (x·w_upᵀ))·w_downᵀ.
+"""Variant of the fused_mlp starter: the down matmul has launch keys of its own (DOWN_*,
+128×256 tiles as the matmul starter). On the H200 (2026-11-30) 977.6 µs against the
+starter's 983.3 at 2048×4096×11008, within the run's noise (eager 840.6–883.0 µs in the
+same run); with other gate/up tiles, slower (docs/benchmarks.md). Not adopted. The starter's
+docstring follows.
+
+SwiGLU MLP: out = (silu(x·w_gateᵀ) ⊙ (x·w_upᵀ))·w_downᵀ.
 
 x [T, H], w_gate and w_up [I, H], w_down [H, I] → out [T, H] in x's dtype.
 
