@@ -8,8 +8,10 @@ streams K and V in blocks of BLOCK_N through an online softmax (running row max 
 l, rescaled accumulator), so the seq × seq score matrix never reaches memory. Key blocks
 entirely below the diagonal run without any mask; only the blocks that cross the
 diagonal are masked; blocks above it are skipped (half the work of the full matrix).
-Query blocks are launched longest-first so that the causal imbalance evens out at the
-tail. Scores are scaled by log2(e)/√d so that exp2 can be used. Accumulation in float32;
+Query blocks are launched longest-first across all heads (the heads on the grid's fast
+axis), so that the causal imbalance evens out at the tail: on the H200 at causal
+1×32×2048×128 float16 98.6 µs, against 116.8 µs when each head's blocks were launched
+longest-first in turn (docs/benchmarks.md, 2026-11-30). Scores are scaled by log2(e)/√d so that exp2 can be used. Accumulation in float32;
 the probabilities are rounded to the input dtype for the P·V product, as in FlashAttention.
 Float32 inputs use `input_precision="ieee"` (no TF32, per the precision policy).
 """
@@ -78,9 +80,11 @@ def _attend_block(acc, l_i, m_i, q, k_ptrs, v_ptrs, start_n, offs_m, offs_n, off
 def _flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq, head_dim, qk_scale,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                             EVEN_D: tl.constexpr, IEEE: tl.constexpr):
-    # Longest query blocks (most keys) first.
-    start_m = tl.num_programs(0) - 1 - tl.program_id(0)
-    bh = tl.program_id(1)
+    # Longest query blocks (most keys) first, across all heads: the query block is the
+    # grid's slow axis (CUDA launches blocks x-fastest), so every head's longest block runs
+    # before any head's next one.
+    start_m = tl.num_programs(1) - 1 - tl.program_id(1)
+    bh = tl.program_id(0)
     base = bh.to(tl.int64) * seq * head_dim
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -136,7 +140,7 @@ def kernel_fn(Q, K, V):
     bm, bn, stages = _fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], block_d, CONFIG["num_stages"],
                           Q.element_size())
     qk_scale = 1.0 / math.sqrt(head_dim) * 1.4426950408889634  # log2(e)/√d, for exp2
-    grid = (triton.cdiv(seq, bm), batch * heads)
+    grid = (batch * heads, triton.cdiv(seq, bm))
     _flash_attention_kernel[grid](Q, K, V, O, seq, head_dim, qk_scale,
                                   BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d,
                                   EVEN_D=block_d == head_dim, IEEE=Q.dtype == torch.float32,
