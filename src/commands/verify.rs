@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use autokernel_bench::WorkerError;
 use autokernel_core::{DType, Device, ExperimentRecord, ModelSource, ModelSpec, Target};
 
 use crate::cli::GlobalArgs;
@@ -23,7 +24,8 @@ pub const VERIFY_PY: &str = include_str!("../../python/verify_model.py");
     after_long_help = "Each kept kernel is plugged into the model alone, then all together, and the
 model's output is compared with the unmodified model's. A kernel is left out (an
 `excluded:` line says why) when it is wrong: it cannot be loaded, raises inside the model,
-or changes the model's output beyond the tolerance; or when it is merely of no use: the
+changes the model's output beyond the tolerance, or kills the process (the others are then
+verified without it); or when it is merely of no use: the
 model has no call site for it at its shapes, or (on a GPU) it does not make the model at
 least 1% faster.
 
@@ -170,7 +172,8 @@ pub fn install_scripts(ws: &Workspace) -> anyhow::Result<PathBuf> {
 
 /// Runs the verification script in the worker over the workspace's current kernels (the
 /// branch tip: the best kept kernel of each target), leaving out those that `rows` (the
-/// workspace's results) show slower than PyTorch at the model's shape.
+/// workspace's results) show slower than PyTorch at the model's shape, and those that kill
+/// the worker when plugged in (found one by one after the worker died).
 pub async fn verify_workspace(
     services: &mut Services,
     ws: &Workspace,
@@ -214,20 +217,73 @@ pub async fn verify_workspace(
     let kwargs = serde_json::json!({
         "model": model,
         "model_kwargs": if spec.kwargs.is_null() { serde_json::json!({}) } else { spec.kwargs.clone() },
-        "targets": present,
         "dtype": dtype_for(spec.dtype, &device, ws),
         "device": device,
         "input_shape": spec.input_shape,
         "loader_dir": scripts,
     });
-    let reply = services
-        .worker()
-        .call_script(&script, "verify", kwargs, Duration::from_secs(1800))
-        .await?;
+    let verify = |targets: &[serde_json::Value]| {
+        let mut kwargs = kwargs.clone();
+        kwargs["targets"] = serde_json::json!(targets);
+        let worker = services.worker();
+        let script = script.clone();
+        async move {
+            worker
+                .call_script(&script, "verify", kwargs, Duration::from_secs(1800))
+                .await
+        }
+    };
+    let (reply, killers) = match verify(&present).await {
+        // A kernel that kills the process (os._exit, a fatal signal) takes every other
+        // kernel's verdict with it: find it by plugging each kernel in alone, each on a
+        // fresh worker, then verify the others without it.
+        Err(died @ WorkerError::Crashed { .. }) if !present.is_empty() => {
+            let mut killers = Vec::new();
+            for target in &present {
+                if let Err(e @ WorkerError::Crashed { .. }) =
+                    verify(std::slice::from_ref(target)).await
+                {
+                    let id = target["id"].as_str().unwrap_or_default().to_string();
+                    killers.push(worker_killer(id, &e));
+                }
+            }
+            if killers.is_empty() {
+                // not one kernel alone: the model, or kernels only together
+                return Err(died.into());
+            }
+            let rest: Vec<serde_json::Value> = present
+                .iter()
+                .filter(|t| !killers.iter().any(|k| t["id"] == k.target.as_str()))
+                .cloned()
+                .collect();
+            (verify(&rest).await?, killers)
+        }
+        reply => (reply?, Vec::new()),
+    };
     let mut verification: Verification = serde_json::from_value(reply)
         .context("the verification script returned an unexpected reply")?;
+    if !killers.is_empty() {
+        verification.passed = false;
+    }
+    verification.excluded.extend(killers);
     verification.excluded.extend(slower);
     Ok(verification)
+}
+
+/// The exclusion of a kernel whose run inside the model killed the bench worker: broken,
+/// so that `verify` fails (exit 1) naming it.
+fn worker_killer(target: String, died: &WorkerError) -> report::Excluded {
+    let what = match died {
+        WorkerError::Crashed { status, .. } => status.as_str(),
+        _ => "no status",
+    };
+    report::Excluded {
+        target,
+        reason: format!(
+            "kills the bench worker inside the model ({what}): left out, the others verified without it"
+        ),
+        broken: true,
+    }
 }
 
 /// The dtype the model was planned in (`plan.json` records it per target), else the spec's.

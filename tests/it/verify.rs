@@ -20,7 +20,7 @@ fn verify(ws: &Path) -> (Option<i32>, String, String) {
 }
 
 #[test]
-fn a_kernel_that_breaks_the_model_or_cannot_load_fails_verify_with_exit_1() {
+fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_with_exit_1() {
     let (_dir, ws) = tempdir();
     let out = autokernel()
         .args([
@@ -85,6 +85,22 @@ fn a_kernel_that_breaks_the_model_or_cannot_load_fails_verify_with_exit_1() {
         serde_json::from_str(&std::fs::read_to_string(ws.join("verify.json")).unwrap()).unwrap();
     assert_eq!(saved["passed"], false, "{saved}");
     assert_eq!(saved["excluded"][0]["broken"], true, "{saved}");
+
+    // a kernel that kills the process inside the model: named and left out, exit 1 (not
+    // the "bench worker died" error of exit 2)
+    let killer = format!(
+        "{source}\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import os\n    os._exit(3)\n"
+    );
+    std::fs::write(&kernel, killer).unwrap();
+    let (code, stdout, stderr) = verify(&ws);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "excluded: {target}: kills the bench worker inside the model (exit status 3)"
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("verified: false"), "{stdout}");
 
     // put right again, it passes again
     git(
