@@ -110,3 +110,62 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     let (code, stdout, stderr) = verify(&ws);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
 }
+
+/// With two kernels, one that kills the worker inside the model is left out and the other
+/// is still verified and plugged in (the killer is found by plugging each in alone).
+#[test]
+fn a_kernel_that_kills_the_worker_leaves_the_other_kernels_verified() {
+    let (_dir, ws) = tempdir();
+    let out = autokernel()
+        .args([
+            "run",
+            "--example",
+            "tiny",
+            "--device",
+            "cpu",
+            "--top",
+            "2",
+            "--max-experiments",
+            "4",
+            "--plateau",
+            "1",
+            "--no-verify",
+            "-w",
+        ])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("plan.json")).unwrap()).unwrap();
+    let ids: Vec<String> = plan
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 2, "{plan}");
+    let (killer, other) = (&ids[0], &ids[1]);
+    assert!(
+        ws.join(format!("targets/{other}/kernel.py")).exists(),
+        "the run made no kernel for {other}"
+    );
+    let kernel = ws.join(format!("targets/{killer}/kernel.py"));
+    let source = std::fs::read_to_string(&kernel).unwrap();
+    std::fs::write(
+        &kernel,
+        format!("{source}\n\ndef kernel_fn(**inputs):\n    import os\n    os._exit(3)\n"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = verify(&ws);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("excluded: {killer}: kills the bench worker")),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("included: {other}")), "{stdout}");
+}
