@@ -327,3 +327,31 @@ fn tune_summary(
     s.push_str(&format!("results: {}", results.display()));
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use autokernel_agent::pyliteral::TunableSource;
+    use autokernel_core::KernelKind;
+
+    /// Every starter can be tuned as `new-kernel` writes it: a one-line CONFIG the tuner
+    /// can rewrite, TUNABLES keys that are CONFIG keys, and something to tune (a
+    /// multi-line CONFIG once made `autokernel tune` refuse the softmax starter).
+    #[test]
+    fn every_starter_is_readable_by_the_tuner() {
+        for kind in KernelKind::ALL {
+            let source = autokernel_bench::starter_source(kind);
+            let parsed = TunableSource::parse(source)
+                .unwrap_or_else(|e| panic!("{kind} starter: the tuner cannot read it: {e}"));
+            assert!(
+                parsed.tunables.iter().any(|(_, values)| values.len() >= 2),
+                "{kind}: no TUNABLES key lists two or more values"
+            );
+            for (key, _) in &parsed.tunables {
+                assert!(
+                    parsed.config.iter().any(|(k, _)| k == key),
+                    "{kind}: TUNABLES[{key}] is not a CONFIG key"
+                );
+            }
+        }
+    }
+}

@@ -26,8 +26,7 @@ import triton.language as tl
 KERNEL_KIND = "softmax"
 # The wide-row keys (LOOP_*) as `autokernel tune` found them on the H200 at 4096x50257
 # float16, 394 us (docs/benchmarks.md); the one-pass keys as measured at 8192x8192.
-CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 8192, "LOOP_ROWS": 1, "LOOP_PROGRAMS_PER_SM": 0, "LOOP_WARPS": 16,
-          "num_warps": 8, "num_stages": 1}
+CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 8192, "LOOP_ROWS": 1, "LOOP_PROGRAMS_PER_SM": 0, "LOOP_WARPS": 16, "num_warps": 8, "num_stages": 1}
 TUNABLES = {
     "BLOCK_ROWS": [1, 2, 4],
     "LOOP_BLOCK": [4096, 8192],

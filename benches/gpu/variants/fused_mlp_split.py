@@ -26,8 +26,7 @@ import triton
 import triton.language as tl
 
 KERNEL_KIND = "fused_mlp"
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
-          "DOWN_BLOCK_M": 128, "DOWN_BLOCK_N": 256, "DOWN_BLOCK_K": 64, "DOWN_num_warps": 8, "DOWN_num_stages": 3}
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "DOWN_BLOCK_M": 128, "DOWN_BLOCK_N": 256, "DOWN_BLOCK_K": 64, "DOWN_num_warps": 8, "DOWN_num_stages": 3}
 TUNABLES = {
     "BLOCK_M": [64, 128],
     "BLOCK_N": [64, 128, 256],

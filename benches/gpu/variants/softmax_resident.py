@@ -32,8 +32,7 @@ import triton.language as tl
 KERNEL_KIND = "softmax"
 # Measured on the H200 at 4096x50257 float16 (docs/benchmarks.md): this CONFIG 428 us, the
 # one-program-per-2-rows grid it replaced (LOOP_ROWS 2, LOOP_BLOCK 4096, no persistence) 453 us.
-CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 8192, "LOOP_ROWS": 1, "LOOP_PROGRAMS_PER_SM": 3, "num_warps": 8, "num_stages": 1,
-          "RESIDENT_WARPS": 32}
+CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 8192, "LOOP_ROWS": 1, "LOOP_PROGRAMS_PER_SM": 3, "num_warps": 8, "num_stages": 1, "RESIDENT_WARPS": 32}
 TUNABLES = {
     "BLOCK_ROWS": [1, 2, 4],
     "LOOP_BLOCK": [4096, 8192],
