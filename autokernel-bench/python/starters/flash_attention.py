@@ -11,8 +11,9 @@ diagonal are masked; blocks above it are skipped (half the work of the full matr
 Query blocks are launched longest-first across all heads (the heads on the grid's fast
 axis), so that the causal imbalance evens out at the tail: on the H200 at causal
 1×32×2048×128 float16 98.6 µs, against 116.8 µs when each head's blocks were launched
-longest-first in turn (docs/benchmarks.md, 2026-11-30). Scores are scaled by log2(e)/√d so that exp2 can be used. Accumulation in float32;
-the probabilities are rounded to the input dtype for the P·V product, as in FlashAttention.
+longest-first in turn (docs/benchmarks.md, 2026-11-30). Scores are scaled by log2(e)/√d
+so that exp2 can be used. Accumulation in float32; the probabilities are rounded to the
+input dtype for the P·V product, as in FlashAttention.
 Float32 inputs use `input_precision="ieee"` (no TF32, per the precision policy).
 """
 
