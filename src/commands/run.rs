@@ -274,7 +274,8 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         // a signal now (the loop is over, its handler still installed) cuts the
         // verification short and goes on to the report
         let v = tokio::select! {
-            v = crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets, rows) => Some(v),
+            v = crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets, rows,
+                std::time::Duration::from_secs(crate::commands::verify::VERIFY_TIMEOUT_S)) => Some(v),
             () = experiments.interrupt.stopped() => None,
         };
         bar.finish_and_clear();

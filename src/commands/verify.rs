@@ -15,6 +15,10 @@ use crate::progress::spinner;
 use crate::report::{self, Verification};
 use crate::workspace::Workspace;
 
+/// How long a verification may take by default, in seconds (a large model on the CPU
+/// interpreter takes minutes).
+pub const VERIFY_TIMEOUT_S: u64 = 1800;
+
 /// The verification script, run inside the bench worker.
 pub const VERIFY_PY: &str = include_str!("../../python/verify_model.py");
 
@@ -24,8 +28,9 @@ pub const VERIFY_PY: &str = include_str!("../../python/verify_model.py");
     after_long_help = "Each kept kernel is plugged into the model alone, then all together, and the
 model's output is compared with the unmodified model's. A kernel is left out (an
 `excluded:` line says why) when it is wrong: it cannot be loaded, raises inside the model,
-changes the model's output beyond the tolerance, or kills the process (the others are then
-verified without it); or when it is merely of no use: the
+changes the model's output beyond the tolerance, or kills or hangs the process (each kernel
+is then plugged in alone on a fresh worker to find it, and the others are verified without
+it; --timeout says when a verification counts as hung); or when it is merely of no use: the
 model has no call site for it at its shapes, or (on a GPU) it does not make the model at
 least 1% faster.
 
@@ -52,6 +57,11 @@ pub struct VerifyArgs {
     /// The Python interpreter whose torch and triton to use
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
+    /// Seconds the verification may take before the worker is stopped; a kernel that
+    /// hangs inside the model is then found (each kernel alone, this long each) and left out
+    #[arg(long, value_name = "SECS", default_value_t = VERIFY_TIMEOUT_S,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
     /// Print the result as JSON
     #[arg(long)]
     pub json: bool,
@@ -115,7 +125,8 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
         p if p.exists() => autokernel_core::ResultsLog::read(p)?,
         _ => Vec::new(),
     };
-    let v = verify_workspace(&mut services, &ws, &spec, &targets, &rows).await;
+    let timeout = Duration::from_secs(args.timeout);
+    let v = verify_workspace(&mut services, &ws, &spec, &targets, &rows, timeout).await;
     bar.finish_and_clear();
     let v = v?;
     ws.save_verification(&v)?;
@@ -173,14 +184,25 @@ pub fn install_scripts(ws: &Workspace) -> anyhow::Result<PathBuf> {
 /// Runs the verification script in the worker over the workspace's current kernels (the
 /// branch tip: the best kept kernel of each target), leaving out those that `rows` (the
 /// workspace's results) show slower than PyTorch at the model's shape, and those that kill
-/// the worker when plugged in (found one by one after the worker died).
+/// or hang the worker when plugged in (found one by one after the worker died or `timeout`
+/// passed); targets without a kernel.py are listed as excluded. The workspace's last
+/// verification (`verify.json`) is removed first: it describes other kernels.
 pub async fn verify_workspace(
     services: &mut Services,
     ws: &Workspace,
     spec: &ModelSpec,
     targets: &[Target],
     rows: &[ExperimentRecord],
+    timeout: Duration,
 ) -> anyhow::Result<Verification> {
+    // the last verification was of the kernels as they were then: gone from here on, so that
+    // one cut short (an error, Ctrl-C) leaves no stale verdict for report.md to show
+    let stale = ws.path("verify.json");
+    if stale.exists() {
+        std::fs::remove_file(&stale).with_context(|| {
+            format!("cannot remove the last verification `{}`", stale.display())
+        })?;
+    }
     let scripts = install_scripts(ws)?;
     let script = scripts.join("verify_model.py");
     // a kernel slower than PyTorch at the model's shape is never plugged in (on a GPU: the
@@ -191,6 +213,16 @@ pub async fn verify_workspace(
     } else {
         Vec::new()
     };
+    // a target without a kernel.py (none written yet, or deleted) is said, not skipped
+    let missing: Vec<report::Excluded> = targets
+        .iter()
+        .filter(|t| !ws.path(&t.kernel_relpath()).exists())
+        .map(|t| report::Excluded {
+            target: t.id.clone(),
+            reason: format!("no kernel: `{}` does not exist", t.kernel_relpath()),
+            broken: false,
+        })
+        .collect();
     let present: Vec<serde_json::Value> = targets
         .iter()
         .filter(|t| ws.path(&t.kernel_relpath()).exists())
@@ -227,61 +259,65 @@ pub async fn verify_workspace(
         kwargs["targets"] = serde_json::json!(targets);
         let worker = services.worker();
         let script = script.clone();
-        async move {
-            worker
-                .call_script(&script, "verify", kwargs, Duration::from_secs(1800))
-                .await
-        }
+        async move { worker.call_script(&script, "verify", kwargs, timeout).await }
     };
-    let (reply, killers) = match verify(&present).await {
-        // A kernel that kills the process (os._exit, a fatal signal) takes every other
-        // kernel's verdict with it: find it by plugging each kernel in alone, each on a
-        // fresh worker, then verify the others without it.
-        Err(died @ WorkerError::Crashed { .. }) if !present.is_empty() => {
-            let mut killers = Vec::new();
+    let (reply, culprits) = match verify(&present).await {
+        // A kernel that kills the process (os._exit, a fatal signal) or hangs takes every
+        // other kernel's verdict with it: find it by plugging each kernel in alone, each on
+        // a fresh worker (one kernel may leave the process broken for the next), then
+        // verify the others without it.
+        Err(e @ (WorkerError::Crashed { .. } | WorkerError::Timeout { .. }))
+            if !present.is_empty() =>
+        {
+            let mut culprits = Vec::new();
             for target in &present {
-                if let Err(e @ WorkerError::Crashed { .. }) =
+                services.worker().shutdown().await;
+                if let Err(e @ (WorkerError::Crashed { .. } | WorkerError::Timeout { .. })) =
                     verify(std::slice::from_ref(target)).await
                 {
                     let id = target["id"].as_str().unwrap_or_default().to_string();
-                    killers.push(worker_killer(id, &e));
+                    culprits.push(worker_culprit(id, &e));
                 }
             }
-            if killers.is_empty() {
-                // not one kernel alone: the model, or kernels only together
-                return Err(died.into());
+            if culprits.is_empty() {
+                return Err(anyhow::Error::new(e).context(
+                    "the verification failed with the kernels plugged in together, and with none of them alone (the model, or kernels only together)",
+                ));
             }
             let rest: Vec<serde_json::Value> = present
                 .iter()
-                .filter(|t| !killers.iter().any(|k| t["id"] == k.target.as_str()))
+                .filter(|t| !culprits.iter().any(|k| t["id"] == k.target.as_str()))
                 .cloned()
                 .collect();
-            (verify(&rest).await?, killers)
+            services.worker().shutdown().await;
+            (verify(&rest).await?, culprits)
         }
         reply => (reply?, Vec::new()),
     };
     let mut verification: Verification = serde_json::from_value(reply)
         .context("the verification script returned an unexpected reply")?;
-    if !killers.is_empty() {
+    if !culprits.is_empty() {
         verification.passed = false;
     }
-    verification.excluded.extend(killers);
+    verification.excluded.extend(culprits);
     verification.excluded.extend(slower);
+    verification.excluded.extend(missing);
     Ok(verification)
 }
 
-/// The exclusion of a kernel whose run inside the model killed the bench worker: broken,
-/// so that `verify` fails (exit 1) naming it.
-fn worker_killer(target: String, died: &WorkerError) -> report::Excluded {
-    let what = match died {
-        WorkerError::Crashed { status, .. } => status.as_str(),
-        _ => "no status",
+/// The exclusion of a kernel that killed the bench worker, or hung it, inside the model:
+/// broken, so that `verify` fails (exit 1) naming it.
+fn worker_culprit(target: String, error: &WorkerError) -> report::Excluded {
+    let what = match error {
+        WorkerError::Crashed { status, .. } => format!("kills the bench worker ({status})"),
+        WorkerError::Timeout { limit_s, .. } => {
+            format!("hangs: no reply within {limit_s:.0} s")
+        }
+        other => other.to_string(),
     };
     report::Excluded {
         target,
-        reason: format!(
-            "kills the bench worker inside the model ({what}): left out, the others verified without it"
-        ),
+        reason: format!("{what} inside the model: left out, the others verified without it"),
         broken: true,
     }
 }

@@ -96,7 +96,7 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(
         stdout.contains(&format!(
-            "excluded: {target}: kills the bench worker inside the model (exit status 3)"
+            "excluded: {target}: kills the bench worker (exit status 3) inside the model"
         )),
         "{stdout}"
     );
@@ -111,10 +111,34 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     assert_eq!(code, Some(0), "{stdout}{stderr}");
 }
 
-/// With two kernels, one that kills the worker inside the model is left out and the other
-/// is still verified and plugged in (the killer is found by plugging each in alone).
+/// `verify -w ws --device cpu --timeout SECS`: (exit code, stdout, stderr).
+fn verify_within(ws: &Path, secs: u32) -> (Option<i32>, String, String) {
+    let out = autokernel()
+        .args([
+            "verify",
+            "--device",
+            "cpu",
+            "--timeout",
+            &secs.to_string(),
+            "-w",
+        ])
+        .arg(ws)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// With two kernels: one that kills the worker, or hangs it, inside the model is left out
+/// and the other is still verified and plugged in (the culprit is found by plugging each
+/// in alone, each on a fresh worker, so a kernel that leaves the process broken for the
+/// next is not blamed on the next); a verification that fails leaves no stale verify.json;
+/// a deleted kernel.py is said, not skipped.
 #[test]
-fn a_kernel_that_kills_the_worker_leaves_the_other_kernels_verified() {
+fn a_kernel_that_kills_or_hangs_the_worker_leaves_the_other_kernels_verified() {
     let (_dir, ws) = tempdir();
     let out = autokernel()
         .args([
@@ -149,23 +173,72 @@ fn a_kernel_that_kills_the_worker_leaves_the_other_kernels_verified() {
         .map(|t| t["id"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(ids.len(), 2, "{plan}");
-    let (killer, other) = (&ids[0], &ids[1]);
-    assert!(
-        ws.join(format!("targets/{other}/kernel.py")).exists(),
-        "the run made no kernel for {other}"
-    );
-    let kernel = ws.join(format!("targets/{killer}/kernel.py"));
-    let source = std::fs::read_to_string(&kernel).unwrap();
+    let (first, second) = (&ids[0], &ids[1]);
+    let path = |id: &str| ws.join(format!("targets/{id}/kernel.py"));
+    assert!(path(second).exists(), "the run made no kernel for {second}");
+    let source = |id: &str| std::fs::read_to_string(path(id)).unwrap();
+    let (first_source, second_source) = (source(first), source(second));
+    let restore = || git(&ws, &["checkout", "--", "targets"]);
+
+    // the first kills the process: it is named, the second is plugged in
     std::fs::write(
-        &kernel,
-        format!("{source}\n\ndef kernel_fn(**inputs):\n    import os\n    os._exit(3)\n"),
+        path(first),
+        format!("{first_source}\n\ndef kernel_fn(**inputs):\n    import os\n    os._exit(3)\n"),
     )
     .unwrap();
     let (code, stdout, stderr) = verify(&ws);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(
-        stdout.contains(&format!("excluded: {killer}: kills the bench worker")),
+        stdout.contains(&format!("excluded: {first}: kills the bench worker")),
         "{stdout}"
     );
-    assert!(stdout.contains(&format!("included: {other}")), "{stdout}");
+    assert!(stdout.contains(&format!("included: {second}")), "{stdout}");
+    restore();
+
+    // the second hangs: found once the timeout passes, the first is plugged in
+    std::fs::write(
+        path(second),
+        format!("{second_source}\n\ndef kernel_fn(**inputs):\n    import time\n    while True:\n        time.sleep(0.1)\n"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = verify_within(&ws, 20);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "excluded: {second}: hangs: no reply within 20 s inside the model"
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("included: {first}")), "{stdout}");
+    restore();
+
+    // the first runs right but leaves the process broken for the second, which dies: no
+    // kernel alone kills a fresh worker, so neither is blamed (exit 2, said why)
+    std::fs::write(
+        path(first),
+        format!("{first_source}\n\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import builtins\n    builtins._autokernel_test_poison = True\n    return _right(**inputs)\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        path(second),
+        format!("{second_source}\n\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import builtins, os\n    if getattr(builtins, '_autokernel_test_poison', False):\n        os._exit(6)\n    return _right(**inputs)\n"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = verify(&ws);
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    assert!(stderr.contains("with none of them alone"), "{stderr}");
+    // the verdict of the step before is not left behind for report.md
+    assert!(!ws.join("verify.json").exists());
+    restore();
+
+    // a deleted kernel.py: said, and no failure
+    std::fs::remove_file(path(second)).unwrap();
+    let (code, stdout, stderr) = verify(&ws);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "excluded: {second}: no kernel: `targets/{second}/kernel.py` does not exist"
+        )),
+        "{stdout}"
+    );
 }
