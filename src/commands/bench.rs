@@ -127,16 +127,44 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
         args.shapes.iter().map(Some).collect()
     };
     let several = args.paths.len() * shapes.len() > 1;
+    let judged = judge_all(&args, &bench, &shapes, several);
+    let all_passed = tokio::select! {
+        r = judged => r?,
+        signal = crate::commands::experiments::stop_signal() => {
+            bench.worker().shutdown().await;
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("\n{signal}: stopped; the evaluation in flight and those after it were not judged");
+            }
+            return Ok(ExitCode::from(130));
+        }
+    };
+    bench.worker().shutdown().await;
+    Ok(if all_passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Judges every file at every shape on `bench`'s worker, printing each result as it comes;
+/// returns whether all passed.
+async fn judge_all(
+    args: &BenchArgs,
+    bench: &PyWorkerBenchmarker,
+    shapes: &[Option<&Shape>],
+    several: bool,
+) -> anyhow::Result<bool> {
     let mut all_passed = true;
     for path in &args.paths {
-        for shape in &shapes {
+        for shape in shapes {
             let started = Instant::now();
-            let result = match bench.bench(&request(&args, path, *shape)).await {
+            let result = match bench.bench(&request(args, path, *shape)).await {
                 Ok(r) => r,
                 // the candidate's verdict, though it cannot be labelled with a kind
                 Err(BenchError::UnlabelledVerdict { verdict, reason }) => {
                     all_passed = false;
-                    print_unlabelled(&args, path, &verdict, &reason, several)?;
+                    print_unlabelled(args, path, &verdict, &reason, several)?;
                     continue;
                 }
                 Err(e) => {
@@ -147,15 +175,10 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
             };
             let turnaround_s = started.elapsed().as_secs_f64();
             all_passed &= result.correctness.is_pass();
-            print_result(&args, path, &result, turnaround_s, several)?;
+            print_result(args, path, &result, turnaround_s, several)?;
         }
     }
-    bench.worker().shutdown().await;
-    Ok(if all_passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(all_passed)
 }
 
 /// A verdict without a kind: the JSON keys of the contract with nulls, or two lines.

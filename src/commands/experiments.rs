@@ -342,6 +342,21 @@ fn spawn_signal_handler(interrupt: Arc<Interrupt>, quiet: bool) {
     });
 }
 
+/// The first Ctrl-C or SIGTERM, for the commands that stop at once (`bench`, `verify`):
+/// its name. Never returns where neither can be handled.
+pub async fn stop_signal() -> &'static str {
+    let mut term = Terminate::new();
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => {
+            if r.is_err() {
+                std::future::pending::<()>().await;
+            }
+            "Ctrl-C"
+        }
+        () = term.recv() => "SIGTERM",
+    }
+}
+
 /// SIGTERM as a stream (Unix); elsewhere, or when the handler cannot be installed, it
 /// never fires.
 struct Terminate {

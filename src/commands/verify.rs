@@ -126,7 +126,18 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
         _ => Vec::new(),
     };
     let timeout = Duration::from_secs(args.timeout);
-    let v = verify_workspace(&mut services, &ws, &spec, &targets, &rows, timeout).await;
+    let v = tokio::select! {
+        v = verify_workspace(&mut services, &ws, &spec, &targets, &rows, timeout) => v,
+        signal = crate::commands::experiments::stop_signal() => {
+            bar.finish_and_clear();
+            services.worker().shutdown().await;
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("\n{signal}: verification stopped; nothing saved");
+            }
+            return Ok(ExitCode::from(130));
+        }
+    };
     bar.finish_and_clear();
     let v = v?;
     ws.save_verification(&v)?;

@@ -868,6 +868,51 @@ fn a_worker_ends_when_its_parent_dies_even_inside_a_hung_kernel() {
     }
 }
 
+/// SIGTERM (or Ctrl-C) to `bench` while it judges a kernel that never returns: it stops at
+/// once with exit 130 (README's table) and says so, and its worker goes with it.
+#[test]
+fn bench_stops_on_sigterm_with_exit_130() {
+    let (keep, _) = tempdir();
+    let kernel = keep.path().join("hang.py");
+    new_kernel("rmsnorm", &kernel);
+    let source = std::fs::read_to_string(&kernel).unwrap();
+    std::fs::write(
+        &kernel,
+        format!("{source}\n\ndef kernel_fn(x, weight):\n    while True:\n        pass\n"),
+    )
+    .unwrap();
+    let child = autokernel()
+        .args([
+            "bench",
+            kernel.to_str().unwrap(),
+            "--device",
+            "cpu",
+            "--quick",
+        ])
+        .args(["--timeout", "600"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let worker = worker_of(child.id());
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    assert!(running(worker), "the worker runs the hung kernel");
+    // SAFETY: kill with a pid and a signal number has no memory preconditions.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("SIGTERM: stopped"), "{stderr}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while running(worker) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "worker {worker} outlived bench by 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// A batch system (Slurm, `docker stop`) sends SIGTERM to every process of a job; the bench
 /// worker lives through it, so that the kernel it is judging gets its real verdict rather
 /// than a CRASH. Here the signal reaches the worker alone, while it imports torch.

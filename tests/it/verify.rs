@@ -210,6 +210,23 @@ fn a_kernel_that_kills_or_hangs_the_worker_leaves_the_other_kernels_verified() {
         "{stdout}"
     );
     assert!(stdout.contains(&format!("included: {first}")), "{stdout}");
+
+    // SIGTERM while it hangs: verify stops at once, exit 130, and saves nothing
+    let child = autokernel()
+        .args(["verify", "--device", "cpu", "--timeout", "600", "-w"])
+        .arg(&ws)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(8));
+    // SAFETY: kill with a pid and a signal number has no memory preconditions.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("SIGTERM: verification stopped"), "{stderr}");
+    assert!(!ws.join("verify.json").exists());
     restore();
 
     // the first runs right but leaves the process broken for the second, which dies: no
