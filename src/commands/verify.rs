@@ -160,6 +160,11 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
             v.optimized_ms.map_or("n/a".into(), |x| format!("{x:.3}")),
             v.speedup.map_or("n/a".into(), |x| format!("{x:.3}")),
         ));
+        if !v.timing_representative {
+            crate::print_stdout(
+                "timings: Triton's interpreter on the CPU, not representative (the speedup says nothing)",
+            );
+        }
     }
     Ok(if v.passed {
         ExitCode::SUCCESS

@@ -54,6 +54,10 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     let (code, stdout, stderr) = verify(&ws);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("verified: true"), "{stdout}");
+    assert!(
+        stdout.contains("timings: Triton's interpreter on the CPU, not representative"),
+        "{stdout}"
+    );
 
     // 1.5 times the right answer
     let wrong = format!(
