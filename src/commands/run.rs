@@ -253,6 +253,14 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         kernels: starters,
         from: None,
     };
+    // the last verification describes the kernels before this run: stale from here on (a run
+    // that ends without verifying must not report it as its own)
+    let stale = ws.path("verify.json");
+    if stale.exists() {
+        std::fs::remove_file(&stale).with_context(|| {
+            format!("cannot remove the last verification `{}`", stale.display())
+        })?;
+    }
     let experiments = run_experiments(
         &args.experiments,
         &ws,

@@ -52,6 +52,20 @@ fn run_tiny_on_cpu_leaves_a_consistent_verified_workspace() {
     );
     let report = std::fs::read_to_string(ws.join("report.md")).unwrap();
     assert!(report.contains("result: **PASS**"), "{report}");
+
+    // resumed with --no-verify and a higher cap: the kernels may change, so the last
+    // verification is not reported as this run's
+    let mut args = run_args(&ws, 8);
+    args.push("--no-verify".into());
+    let out = autokernel().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!ws.join("verify.json").exists());
+    let report = std::fs::read_to_string(ws.join("report.md")).unwrap();
+    assert!(!report.contains("result: **PASS**"), "{report}");
 }
 
 #[test]
