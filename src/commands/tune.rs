@@ -64,6 +64,9 @@ pub struct TuneArgs {
     /// Also write the best version of the kernel to this file
     #[arg(long, short = 'o', value_name = "FILE", help_heading = "Output")]
     pub output: Option<PathBuf>,
+    /// Overwrite -o's file when it exists (a resumed tuning overwrites its own without it)
+    #[arg(long, help_heading = "Output")]
+    pub force: bool,
 }
 
 /// Runs `autokernel tune`: exit 0 when a configuration passed the judge, 1 when none did
@@ -76,7 +79,9 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
     }
     let (source, kind) = checked_kernel(&args)?;
     if let Some(out) = &args.output {
-        check_output(out, &args.path)?;
+        // a workspace with a plan is being resumed: -o holds its own earlier result
+        let resuming = args.workspace.join("plan.json").is_file();
+        check_output(out, &args.path, args.force || resuming)?;
     }
 
     let mut created = CreatedFolder::new(&args.workspace);
@@ -200,9 +205,9 @@ fn checked_kernel(args: &TuneArgs) -> anyhow::Result<(String, KernelKind)> {
     Ok((source, kind))
 }
 
-/// `-o`'s file: in an existing folder, not a folder, not the kernel being tuned (found out
-/// now, not after the whole search).
-fn check_output(out: &Path, kernel: &Path) -> anyhow::Result<()> {
+/// `-o`'s file: in an existing folder, not a folder, not the kernel being tuned, and not an
+/// existing file unless `overwrite` (found out now, not after the whole search).
+fn check_output(out: &Path, kernel: &Path, overwrite: bool) -> anyhow::Result<()> {
     let folder = out.parent().filter(|p| !p.as_os_str().is_empty());
     if out.is_dir() || folder.is_some_and(|f| !f.is_dir()) {
         bail!(
@@ -213,6 +218,12 @@ fn check_output(out: &Path, kernel: &Path) -> anyhow::Result<()> {
     if out.exists() && std::fs::canonicalize(out)? == std::fs::canonicalize(kernel)? {
         bail!(
             "-o `{}` is the kernel being tuned, which tune never modifies\nhint: name another file, e.g. -o best.py",
+            out.display()
+        );
+    }
+    if out.exists() && !overwrite {
+        bail!(
+            "-o `{}` exists and tune would overwrite it\nhint: pass --force to overwrite it, or name another file",
             out.display()
         );
     }

@@ -90,10 +90,21 @@ fn tune_refines_a_file_at_a_shape_and_writes_the_best_version() {
 fn tune_resumes_and_refuses_another_problem_or_a_run() {
     let (dir, ws) = tempdir();
     let kernel = starter(dir.path());
-    let first = tune(&kernel, &ws, &["--shape", "8,96", "--max-experiments", "1"]);
+    // both write -o: the resumed one overwrites its own earlier result without --force
+    let best = dir.path().join("best.py");
+    let args = [
+        "--shape",
+        "8,96",
+        "--max-experiments",
+        "1",
+        "-o",
+        best.to_str().unwrap(),
+    ];
+    let first = tune(&kernel, &ws, &args);
     assert!(first.status.success(), "{}", text(&first));
-    let again = tune(&kernel, &ws, &["--shape", "8,96", "--max-experiments", "1"]);
+    let again = tune(&kernel, &ws, &args);
     assert!(again.status.success(), "{}", text(&again));
+    assert!(best.is_file());
     let rows = assert_consistent(&ws);
     // one baseline across both invocations, one experiment each
     assert_eq!(rows.len(), 3, "{rows:?}");
@@ -196,6 +207,9 @@ fn tune_refuses_bad_input_before_creating_a_workspace() {
             "--max-experiments 0",
         ),
     ];
+    // a file of the user's that a fresh tuning must not overwrite without --force
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "mine\n").unwrap();
     let no_kind = dir.path().join("no_kind.py");
     let source = std::fs::read_to_string(&kernel).unwrap();
     std::fs::write(&no_kind, source.replace("KERNEL_KIND = \"softmax\"", "")).unwrap();
@@ -223,6 +237,11 @@ fn tune_refuses_bad_input_before_creating_a_workspace() {
             vec!["--shape", "8,96", "-o", kernel.to_str().unwrap()],
             "never modifies",
         ),
+        (
+            kernel.clone(),
+            vec!["--shape", "8,96", "-o", notes.to_str().unwrap()],
+            "exists and tune would overwrite it",
+        ),
     ]);
     for (file, args, message) in cases {
         let out = tune(&file, &ws, &args);
@@ -241,6 +260,7 @@ fn tune_refuses_bad_input_before_creating_a_workspace() {
         );
         assert!(!ws.exists(), "{} left a workspace behind", file.display());
     }
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "mine\n");
 }
 
 #[test]
