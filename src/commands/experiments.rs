@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -224,8 +225,10 @@ pub async fn run_experiments(
     let mut the_loop = OptimizationLoop::new(agent, services.benchmarker(), store, log, options)
         .with_reporter(Box::new(SharedReporter(reporter.clone())));
     let interrupt = Arc::new(Interrupt::new());
-    spawn_signal_handler(interrupt.clone(), global.quiet);
+    let loop_over = Arc::new(AtomicBool::new(false));
+    spawn_signal_handler(interrupt.clone(), loop_over.clone(), global.quiet);
     let outcome = the_loop.run(baselines.kernels, &interrupt).await;
+    loop_over.store(true, Ordering::SeqCst);
     reporter.finish();
     let outcome = outcome?;
     Ok(Experiments {
@@ -312,8 +315,9 @@ impl autokernel_core::Reporter for SharedReporter {
 }
 
 /// First Ctrl-C or SIGTERM (`timeout`, `docker stop`, Slurm): finish the experiment in
-/// flight, then stop, and end with the report. Second: abandon it.
-fn spawn_signal_handler(interrupt: Arc<Interrupt>, quiet: bool) {
+/// flight, then stop, and end with the report. Second: abandon it. Once `loop_over` is
+/// set, a signal cuts the work after the loop (the verification) short.
+fn spawn_signal_handler(interrupt: Arc<Interrupt>, loop_over: Arc<AtomicBool>, quiet: bool) {
     tokio::spawn(async move {
         let mut term = Terminate::new();
         loop {
@@ -329,7 +333,9 @@ fn spawn_signal_handler(interrupt: Arc<Interrupt>, quiet: bool) {
                 continue;
             }
             #[allow(clippy::print_stderr)]
-            if interrupt.abandon_requested() {
+            if loop_over.load(Ordering::SeqCst) {
+                eprintln!("\n{signal}: the experiments are over; cutting the verification short, the report follows");
+            } else if interrupt.abandon_requested() {
                 eprintln!(
                     "\n{signal}: abandoning the experiment in flight (it is reverted and logged)"
                 );

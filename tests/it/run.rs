@@ -227,6 +227,76 @@ fn sigterm_stops_after_the_current_experiment_with_the_summary_and_exit_130() {
     assert!(rows.len() < 50, "it did not stop: {} rows", rows.len());
 }
 
+/// SIGTERM once the experiments are over, while the verification runs (here a kernel that
+/// hangs only inside the model): the verification is cut short, the message says so (not
+/// "stopping after the current experiment"), exit 130, and the report is still written.
+#[test]
+fn sigterm_during_the_verification_cuts_it_short_and_says_so() {
+    let (_dir, ws) = tempdir();
+    let out = autokernel()
+        .args(run_args(&ws, 1))
+        .arg("--no-verify")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("plan.json")).unwrap()).unwrap();
+    let target = plan[0]["id"].as_str().unwrap();
+    let kernel = ws.join(format!("targets/{target}/kernel.py"));
+    let source = std::fs::read_to_string(&kernel).unwrap();
+    // it marks the moment it starts hanging, for the signal to come after
+    let hanging = ws.with_file_name("hanging");
+    std::fs::write(
+        &kernel,
+        format!(
+            "{source}\n\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import inspect, pathlib, time\n    while any('verify_model' in f.filename for f in inspect.stack()):\n        pathlib.Path({:?}).touch()\n        time.sleep(0.1)\n    return _right(**inputs)\n",
+            hanging.display().to_string()
+        ),
+    )
+    .unwrap();
+    crate::util::git(
+        &ws,
+        &["commit", "-qam", "a kernel that hangs inside the model"],
+    );
+    // resumed at its cap: no experiment, straight to the verification
+    let child = autokernel()
+        .args(run_args(&ws, 1))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !hanging.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the verification did not reach the kernel in 300 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("SIGTERM: the experiments are over; cutting the verification short"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("verified: not run (interrupted)"),
+        "{stdout}"
+    );
+    assert!(ws.join("report.md").is_file());
+}
+
 /// A workspace made in one dtype refuses another on resume (the plan, the baselines and
 /// every timing are in the first), and its settings are never rewritten to say otherwise.
 #[test]
