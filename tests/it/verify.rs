@@ -7,9 +7,15 @@ use crate::util::{autokernel, git, tempdir};
 
 /// `verify -w ws --device cpu`: (exit code, stdout, stderr).
 fn verify(ws: &Path) -> (Option<i32>, String, String) {
+    verify_with(ws, &[])
+}
+
+/// `verify -w ws --device cpu EXTRA…`: (exit code, stdout, stderr).
+fn verify_with(ws: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
     let out = autokernel()
         .args(["verify", "--device", "cpu", "-w"])
         .arg(ws)
+        .args(extra)
         .output()
         .unwrap();
     (
@@ -115,27 +121,6 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     assert_eq!(code, Some(0), "{stdout}{stderr}");
 }
 
-/// `verify -w ws --device cpu --timeout SECS`: (exit code, stdout, stderr).
-fn verify_within(ws: &Path, secs: u32) -> (Option<i32>, String, String) {
-    let out = autokernel()
-        .args([
-            "verify",
-            "--device",
-            "cpu",
-            "--timeout",
-            &secs.to_string(),
-            "-w",
-        ])
-        .arg(ws)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// With two kernels: one that kills the worker, or hangs it, inside the model is left out
 /// and the other is still verified and plugged in (the culprit is found by plugging each
 /// in alone, each on a fresh worker, so a kernel that leaves the process broken for the
@@ -205,7 +190,7 @@ fn a_kernel_that_kills_or_hangs_the_worker_leaves_the_other_kernels_verified() {
         format!("{second_source}\n\ndef kernel_fn(**inputs):\n    import time\n    while True:\n        time.sleep(0.1)\n"),
     )
     .unwrap();
-    let (code, stdout, stderr) = verify_within(&ws, 20);
+    let (code, stdout, stderr) = verify_with(&ws, &["--timeout", "20"]);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(
         stdout.contains(&format!(
