@@ -246,6 +246,17 @@ impl Workspace {
         })?))
     }
 
+    /// Removes the saved verification, if any: it describes the kernels as they were, and
+    /// a verification or run that ends without a new one must not leave it as current.
+    pub fn forget_verification(&self) -> anyhow::Result<()> {
+        let p = self.path("verify.json");
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e)
+                .with_context(|| format!("cannot remove the last verification `{}`", p.display())),
+            _ => Ok(()),
+        }
+    }
+
     /// Saves the verification.
     pub fn save_verification(&self, v: &Verification) -> anyhow::Result<()> {
         let p = self.path("verify.json");

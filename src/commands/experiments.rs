@@ -320,14 +320,7 @@ impl autokernel_core::Reporter for SharedReporter {
 fn spawn_signal_handler(interrupt: Arc<Interrupt>, loop_over: Arc<AtomicBool>, quiet: bool) {
     tokio::spawn(async move {
         let mut term = Terminate::new();
-        loop {
-            let signal = tokio::select! {
-                r = tokio::signal::ctrl_c() => match r {
-                    Ok(()) => "Ctrl-C",
-                    Err(_) => break,
-                },
-                () = term.recv() => "SIGTERM",
-            };
+        while let Some(signal) = next_signal(&mut term).await {
             interrupt.request();
             if quiet {
                 continue;
@@ -351,15 +344,17 @@ fn spawn_signal_handler(interrupt: Arc<Interrupt>, loop_over: Arc<AtomicBool>, q
 /// The first Ctrl-C or SIGTERM, for the commands that stop at once (`bench`, `verify`):
 /// its name. Never returns where neither can be handled.
 pub async fn stop_signal() -> &'static str {
-    let mut term = Terminate::new();
+    match next_signal(&mut Terminate::new()).await {
+        Some(signal) => signal,
+        None => std::future::pending().await,
+    }
+}
+
+/// The name of the next Ctrl-C or SIGTERM; None when Ctrl-C cannot be listened for.
+async fn next_signal(term: &mut Terminate) -> Option<&'static str> {
     tokio::select! {
-        r = tokio::signal::ctrl_c() => {
-            if r.is_err() {
-                std::future::pending::<()>().await;
-            }
-            "Ctrl-C"
-        }
-        () = term.recv() => "SIGTERM",
+        r = tokio::signal::ctrl_c() => r.ok().map(|()| "Ctrl-C"),
+        () = term.recv() => Some("SIGTERM"),
     }
 }
 

@@ -255,12 +255,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     };
     // the last verification describes the kernels before this run: stale from here on (a run
     // that ends without verifying must not report it as its own)
-    let stale = ws.path("verify.json");
-    if stale.exists() {
-        std::fs::remove_file(&stale).with_context(|| {
-            format!("cannot remove the last verification `{}`", stale.display())
-        })?;
-    }
+    ws.forget_verification()?;
     let experiments = run_experiments(
         &args.experiments,
         &ws,

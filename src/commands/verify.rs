@@ -107,9 +107,7 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
         input_shape: identity.input_shape.clone(),
         // a defaulted dtype: the one the plan was made in
         dtype: if identity.dtype.is_empty() {
-            ws.load_plan()?
-                .and_then(|t| t.first().map(|t| t.dtype))
-                .unwrap_or(DType::Float32)
+            targets.first().map_or(DType::Float32, |t| t.dtype)
         } else {
             identity.dtype.parse::<DType>()?
         },
@@ -213,12 +211,7 @@ pub async fn verify_workspace(
 ) -> anyhow::Result<Verification> {
     // the last verification was of the kernels as they were then: gone from here on, so that
     // one cut short (an error, Ctrl-C) leaves no stale verdict for report.md to show
-    let stale = ws.path("verify.json");
-    if stale.exists() {
-        std::fs::remove_file(&stale).with_context(|| {
-            format!("cannot remove the last verification `{}`", stale.display())
-        })?;
-    }
+    ws.forget_verification()?;
     let scripts = install_scripts(ws)?;
     let script = scripts.join("verify_model.py");
     // a kernel slower than PyTorch at the model's shape is never plugged in (on a GPU: the
@@ -265,7 +258,7 @@ pub async fn verify_workspace(
     let kwargs = serde_json::json!({
         "model": model,
         "model_kwargs": if spec.kwargs.is_null() { serde_json::json!({}) } else { spec.kwargs.clone() },
-        "dtype": dtype_for(spec.dtype, &device, ws),
+        "dtype": planned_dtype(spec.dtype, targets),
         "device": device,
         "input_shape": spec.input_shape,
         "loader_dir": scripts,
@@ -339,9 +332,6 @@ fn worker_culprit(target: String, error: &WorkerError) -> report::Excluded {
 }
 
 /// The dtype the model was planned in (`plan.json` records it per target), else the spec's.
-fn dtype_for(spec_dtype: DType, _device: &str, ws: &Workspace) -> &'static str {
-    match ws.load_plan() {
-        Ok(Some(t)) if !t.is_empty() => t[0].dtype.name(),
-        _ => spec_dtype.name(),
-    }
+fn planned_dtype(spec_dtype: DType, targets: &[Target]) -> &'static str {
+    targets.first().map_or(spec_dtype, |t| t.dtype).name()
 }

@@ -826,54 +826,10 @@ fn running(pid: i32) -> bool {
     })
 }
 
-/// A worker whose parent died (SIGKILL, or a SIGTERM the worker itself lives through) while
-/// it runs a kernel that never returns ends by itself: no orphan keeps a CPU or the GPU.
-#[test]
-fn a_worker_ends_when_its_parent_dies_even_inside_a_hung_kernel() {
-    let (keep, _) = tempdir();
-    let kernel = keep.path().join("hang.py");
-    new_kernel("rmsnorm", &kernel);
-    let source = std::fs::read_to_string(&kernel).unwrap();
-    std::fs::write(
-        &kernel,
-        format!("{source}\n\ndef kernel_fn(x, weight):\n    while True:\n        pass\n"),
-    )
-    .unwrap();
-    let mut parent = autokernel()
-        .args([
-            "bench",
-            kernel.to_str().unwrap(),
-            "--device",
-            "cpu",
-            "--quick",
-        ])
-        .args(["--timeout", "600"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let worker = worker_of(parent.id());
-    // long enough for the imports and the first call of kernel_fn, which never returns
-    std::thread::sleep(std::time::Duration::from_secs(10));
-    assert!(running(worker), "the worker runs the hung kernel");
-    parent.kill().unwrap();
-    parent.wait().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while running(worker) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "worker {worker} outlived its parent by 10 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-}
-
-/// SIGTERM (or Ctrl-C) to `bench` while it judges a kernel that never returns: it stops at
-/// once with exit 130 (README's table) and says so, and its worker goes with it.
-#[test]
-fn bench_stops_on_sigterm_with_exit_130() {
-    let (keep, _) = tempdir();
-    let kernel = keep.path().join("hang.py");
+/// `bench --quick` started on an rmsnorm kernel whose kernel_fn never returns, in `dir`,
+/// with piped output; returns it and its worker's pid once the worker is inside the kernel.
+fn bench_in_a_hung_kernel(dir: &std::path::Path) -> (std::process::Child, i32) {
+    let kernel = dir.join("hang.py");
     new_kernel("rmsnorm", &kernel);
     let source = std::fs::read_to_string(&kernel).unwrap();
     std::fs::write(
@@ -895,22 +851,48 @@ fn bench_stops_on_sigterm_with_exit_130() {
         .spawn()
         .unwrap();
     let worker = worker_of(child.id());
+    // long enough for the imports and the first call of kernel_fn, which never returns
     std::thread::sleep(std::time::Duration::from_secs(10));
     assert!(running(worker), "the worker runs the hung kernel");
+    (child, worker)
+}
+
+/// Asserts that process `worker` ends within 10 s (`of`: whose death it follows).
+fn assert_ends_within_10_s(worker: i32, of: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while running(worker) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "worker {worker} outlived {of} by 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// A worker whose parent died (SIGKILL, or a SIGTERM the worker itself lives through) while
+/// it runs a kernel that never returns ends by itself: no orphan keeps a CPU or the GPU.
+#[test]
+fn a_worker_ends_when_its_parent_dies_even_inside_a_hung_kernel() {
+    let (keep, _) = tempdir();
+    let (mut parent, worker) = bench_in_a_hung_kernel(keep.path());
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    assert_ends_within_10_s(worker, "its parent");
+}
+
+/// SIGTERM (or Ctrl-C) to `bench` while it judges a kernel that never returns: it stops at
+/// once with exit 130 (README's table) and says so, and its worker goes with it.
+#[test]
+fn bench_stops_on_sigterm_with_exit_130() {
+    let (keep, _) = tempdir();
+    let (child, worker) = bench_in_a_hung_kernel(keep.path());
     // SAFETY: kill with a pid and a signal number has no memory preconditions.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("SIGTERM: stopped"), "{stderr}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while running(worker) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "worker {worker} outlived bench by 10 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    assert_ends_within_10_s(worker, "bench");
 }
 
 /// A batch system (Slurm, `docker stop`) sends SIGTERM to every process of a job; the bench

@@ -186,24 +186,27 @@ fn profile_shows_the_plan_that_run_makes() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not planned"));
 }
 
-/// SIGTERM (`timeout`, `docker stop`, Slurm) takes Ctrl-C's way out: the experiment in
-/// flight is finished and logged, the summary and the report are written, exit 130.
+/// Starts `run` (cap `cap`) in `ws` with piped output, sends it SIGTERM once `ready()`
+/// holds (`what`: what that means, for the message if it never does within 300 s), and
+/// returns its output.
 #[cfg(unix)]
-#[test]
-fn sigterm_stops_after_the_current_experiment_with_the_summary_and_exit_130() {
-    let (_dir, ws) = tempdir();
+fn sigterm_run_once(
+    ws: &std::path::Path,
+    cap: u32,
+    what: &str,
+    ready: impl Fn() -> bool,
+) -> std::process::Output {
     let child = autokernel()
-        .args(run_args(&ws, 50))
+        .args(run_args(ws, cap))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // once the baseline is logged the loop (and its signal handler) is running
     let started = Instant::now();
-    while !ws.join("results.tsv").exists() || rows(&ws).is_empty() {
+    while !ready() {
         assert!(
             started.elapsed() < Duration::from_secs(300),
-            "the run logged no row in 300 s"
+            "not within 300 s: {what}"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -212,7 +215,19 @@ fn sigterm_stops_after_the_current_experiment_with_the_summary_and_exit_130() {
         .status()
         .unwrap();
     assert!(kill.success());
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// SIGTERM (`timeout`, `docker stop`, Slurm) takes Ctrl-C's way out: the experiment in
+/// flight is finished and logged, the summary and the report are written, exit 130.
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_after_the_current_experiment_with_the_summary_and_exit_130() {
+    let (_dir, ws) = tempdir();
+    // once the baseline is logged the loop (and its signal handler) is running
+    let out = sigterm_run_once(&ws, 50, "the run logged a row", || {
+        ws.join("results.tsv").exists() && !rows(&ws).is_empty()
+    });
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");
@@ -230,6 +245,7 @@ fn sigterm_stops_after_the_current_experiment_with_the_summary_and_exit_130() {
 /// SIGTERM once the experiments are over, while the verification runs (here a kernel that
 /// hangs only inside the model): the verification is cut short, the message says so (not
 /// "stopping after the current experiment"), exit 130, and the report is still written.
+#[cfg(unix)]
 #[test]
 fn sigterm_during_the_verification_cuts_it_short_and_says_so() {
     let (_dir, ws) = tempdir();
@@ -263,26 +279,9 @@ fn sigterm_during_the_verification_cuts_it_short_and_says_so() {
         &["commit", "-qam", "a kernel that hangs inside the model"],
     );
     // resumed at its cap: no experiment, straight to the verification
-    let child = autokernel()
-        .args(run_args(&ws, 1))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while !hanging.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "the verification did not reach the kernel in 300 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let out = child.wait_with_output().unwrap();
+    let out = sigterm_run_once(&ws, 1, "the verification reached the kernel", || {
+        hanging.exists()
+    });
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");

@@ -25,24 +25,14 @@ fn verify_with(ws: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
-#[test]
-fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_with_exit_1() {
-    let (_dir, ws) = tempdir();
+/// A workspace of the tiny example with its `top` largest targets planned and one
+/// experiment run, not verified; returns its plan.
+fn tiny_workspace(ws: &Path, top: u32) -> serde_json::Value {
     let out = autokernel()
-        .args([
-            "run",
-            "--example",
-            "tiny",
-            "--device",
-            "cpu",
-            "--top",
-            "1",
-            "--max-experiments",
-            "1",
-            "--no-verify",
-            "-w",
-        ])
-        .arg(&ws)
+        .args(["run", "--example", "tiny", "--device", "cpu", "--top"])
+        .arg(top.to_string())
+        .args(["--max-experiments", "1", "--no-verify", "-w"])
+        .arg(ws)
         .output()
         .unwrap();
     assert!(
@@ -50,8 +40,13 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let plan: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(ws.join("plan.json")).unwrap()).unwrap();
+    serde_json::from_str(&std::fs::read_to_string(ws.join("plan.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_with_exit_1() {
+    let (_dir, ws) = tempdir();
+    let plan = tiny_workspace(&ws, 1);
     let target = plan[0]["id"].as_str().unwrap().to_string();
     let kernel = ws.join(format!("targets/{target}/kernel.py"));
     let source = std::fs::read_to_string(&kernel).unwrap();
@@ -129,30 +124,7 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
 #[test]
 fn a_kernel_that_kills_or_hangs_the_worker_leaves_the_other_kernels_verified() {
     let (_dir, ws) = tempdir();
-    let out = autokernel()
-        .args([
-            "run",
-            "--example",
-            "tiny",
-            "--device",
-            "cpu",
-            "--top",
-            "2",
-            "--max-experiments",
-            "1",
-            "--no-verify",
-            "-w",
-        ])
-        .arg(&ws)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(ws.join("plan.json")).unwrap()).unwrap();
+    let plan = tiny_workspace(&ws, 2);
     let ids: Vec<String> = plan
         .as_array()
         .unwrap()
