@@ -1,35 +1,59 @@
 """C = A @ B for A [M, K], B [K, N] → C [M, N] in A's dtype.
 
-Starter kernel of autokernel (kind `matmul`). Compute-bound. Each program computes one
-BLOCK_M × BLOCK_N tile of C, walking K in steps of BLOCK_K with `tl.dot` (tensor cores,
-float32 accumulator), software-pipelined over num_stages shared-memory buffers. Programs
-are ordered in groups of GROUP_M tile-rows so that consecutive programs reuse the same
-B columns and A rows while they are in L2 (the grouped ordering of Triton's matmul
-tutorial). Float32 inputs use `input_precision="ieee"`: Triton's default for float32 is
-TF32, which the precision policy forbids (and which misses the float32 tolerance).
-Rows and columns past the edge of A and B are wrapped (modulo) on load, which keeps the
-loads unmasked, and masked on store; K is masked only when it is not a multiple of
-BLOCK_K. Launch parameters that would not fit in shared memory (float32 with deep
-pipelines) are shrunk by the wrapper: CONFIG values are hints, never correctness conditions.
+Starter kernel of autokernel (kind `matmul`). Compute-bound. Two kernels:
+
+- 16-bit inputs whose rows start on 16-byte boundaries (the Tensor Memory Accelerator's
+  condition: base and row strides multiples of 16 bytes, CUDA driver API,
+  cuTensorMapEncodeTiled) go to `_matmul_tma_kernel`: a persistent grid of one program
+  per SM (times PROGRAMS_PER_SM) walks the output tiles in grouped order; each tile's A
+  and B blocks arrive by TMA (tensor descriptors; the copy engine zero-fills past the
+  edges and clips the store, so no masks), software-pipelined over num_stages buffers
+  within each tile's K loop. FLATTEN fuses the tile loop into the K loop (Triton's loop
+  flattening), so that the next tile's loads could overlap this tile's epilogue. B may
+  be row-major or the transpose of a row-major [N, K] tensor (nn.Linear's weight).
+  SPLIT_EPILOGUE writes the tile in two halves, which halves the shared-memory staging
+  of the store. On the H200 (2026-11-30, float16, one warm worker, docs/benchmarks.md)
+  this kernel with CONFIG took 193.5 µs at 4096×4096×4096 and 503.9 µs at
+  4096×11008×4096, against cuBLAS's 187.8 and 519.8 µs in the same run and the pointer
+  kernel's 205.5 and 564.6; flattened, 197.3 and 519.5 µs.
+- anything else (float32, odd strides) goes to `_matmul_kernel`: one program per
+  BLOCK_M × BLOCK_N tile with pointer loads, walking K in steps of BLOCK_K.
+
+Both accumulate in float32 with `tl.dot` (tensor cores). Programs are ordered in groups
+of GROUP_M tile-rows so that consecutive programs reuse the same B columns and A rows
+while they are in L2 (the grouped ordering of Triton's matmul tutorial). Float32 inputs
+use `input_precision="ieee"`: Triton's default for float32 is TF32, which the precision
+policy forbids (and which misses the float32 tolerance). In the pointer kernel, rows and
+columns past the edge of A and B are wrapped (modulo) on load, which keeps the loads
+unmasked, and masked on store; K is masked only when it is not a multiple of BLOCK_K.
+Launch parameters that would not fit in shared memory (float32 with deep pipelines) are
+shrunk by the wrapper: CONFIG values are hints, never correctness conditions.
 """
 
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 KERNEL_KIND = "matmul"
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+# The TMA kernel's keys as measured on the H200 (module docstring); the pointer kernel shares
+# BLOCK_*, GROUP_M, num_warps and num_stages.
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "PROGRAMS_PER_SM": 1, "SPLIT_EPILOGUE": 1, "FLATTEN": 0, "num_warps": 8, "num_stages": 3}
 TUNABLES = {
     "BLOCK_M": [64, 128],
     "BLOCK_N": [64, 128, 256],
     "BLOCK_K": [64],
     "GROUP_M": [1, 8],
+    "PROGRAMS_PER_SM": [1, 2],
+    "SPLIT_EPILOGUE": [0, 1],
+    "FLATTEN": [0, 1],
     "num_warps": [4, 8],
     "num_stages": [3, 4],
 }
 
 # Shared memory the operand buffers may take (bytes); H100/H200 allow 227 KB per block.
 SMEM_BUDGET = 200 * 1024
+_SM_COUNT = {}
 
 
 @triton.jit
@@ -77,9 +101,55 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def _fit(block_m, block_n, block_k, stages, elt):
-    """Shrinks a launch until num_stages buffers of the A and B tiles fit SMEM_BUDGET."""
-    while stages * (block_m * block_k + block_k * block_n) * elt > SMEM_BUDGET:
+@triton.jit
+def _tile_of(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of output tile number `tile` in grouped order: GROUP_M tile-rows are
+    swept column by column."""
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (tile // num_pid_in_group) * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (tile % num_pid_in_group) % group_size_m
+    pid_n = (tile % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, num_tiles,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       GROUP_M: tl.constexpr, B_TRANSPOSED: tl.constexpr,
+                       SPLIT_EPILOGUE: tl.constexpr, FLATTEN: tl.constexpr):
+    """Persistent TMA matmul (module docstring). b_desc covers B [K, N], or with
+    B_TRANSPOSED Bᵀ [N, K]; c_desc's block is [BLOCK_M, BLOCK_N], halved along N with
+    SPLIT_EPILOGUE. num_tiles = cdiv(M, BLOCK_M) · cdiv(N, BLOCK_N), from the host."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0),
+                         flatten=FLATTEN):
+        pid_m, pid_n = _tile_of(tile, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for ki in range(k_tiles):
+            off_k = ki * BLOCK_K
+            a = a_desc.load([off_m, off_k])
+            if B_TRANSPOSED:
+                b = b_desc.load([off_n, off_k]).T
+            else:
+                b = b_desc.load([off_k, off_n])
+            acc = tl.dot(a, b, acc)
+        if SPLIT_EPILOGUE:
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            left, right = tl.split(halves)
+            c_desc.store([off_m, off_n], left.to(c_desc.dtype))
+            c_desc.store([off_m, off_n + BLOCK_N // 2], right.to(c_desc.dtype))
+        else:
+            c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+def _fit(block_m, block_n, block_k, stages, elt, budget=SMEM_BUDGET):
+    """Shrinks a launch until num_stages buffers of the A and B tiles fit `budget` bytes."""
+    while stages * (block_m * block_k + block_k * block_n) * elt > budget:
         if stages > 2:
             stages -= 1
         elif block_k > 32:
@@ -91,11 +161,54 @@ def _fit(block_m, block_n, block_k, stages, elt):
     return block_m, block_n, block_k, stages
 
 
+def _tma_ready(t):
+    """True when TMA can read 2-D tensor `t` row by row or column by column: 16-bit
+    elements, base and the non-unit stride multiples of 16 bytes (cuTensorMapEncodeTiled)."""
+    elt = t.element_size()
+    if elt != 2 or t.data_ptr() % 16:
+        return False
+    if t.stride(1) == 1:
+        return (t.stride(0) * elt) % 16 == 0
+    return t.stride(0) == 1 and (t.stride(1) * elt) % 16 == 0
+
+
+def _sm_count(device):
+    """Multiprocessors of `device` (4 on the CPU interpreter), cached."""
+    if device not in _SM_COUNT:
+        _SM_COUNT[device] = (torch.cuda.get_device_properties(device).multi_processor_count
+                             if device.type == "cuda" else 4)
+    return _SM_COUNT[device]
+
+
+def _matmul_tma(A, B, C, bm, bn, bk, stages):
+    """Launches `_matmul_tma_kernel` for C = A·B on a persistent grid (module docstring)."""
+    M, K = A.shape
+    N = B.shape[1]
+    b_transposed = B.stride(1) != 1
+    split = CONFIG["SPLIT_EPILOGUE"] and bn >= 32
+    a_desc = TensorDescriptor.from_tensor(A, [bm, bk])
+    b_desc = TensorDescriptor.from_tensor(B.t(), [bn, bk]) if b_transposed else TensorDescriptor.from_tensor(B, [bk, bn])
+    c_desc = TensorDescriptor.from_tensor(C, [bm, bn // 2 if split else bn])
+    num_tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    grid = (min(num_tiles, _sm_count(A.device) * CONFIG["PROGRAMS_PER_SM"]),)
+    _matmul_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, num_tiles,
+                             BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=CONFIG["GROUP_M"],
+                             B_TRANSPOSED=b_transposed, SPLIT_EPILOGUE=bool(split),
+                             FLATTEN=bool(CONFIG["FLATTEN"]),
+                             num_warps=CONFIG["num_warps"], num_stages=stages)
+
+
 def kernel_fn(A, B):
     """A [M, K], B [K, N] → C [M, N] in A's dtype."""
     M, K = A.shape
     N = B.shape[1]
     C = torch.empty((M, N), dtype=A.dtype, device=A.device)
+    if A.dtype == B.dtype and _tma_ready(A) and A.stride(1) == 1 and _tma_ready(B) and _tma_ready(C):
+        # The store's staging buffer (a C tile, or half of one) shares the shared memory.
+        c_tile = CONFIG["BLOCK_M"] * CONFIG["BLOCK_N"] * A.element_size() // (2 if CONFIG["SPLIT_EPILOGUE"] else 1)
+        _matmul_tma(A, B, C, *_fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
+                                   CONFIG["num_stages"], A.element_size(), SMEM_BUDGET - c_tile))
+        return C
     bm, bn, bk, stages = _fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
                               CONFIG["num_stages"], A.element_size())
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)

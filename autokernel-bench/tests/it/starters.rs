@@ -45,7 +45,23 @@ async fn every_starter_passes_all_stages_on_the_cpu() {
 /// not known to be a multiple of 16, or with the softmax starter of before `tl.math.exp2`).
 #[test]
 fn row_starters_compile_to_vector_loads_and_flushing_exponentials() {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests/check_ptx.py");
+    run_check_script("check_ptx.py");
+}
+
+/// The matmul and fused_mlp starters' TMA kernels, compiled for sm_90 with their CONFIG
+/// (no GPU), take their operands only by TMA (`cp.async.bulk.tensor`, no `ld.global`) into
+/// `wgmma.mma_async`; and their wrappers send exactly the 16-bit, 16-byte-aligned tensors
+/// down that path (`python/tests/check_tma.py`, which names what failed).
+#[test]
+fn matmul_starters_compile_to_tma_and_wgmma() {
+    run_check_script("check_tma.py");
+}
+
+/// Runs `python/tests/<name>` with the compiler (TRITON_INTERPRET unset); it must print "ok".
+fn run_check_script(name: &str) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("python/tests")
+        .join(name);
     let out = std::process::Command::new(python())
         .arg(&script)
         .env_remove("TRITON_INTERPRET")
