@@ -14,9 +14,11 @@ Accelerator's condition, cuTensorMapEncodeTiled) run `_mlp_tma_kernel`: a persis
 of one program per SM (times PROGRAMS_PER_SM) walks the output tiles; the blocks arrive by
 TMA (tensor descriptors: zero-filled past the edges, the store clipped, no masks),
 software-pipelined over num_stages buffers within each tile's K loop (FLATTEN fuses the
-tile loop into the K loop, Triton's loop flattening). On the H200 at 2048×4096×11008
-float16: 896.8 µs, against 1024.0 flattened and 961.6 for the pointer kernel, PyTorch
-eager 848.2 µs in the same run (docs/benchmarks.md). Anything else (float32, odd strides) runs
+tile loop into the K loop, Triton's loop flattening). The down matmul has tiles of its
+own width, DOWN_BLOCK_N: with one accumulator it can take 128×256 tiles. On the H200 at
+2048×4096×11008 float16 (one warm worker): 774.7 µs against PyTorch eager's 852.7 in the
+same run, where 128×128 down tiles took 918.4 µs (docs/benchmarks.md also times the
+flattened loop and the pointer kernel). Anything else (float32, odd strides) runs
 `_mlp_matmul_kernel`, one program per tile with pointer loads. Tiles are ordered in
 groups of GROUP_M tile-rows for L2 reuse; float32 inputs use `input_precision="ieee"` (no
 TF32). silu(g) = g·sigmoid(g) is computed in float32. Launch parameters that would not fit
@@ -30,12 +32,14 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 KERNEL_KIND = "fused_mlp"
+# BLOCK_N is the gate/up tiles' width, DOWN_BLOCK_N the down matmul's (the TMA kernel only).
 # TUNABLES leave out BLOCK_N 256, which lost by far on the H200 (`autokernel tune`,
 # 2026-11-30): two 128×256 float32 accumulators do not fit in registers (8 ms against 0.9).
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "PROGRAMS_PER_SM": 1, "FLATTEN": 0, "num_warps": 8, "num_stages": 3}
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "DOWN_BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "PROGRAMS_PER_SM": 1, "FLATTEN": 0, "num_warps": 8, "num_stages": 3}
 TUNABLES = {
     "BLOCK_M": [64, 128],
     "BLOCK_N": [64, 128],
+    "DOWN_BLOCK_N": [128, 256],
     "BLOCK_K": [32, 64],
     "GROUP_M": [8],
     "PROGRAMS_PER_SM": [1, 2],
@@ -44,8 +48,11 @@ TUNABLES = {
     "num_stages": [3, 4],
 }
 
-# Shared memory the operand buffers may take (bytes); H100/H200 allow 227 KB per block.
+# Shared memory the operand buffers may take (bytes); H100/H200 allow 227 KB per block
+# (CUDA C++ Programming Guide, technical specifications, compute capability 9.0).
 SMEM_BUDGET = 200 * 1024
+# The TMA kernel's budget: its operand buffers plus the staging tile of its store.
+TMA_SMEM_BUDGET = 224 * 1024
 _SM_COUNT = {}
 
 
@@ -197,9 +204,10 @@ def _launch_tma(a, w, w2, c, gated):
     [N, K], c [M, N]."""
     M, K = a.shape
     N = w.shape[0]
-    c_tile = CONFIG["BLOCK_M"] * CONFIG["BLOCK_N"] * a.element_size()  # the store's staging
-    bm, bn, bk, stages = _fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"], CONFIG["num_stages"],
-                              a.element_size(), 2 if gated else 1, SMEM_BUDGET - c_tile)
+    block_n = CONFIG["BLOCK_N"] if gated else CONFIG["DOWN_BLOCK_N"]
+    c_tile = CONFIG["BLOCK_M"] * block_n * a.element_size()  # the store's staging
+    bm, bn, bk, stages = _fit(CONFIG["BLOCK_M"], block_n, CONFIG["BLOCK_K"], CONFIG["num_stages"],
+                              a.element_size(), 2 if gated else 1, TMA_SMEM_BUDGET - c_tile)
     num_tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     grid = (min(num_tiles, _sm_count(a.device) * CONFIG["PROGRAMS_PER_SM"]),)
     _mlp_tma_kernel[grid](TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(w, [bn, bk]),

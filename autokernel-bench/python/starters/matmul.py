@@ -51,8 +51,11 @@ TUNABLES = {
     "num_stages": [3, 4],
 }
 
-# Shared memory the operand buffers may take (bytes); H100/H200 allow 227 KB per block.
+# Shared memory the operand buffers may take (bytes); H100/H200 allow 227 KB per block
+# (CUDA C++ Programming Guide, technical specifications, compute capability 9.0).
 SMEM_BUDGET = 200 * 1024
+# The TMA kernel's budget: its operand buffers plus the staging tile of its store.
+TMA_SMEM_BUDGET = 224 * 1024
 _SM_COUNT = {}
 
 
@@ -207,7 +210,7 @@ def kernel_fn(A, B):
         # The store's staging buffer (a C tile, or half of one) shares the shared memory.
         c_tile = CONFIG["BLOCK_M"] * CONFIG["BLOCK_N"] * A.element_size() // (2 if CONFIG["SPLIT_EPILOGUE"] else 1)
         _matmul_tma(A, B, C, *_fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
-                                   CONFIG["num_stages"], A.element_size(), SMEM_BUDGET - c_tile))
+                                   CONFIG["num_stages"], A.element_size(), TMA_SMEM_BUDGET - c_tile))
         return C
     bm, bn, bk, stages = _fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
                               CONFIG["num_stages"], A.element_size())
