@@ -4,7 +4,10 @@ masked at its two ends) with the starter's exp2 exponentials and persistent grid
 programs per SM, 8192-column chunks). Its inner loops issue 8.0 + 5.2 SASS instructions
 per element at 50257 columns against the starter's 12.8 + 12.9 (benches/gpu/sass_probe.py
 style count, Triton 3.6, sm_90). On the H200 slower than the starter (582.0 against
-415.4 µs at 4096×50257; docs/benchmarks.md, "Timed on the GPU").
+415.4 µs at 4096×50257; docs/benchmarks.md, "Timed on the GPU"). Nsight Compute
+(session 6) gives the cause: 194 registers a thread (107 at 16 warps), 12% occupancy; with
+a register cap (`maxnreg`) it runs level with the starter at 50257 and slower at the
+aligned widths (docs/benchmarks.md, session 6).
 """
 
 import torch
