@@ -9,6 +9,7 @@ use std::path::Path;
 use anyhow::Context;
 use autokernel_core::{keep::end_to_end_speedup, Decision, ExperimentRecord, Target};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::workspace::Workspace;
 
@@ -35,6 +36,18 @@ pub struct Verification {
     pub device: String,
     /// False on the CPU: Triton's interpreter is not a speed.
     pub timing_representative: bool,
+    /// The sha256 (hex) of each included target's `kernel.py` as it was verified, by target
+    /// id: a kernel edited since makes the verification stale ([`Verification::changed_kernels`]).
+    /// Empty in a `verify.json` written before this field (staleness then unknown).
+    #[serde(default)]
+    pub kernel_sha256: BTreeMap<String, String>,
+}
+
+/// The sha256 (lowercase hex) of the file at `path`, or `None` when it cannot be read.
+pub fn file_sha256(path: &Path) -> Option<String> {
+    std::fs::read(path)
+        .ok()
+        .map(|bytes| format!("{:x}", Sha256::digest(&bytes)))
 }
 
 /// A target left out of verification.
@@ -53,6 +66,26 @@ pub struct Excluded {
 }
 
 impl Verification {
+    /// The included targets whose `kernel.py` in `ws` is no longer the one verified (edited
+    /// or removed since), in the order of `included`: the verification says nothing about
+    /// them any more. Empty when nothing changed, or when `verify.json` predates the hashes.
+    pub fn changed_kernels(&self, ws: &Workspace, targets: &[Target]) -> Vec<String> {
+        self.included
+            .iter()
+            .filter(|id| {
+                let Some(verified) = self.kernel_sha256.get(*id) else {
+                    return false;
+                };
+                let now = targets
+                    .iter()
+                    .find(|t| &t.id == *id)
+                    .and_then(|t| file_sha256(&ws.path(&t.kernel_relpath())));
+                now.as_ref() != Some(verified)
+            })
+            .cloned()
+            .collect()
+    }
+
     /// The `verified:` value of the summaries: `false` with the count of wrong kernels when
     /// the check failed, `n/a` when nothing was plugged in, else `true`.
     pub fn verdict(&self) -> String {
@@ -254,6 +287,15 @@ pub fn render_markdown(
             );
         }
         Some(v) => {
+            let changed = v.changed_kernels(ws, targets);
+            if !changed.is_empty() {
+                let _ = writeln!(
+                    md,
+                    "**Stale:** the `kernel.py` of {} changed after this verification; run `autokernel verify --workspace {}` again.\n",
+                    changed.join(", "),
+                    ws.root.display()
+                );
+            }
             let _ = writeln!(
                 md,
                 "- result: **{}** on {}",
@@ -482,6 +524,46 @@ mod tests {
         assert!(out[0].reason.contains("0.909x"), "{}", out[0].reason);
         // only a counts: 0.6 at 2x → 1/0.7, b stays at 1
         assert!((projected(&s) - 1.0 / 0.7).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_kernel_edited_after_the_verification_makes_it_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let targets = [target("01-a", 0.6), target("02-b", 0.3)];
+        let path = ws.path(&targets[0].kernel_relpath());
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "KERNEL_KIND = 'softmax'\n").unwrap();
+        // `printf "KERNEL_KIND = 'softmax'\n" | sha256sum`
+        let digest = "c76b76bb94939f56b5d9875658672e9259772bca6844090d690cad77466b37f5";
+        assert_eq!(file_sha256(&path).as_deref(), Some(digest));
+        let v = Verification {
+            passed: true,
+            included: vec!["01-a".into()],
+            kernel_sha256: [("01-a".to_string(), digest.to_string())].into(),
+            ..Default::default()
+        };
+        assert!(v.changed_kernels(&ws, &targets).is_empty());
+        let md = render_markdown(&ws, &targets, &[], Some(&v));
+        assert!(!md.contains("Stale"), "{md}");
+
+        std::fs::write(&path, "KERNEL_KIND = 'softmax'\n# edited\n").unwrap();
+        assert_eq!(v.changed_kernels(&ws, &targets), ["01-a"]);
+        let md = render_markdown(&ws, &targets, &[], Some(&v));
+        assert!(
+            md.contains("**Stale:** the `kernel.py` of 01-a changed"),
+            "{md}"
+        );
+
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(v.changed_kernels(&ws, &targets), ["01-a"]);
+
+        // a verify.json from before the hashes: staleness unknown, nothing flagged
+        let old: Verification =
+            serde_json::from_str(r#"{"passed": true, "included": ["01-a"], "excluded": [], "device": "cpu", "timing_representative": false}"#)
+                .unwrap();
+        assert!(old.kernel_sha256.is_empty());
+        assert!(old.changed_kernels(&ws, &targets).is_empty());
     }
 
     #[test]

@@ -58,6 +58,19 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
     // reported on, and a log a run is appending to is never repaired from here
     let rows = ResultsLog::read(ws.path("results.tsv"))?;
     let verification = ws.load_verification()?;
+    if let Some(v) = &verification {
+        let changed = v.changed_kernels(&ws, &targets);
+        if !changed.is_empty() {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!(
+                    "warning: the verification is stale: the kernel.py of {} changed after it\nhint: run `autokernel verify --workspace {}` again",
+                    changed.join(", "),
+                    ws.root.display()
+                );
+            }
+        }
+    }
     let written = write_report(&ws, &targets, &rows, verification.as_ref());
     let summaries = report::summarize(&targets, &rows);
     crate::print_stdout(&report::summary_table(&summaries));

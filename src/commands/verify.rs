@@ -1,6 +1,7 @@
 //! `autokernel verify`: plug a workspace's kept kernels into its model and check the model
 //! end to end (outputs against the unmodified model, and both timed).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -270,6 +271,16 @@ pub async fn verify_workspace(
         let script = script.clone();
         async move { worker.call_script(&script, "verify", kwargs, timeout).await }
     };
+    // the kernels as they are plugged in: an edit after this makes the verdict stale
+    let kernel_sha256: BTreeMap<String, String> = targets
+        .iter()
+        .filter_map(|t| {
+            Some((
+                t.id.clone(),
+                report::file_sha256(&ws.path(&t.kernel_relpath()))?,
+            ))
+        })
+        .collect();
     let (reply, culprits) = match verify(&present).await {
         // A kernel that kills the process (os._exit, a fatal signal) or hangs takes every
         // other kernel's verdict with it: find it by plugging each kernel in alone, each on
@@ -311,6 +322,10 @@ pub async fn verify_workspace(
     verification.excluded.extend(culprits);
     verification.excluded.extend(slower);
     verification.excluded.extend(missing);
+    verification.kernel_sha256 = kernel_sha256
+        .into_iter()
+        .filter(|(id, _)| verification.included.contains(id))
+        .collect();
     Ok(verification)
 }
 

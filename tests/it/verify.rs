@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use sha2::{Digest, Sha256};
+
 use crate::util::{autokernel, git, tempdir};
 
 /// `verify -w ws --device cpu`: (exit code, stdout, stderr).
@@ -58,6 +60,35 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     assert!(
         stdout.contains("timings: Triton's interpreter on the CPU, not representative"),
         "{stdout}"
+    );
+    // verify.json holds the sha256 of the kernel it verified; an edit after it makes the
+    // verification stale, which `report` says on stderr and in report.md
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("verify.json")).unwrap()).unwrap();
+    let digest = format!("{:x}", Sha256::digest(source.as_bytes()));
+    assert_eq!(saved["kernel_sha256"][&target], digest.as_str(), "{saved}");
+    std::fs::write(
+        &kernel,
+        format!("{source}\n# edited after the verification\n"),
+    )
+    .unwrap();
+    let out = autokernel()
+        .args(["report", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "warning: the verification is stale: the kernel.py of {target} changed after it"
+        )),
+        "{stderr}"
+    );
+    let report = std::fs::read_to_string(ws.join("report.md")).unwrap();
+    assert!(
+        report.contains(&format!("**Stale:** the `kernel.py` of {target} changed")),
+        "{report}"
     );
 
     // 1.5 times the right answer
