@@ -222,9 +222,10 @@ impl Workspace {
         }
         let text = std::fs::read_to_string(&p)
             .with_context(|| format!("cannot read `{}`", p.display()))?;
-        Ok(Some(serde_json::from_str(&text).with_context(|| {
-            format!("`{}` is not a plan", p.display())
-        })?))
+        let targets: Vec<Target> = serde_json::from_str(&text)
+            .with_context(|| format!("`{}` is not a plan", p.display()))?;
+        check_target_ids(&targets).with_context(|| format!("`{}` is not a plan", p.display()))?;
+        Ok(Some(targets))
     }
 
     /// Saves the plan.
@@ -265,10 +266,73 @@ impl Workspace {
     }
 }
 
+/// Checks that every target id can name a directory under `targets/` and nothing else: a
+/// hand-edited plan.json with an id such as `../x` would put a kernel outside the
+/// workspace, and one with `/` or a space would be found only at the first commit.
+/// Ids are 1–100 of `A-Z a-z 0-9 _ - .`, not starting with `.` or `-`, and unique.
+fn check_target_ids(targets: &[Target]) -> anyhow::Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for t in targets {
+        let id = t.id.as_str();
+        let well_formed = !id.is_empty()
+            && id.len() <= 100
+            && !id.starts_with(['.', '-'])
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !well_formed {
+            anyhow::bail!(
+                "target id `{id}` cannot name a directory: use 1 to 100 letters, digits, '_', '-' and '.', not starting with '.' or '-' (e.g. `01-softmax`)"
+            );
+        }
+        if !seen.insert(id) {
+            anyhow::bail!("target id `{id}` appears twice: each target needs its own id");
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use autokernel_core::{DType, Device};
+
+    #[test]
+    fn a_plan_with_a_target_id_that_cannot_name_a_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let plan = |ids: &[&str]| {
+            let targets: Vec<serde_json::Value> = ids
+                .iter()
+                .map(|id| serde_json::json!({"id": id, "kind": "softmax", "shapes": [[8, 64]], "dtype": "float32", "fraction": 0.5, "op": "aten::_softmax"}))
+                .collect();
+            std::fs::write(
+                ws.path("plan.json"),
+                serde_json::to_string(&targets).unwrap(),
+            )
+            .unwrap();
+            ws.load_plan()
+        };
+        assert_eq!(
+            plan(&["01-softmax", "02-fused_mlp.v2"])
+                .unwrap()
+                .unwrap()
+                .len(),
+            2
+        );
+        for bad in ["../outside", "a/b", "a b", "", ".hidden", "-flag", "ü"] {
+            let err = format!("{:#}", plan(&["01-softmax", bad]).unwrap_err());
+            assert!(
+                err.contains(&format!("target id `{bad}` cannot name a directory")),
+                "{err}"
+            );
+        }
+        let err = format!("{:#}", plan(&["01-softmax", "01-softmax"]).unwrap_err());
+        assert!(
+            err.contains("target id `01-softmax` appears twice"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn settings_round_trip_through_toml() {
