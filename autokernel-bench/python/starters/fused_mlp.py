@@ -140,8 +140,7 @@ def _mlp_tma_kernel(a_desc, w_desc, w2_desc, c_desc, M, N, K, num_tiles,
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0),
-                         flatten=FLATTEN):
+    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), flatten=FLATTEN):
         pid_m, pid_n = _tile_of(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N

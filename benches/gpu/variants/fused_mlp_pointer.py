@@ -1,7 +1,8 @@
 """Variant: the fused_mlp starter before TMA (session 6), one program per tile with pointer
 loads. On the H200 (2026-11-30, benches/gpu/compare.sh) 961.6 µs at 2048×4096×11008 against
-the TMA starter's 896.8 µs (docs/benchmarks.md). Kept so that the comparison can be run
-again. Its docstring follows.
+the first TMA starter's 896.8 µs in the same run; 973.0 against the TMA starter with
+128×256 down tiles' 858.7 in a later one (docs/benchmarks.md). Kept so that the comparison
+can be run again. Its docstring follows.
 
 SwiGLU MLP: out = (silu(x·w_gateᵀ) ⊙ (x·w_upᵀ))·w_downᵀ.
 
