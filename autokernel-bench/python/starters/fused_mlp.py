@@ -19,7 +19,11 @@ own width, DOWN_BLOCK_N: with one accumulator it can take 128×256 tiles. On the
 2048×4096×11008 float16 (one warm worker): 774.7 µs against PyTorch eager's 852.7 in the
 same run, where 128×128 down tiles took 918.4 µs (docs/benchmarks.md also times the
 flattened loop and the pointer kernel). Anything else (float32, odd strides) runs
-`_mlp_matmul_kernel`, one program per tile with pointer loads. Tiles are ordered in
+`_mlp_matmul_kernel`, one program per tile with pointer loads; float32 (IEEE, on the FMA
+units) on square IEEE_BLOCK tiles, BLOCK_K 32 and IEEE_WARPS warps: on the H200 at
+2048×4096×11008 float32, 25.9 ms with 128-wide tiles of 8 warps, 37.3 with 64-wide of 4,
+72.7 with the tensor-core tiles (PyTorch eager 11.7 ms: cuBLAS float32 is faster still;
+docs/benchmarks.md). Tiles are ordered in
 groups of GROUP_M tile-rows for L2 reuse; float32 inputs use `input_precision="ieee"` (no
 TF32). silu(g) = g·sigmoid(g) is computed in float32. Launch parameters that would not fit
 in shared memory are shrunk by the wrapper: the CONFIG values are hints, never
@@ -35,7 +39,7 @@ KERNEL_KIND = "fused_mlp"
 # BLOCK_N is the gate/up tiles' width, DOWN_BLOCK_N the down matmul's (the TMA kernel only).
 # TUNABLES leave out BLOCK_N 256, which lost by far on the H200 (`autokernel tune`,
 # 2026-11-30): two 128×256 float32 accumulators do not fit in registers (8 ms against 0.9).
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "DOWN_BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "PROGRAMS_PER_SM": 1, "FLATTEN": 0, "num_warps": 8, "num_stages": 3}
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "DOWN_BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "PROGRAMS_PER_SM": 1, "FLATTEN": 0, "IEEE_BLOCK": 128, "IEEE_WARPS": 8, "num_warps": 8, "num_stages": 3}
 TUNABLES = {
     "BLOCK_M": [64, 128],
     "BLOCK_N": [64, 128],
@@ -44,6 +48,8 @@ TUNABLES = {
     "GROUP_M": [8],
     "PROGRAMS_PER_SM": [1, 2],
     "FLATTEN": [0, 1],
+    "IEEE_BLOCK": [32, 64, 128],
+    "IEEE_WARPS": [2, 4, 8],
     "num_warps": [4, 8],
     "num_stages": [3, 4],
 }
@@ -173,14 +179,22 @@ def _fit(block_m, block_n, block_k, stages, elt, n_b, budget=SMEM_BUDGET):
 
 
 def _launch(a, b, b2, c, M, N, K, stride_bk, stride_bn, gated):
-    bm, bn, bk, stages = _fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
-                              CONFIG["num_stages"], a.element_size(), 2 if gated else 1)
+    """c = a·b (gated: silu(a·b) ⊙ (a·b2)) with `_mlp_matmul_kernel`, the pointer kernel."""
+    ieee = a.dtype == torch.float32
+    if ieee:
+        # IEEE float32 runs on the FMA units: square IEEE_BLOCK tiles (module docstring)
+        block, block_k, warps = CONFIG["IEEE_BLOCK"], 32, CONFIG["IEEE_WARPS"]
+        bm, bn, bk, stages = _fit(block, block, block_k, CONFIG["num_stages"], a.element_size(), 2 if gated else 1)
+    else:
+        warps = CONFIG["num_warps"]
+        bm, bn, bk, stages = _fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
+                                  CONFIG["num_stages"], a.element_size(), 2 if gated else 1)
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
     _mlp_matmul_kernel[grid](a, b, b2, c, M, N, K, a.stride(0), a.stride(1), stride_bk, stride_bn,
                              c.stride(0), c.stride(1),
                              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=CONFIG["GROUP_M"],
-                             GATED=gated, EVEN_K=K % bk == 0, IEEE=a.dtype == torch.float32,
-                             num_warps=CONFIG["num_warps"], num_stages=stages)
+                             GATED=gated, EVEN_K=K % bk == 0, IEEE=ieee,
+                             num_warps=warps, num_stages=stages)
 
 
 def _tma_ready(t):

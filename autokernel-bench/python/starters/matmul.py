@@ -17,7 +17,11 @@ Starter kernel of autokernel (kind `matmul`). Compute-bound. Two kernels:
   4096×11008×4096, against cuBLAS's 187.8 and 519.8 µs in the same run and the pointer
   kernel's 205.5 and 564.6; flattened, 197.3 and 519.5 µs.
 - anything else (float32, odd strides) goes to `_matmul_kernel`: one program per
-  BLOCK_M × BLOCK_N tile with pointer loads, walking K in steps of BLOCK_K.
+  BLOCK_M × BLOCK_N tile with pointer loads, walking K in steps of BLOCK_K. Float32 (IEEE,
+  so FMA units, not tensor cores) takes square IEEE_BLOCK tiles, BLOCK_K 32 and IEEE_WARPS
+  warps: the tensor-core tiles hold too many accumulators a thread. On the H200 at
+  1024³ float32, 128×256 tiles (shrunk to 2 stages) took 511.0 µs, 64×64 tiles of 4 warps
+  62.0 µs, cuBLAS 63.4; at 4096³ 8270.3, 3141.7 and 2686.3 µs (docs/benchmarks.md).
 
 Both accumulate in float32 with `tl.dot` (tensor cores). Programs are ordered in groups
 of GROUP_M tile-rows so that consecutive programs reuse the same B columns and A rows
@@ -37,8 +41,8 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 KERNEL_KIND = "matmul"
 # The TMA kernel's keys as measured on the H200 (module docstring); the pointer kernel shares
-# BLOCK_*, GROUP_M, num_warps and num_stages.
-CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "PROGRAMS_PER_SM": 1, "SPLIT_EPILOGUE": 1, "FLATTEN": 0, "num_warps": 8, "num_stages": 3}
+# BLOCK_*, GROUP_M, num_warps and num_stages, except in float32 (IEEE_BLOCK, IEEE_WARPS).
+CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "PROGRAMS_PER_SM": 1, "SPLIT_EPILOGUE": 1, "FLATTEN": 0, "IEEE_BLOCK": 64, "IEEE_WARPS": 4, "num_warps": 8, "num_stages": 3}
 TUNABLES = {
     "BLOCK_M": [64, 128],
     "BLOCK_N": [64, 128, 256],
@@ -47,6 +51,8 @@ TUNABLES = {
     "PROGRAMS_PER_SM": [1, 2],
     "SPLIT_EPILOGUE": [0, 1],
     "FLATTEN": [0, 1],
+    "IEEE_BLOCK": [32, 64, 128],
+    "IEEE_WARPS": [2, 4, 8],
     "num_warps": [4, 8],
     "num_stages": [3, 4],
 }
@@ -211,12 +217,18 @@ def kernel_fn(A, B):
         _matmul_tma(A, B, C, *_fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
                                    CONFIG["num_stages"], A.element_size(), TMA_SMEM_BUDGET - c_tile))
         return C
-    bm, bn, bk, stages = _fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
-                              CONFIG["num_stages"], A.element_size())
+    ieee = A.dtype == torch.float32
+    if ieee:
+        # IEEE float32 runs on the FMA units: square IEEE_BLOCK tiles (module docstring)
+        block, block_k, warps = CONFIG["IEEE_BLOCK"], 32, CONFIG["IEEE_WARPS"]
+        bm, bn, bk, stages = _fit(block, block, block_k, CONFIG["num_stages"], A.element_size())
+    else:
+        warps = CONFIG["num_warps"]
+        bm, bn, bk, stages = _fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
+                                  CONFIG["num_stages"], A.element_size())
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
     _matmul_kernel[grid](A, B, C, M, N, K,
                          A.stride(0), A.stride(1), B.stride(0), B.stride(1), C.stride(0), C.stride(1),
                          BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=CONFIG["GROUP_M"],
-                         EVEN_K=K % bk == 0, IEEE=A.dtype == torch.float32,
-                         num_warps=CONFIG["num_warps"], num_stages=stages)
+                         EVEN_K=K % bk == 0, IEEE=ieee, num_warps=warps, num_stages=stages)
     return C
