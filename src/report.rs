@@ -36,9 +36,10 @@ pub struct Verification {
     pub device: String,
     /// False on the CPU: Triton's interpreter is not a speed.
     pub timing_representative: bool,
-    /// The sha256 (hex) of each included target's `kernel.py` as it was verified, by target
-    /// id: a kernel edited since makes the verification stale ([`Verification::changed_kernels`]).
-    /// Empty in a `verify.json` written before this field (staleness then unknown).
+    /// The sha256 (hex) of each target's `kernel.py` as the verification saw it, by target
+    /// id (a target that had none is absent): a kernel edited, added or removed since makes
+    /// the verification stale ([`Verification::changed_kernels`]). Empty in a `verify.json`
+    /// written before this field (staleness then unknown).
     #[serde(default)]
     pub kernel_sha256: BTreeMap<String, String>,
 }
@@ -66,24 +67,31 @@ pub struct Excluded {
 }
 
 impl Verification {
-    /// The included targets whose `kernel.py` in `ws` is no longer the one verified (edited
-    /// or removed since), in the order of `included`: the verification says nothing about
-    /// them any more. Empty when nothing changed, or when `verify.json` predates the hashes.
+    /// The targets whose `kernel.py` in `ws` is no longer the one the verification saw
+    /// (edited, added or removed since), in plan order: the verification says nothing about
+    /// them any more, whether it plugged them in or left them out. Empty when nothing
+    /// changed, or when `verify.json` predates the hashes ([`Verification::has_hashes`]).
     pub fn changed_kernels(&self, ws: &Workspace, targets: &[Target]) -> Vec<String> {
-        self.included
+        if !self.has_hashes() {
+            return Vec::new();
+        }
+        targets
             .iter()
-            .filter(|id| {
-                let Some(verified) = self.kernel_sha256.get(*id) else {
-                    return false;
-                };
-                let now = targets
-                    .iter()
-                    .find(|t| &t.id == *id)
-                    .and_then(|t| file_sha256(&ws.path(&t.kernel_relpath())));
-                now.as_ref() != Some(verified)
+            .filter(|t| {
+                let verified = self
+                    .kernel_sha256
+                    .get(&t.id)
+                    .map(|h| h.to_ascii_lowercase());
+                verified != file_sha256(&ws.path(&t.kernel_relpath()))
             })
-            .cloned()
+            .map(|t| t.id.clone())
             .collect()
+    }
+
+    /// Whether this verification recorded the kernels it saw (a `verify.json` written before
+    /// `kernel_sha256` did not: whether they changed since cannot be told).
+    pub fn has_hashes(&self) -> bool {
+        !self.kernel_sha256.is_empty()
     }
 
     /// The `verified:` value of the summaries: `false` with the count of wrong kernels when
@@ -288,6 +296,12 @@ pub fn render_markdown(
         }
         Some(v) => {
             let changed = v.changed_kernels(ws, targets);
+            if !v.has_hashes() {
+                let _ = writeln!(
+                    md,
+                    "(This verification predates the kernel hashes of `verify.json`: whether a `kernel.py` changed since cannot be told.)\n"
+                );
+            }
             if !changed.is_empty() {
                 let _ = writeln!(
                     md,
@@ -558,12 +572,28 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert_eq!(v.changed_kernels(&ws, &targets), ["01-a"]);
 
-        // a verify.json from before the hashes: staleness unknown, nothing flagged
+        // the digest's case does not matter; a target the verification saw without a kernel
+        // that has one now is stale too, as is a hash-less entry of an included target
+        std::fs::write(&path, "KERNEL_KIND = 'softmax'\n").unwrap();
+        let upper = Verification {
+            kernel_sha256: [("01-a".to_string(), digest.to_uppercase())].into(),
+            ..v.clone()
+        };
+        assert!(upper.changed_kernels(&ws, &targets).is_empty());
+        let other = ws.path(&targets[1].kernel_relpath());
+        std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+        std::fs::write(&other, "KERNEL_KIND = 'softmax'\n").unwrap();
+        assert_eq!(v.changed_kernels(&ws, &targets), ["02-b"]);
+
+        // a verify.json from before the hashes: staleness unknown, nothing flagged, and
+        // report.md says it cannot tell
         let old: Verification =
             serde_json::from_str(r#"{"passed": true, "included": ["01-a"], "excluded": [], "device": "cpu", "timing_representative": false}"#)
                 .unwrap();
         assert!(old.kernel_sha256.is_empty());
         assert!(old.changed_kernels(&ws, &targets).is_empty());
+        let md = render_markdown(&ws, &targets, &[], Some(&old));
+        assert!(md.contains("predates the kernel hashes"), "{md}");
     }
 
     #[test]

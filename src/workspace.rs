@@ -243,7 +243,11 @@ impl Workspace {
         }
         let text = std::fs::read_to_string(&p)?;
         Ok(Some(serde_json::from_str(&text).with_context(|| {
-            format!("`{}` is not a verification", p.display())
+            format!(
+                "`{}` is not a verification\nhint: `autokernel verify --workspace {}` writes a new one (or delete the file)",
+                p.display(),
+                self.root.display()
+            )
         })?))
     }
 

@@ -271,7 +271,7 @@ pub async fn verify_workspace(
         let script = script.clone();
         async move { worker.call_script(&script, "verify", kwargs, timeout).await }
     };
-    // the kernels as they are plugged in: an edit after this makes the verdict stale
+    // the kernels as the verification sees them: an edit after this makes the verdict stale
     let kernel_sha256: BTreeMap<String, String> = targets
         .iter()
         .filter_map(|t| {
@@ -322,10 +322,7 @@ pub async fn verify_workspace(
     verification.excluded.extend(culprits);
     verification.excluded.extend(slower);
     verification.excluded.extend(missing);
-    verification.kernel_sha256 = kernel_sha256
-        .into_iter()
-        .filter(|(id, _)| verification.included.contains(id))
-        .collect();
+    verification.kernel_sha256 = kernel_sha256;
     Ok(verification)
 }
 

@@ -164,17 +164,25 @@ def _mlp_tma_kernel(a_desc, w_desc, w2_desc, c_desc, M, N, K, num_tiles,
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
-def _fit(block_m, block_n, block_k, stages, elt, n_b, budget=SMEM_BUDGET):
-    """Shrinks a launch until num_stages buffers of the A and n_b B tiles fit `budget` bytes."""
-    while stages * (block_m * block_k + n_b * block_k * block_n) * elt > budget:
+def _fit(block_m, block_n, block_k, stages, elt, n_b, budget=SMEM_BUDGET, c_share=0.0):
+    """Shrinks a launch until num_stages buffers of the A and n_b B tiles, plus `c_share` of
+    a C tile (the TMA store's staging), fit `budget` bytes. Stages go first (down to 2),
+    then BLOCK_K (to 32), then the tile (to 16 × 16, which fits any budget here: the loop
+    always ends)."""
+    def need():
+        return (stages * (block_m * block_k + n_b * block_k * block_n) + c_share * block_m * block_n) * elt
+
+    while need() > budget:
         if stages > 2:
             stages -= 1
         elif block_k > 32:
             block_k //= 2
-        elif block_n >= block_m and block_n > 32:
+        elif block_n >= block_m and block_n > 16:
             block_n //= 2
-        else:
+        elif block_m > 16:
             block_m //= 2
+        else:
+            break
     return block_m, block_n, block_k, stages
 
 
@@ -218,9 +226,9 @@ def _launch_tma(a, w, w2, c, gated):
     M, K = a.shape
     N = w.shape[0]
     block_n = CONFIG["BLOCK_N"] if gated else CONFIG["DOWN_BLOCK_N"]
-    c_tile = CONFIG["BLOCK_M"] * block_n * a.element_size()  # the store's staging
+    # c_share 1: the store's staging buffer, a whole C tile, shares the shared memory
     bm, bn, bk, stages = _fit(CONFIG["BLOCK_M"], block_n, CONFIG["BLOCK_K"], CONFIG["num_stages"],
-                              a.element_size(), 2 if gated else 1, TMA_SMEM_BUDGET - c_tile)
+                              a.element_size(), 2 if gated else 1, TMA_SMEM_BUDGET, c_share=1.0)
     num_tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     grid = (min(num_tiles, _sm_count(a.device) * CONFIG["PROGRAMS_PER_SM"]),)
     _mlp_tma_kernel[grid](TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(w, [bn, bk]),

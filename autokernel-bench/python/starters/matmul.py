@@ -155,17 +155,25 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, num_tiles,
             c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
-def _fit(block_m, block_n, block_k, stages, elt, budget=SMEM_BUDGET):
-    """Shrinks a launch until num_stages buffers of the A and B tiles fit `budget` bytes."""
-    while stages * (block_m * block_k + block_k * block_n) * elt > budget:
+def _fit(block_m, block_n, block_k, stages, elt, budget=SMEM_BUDGET, c_share=0.0):
+    """Shrinks a launch until num_stages buffers of the A and B tiles, plus `c_share` of a
+    C tile (the TMA store's staging: 1, or 0.5 when stored in halves), fit `budget` bytes.
+    Stages go first (down to 2), then BLOCK_K (to 32), then the tile (to 16 × 16, which
+    fits any budget here: the loop always ends)."""
+    def need():
+        return (stages * (block_m * block_k + block_k * block_n) + c_share * block_m * block_n) * elt
+
+    while need() > budget:
         if stages > 2:
             stages -= 1
         elif block_k > 32:
             block_k //= 2
-        elif block_n >= block_m and block_n > 32:
+        elif block_n >= block_m and block_n > 16:
             block_n //= 2
-        else:
+        elif block_m > 16:
             block_m //= 2
+        else:
+            break
     return block_m, block_n, block_k, stages
 
 
@@ -213,9 +221,9 @@ def kernel_fn(A, B):
     C = torch.empty((M, N), dtype=A.dtype, device=A.device)
     if A.dtype == B.dtype and _tma_ready(A) and A.stride(1) == 1 and _tma_ready(B) and _tma_ready(C):
         # The store's staging buffer (a C tile, or half of one) shares the shared memory.
-        c_tile = CONFIG["BLOCK_M"] * CONFIG["BLOCK_N"] * A.element_size() // (2 if CONFIG["SPLIT_EPILOGUE"] else 1)
+        c_share = 0.5 if CONFIG["SPLIT_EPILOGUE"] else 1.0
         _matmul_tma(A, B, C, *_fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
-                                   CONFIG["num_stages"], A.element_size(), TMA_SMEM_BUDGET - c_tile))
+                                   CONFIG["num_stages"], A.element_size(), TMA_SMEM_BUDGET, c_share))
         return C
     ieee = A.dtype == torch.float32
     if ieee:

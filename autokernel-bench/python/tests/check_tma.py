@@ -5,13 +5,15 @@ the operands arrive only by the Tensor Memory Accelerator (`cp.async.bulk.tensor
 `ld.global`) and meet in Hopper's asynchronous tensor-core instruction (`wgmma.mma_async`):
 the pointer kernels they replaced were 6-11% slower on the H200 (docs/benchmarks.md). Also
 checks which tensors the wrappers send down the TMA path: 16-bit, 16-byte-aligned rows
-(or, for matmul's B, columns), as cuTensorMapEncodeTiled requires.
+(or, for matmul's B, columns), as cuTensorMapEncodeTiled requires; and that a tile too
+large for shared memory is shrunk, not looped on for ever.
 Run with TRITON_INTERPRET unset (the interpreter replaces the compiler).
 Usage: .venv/bin/python autokernel-bench/python/tests/check_tma.py  → prints "ok"
 """
 import importlib.util
 import os
 import re
+import signal
 import sys
 
 import torch
@@ -87,10 +89,36 @@ def dispatch_failures():
     return failures
 
 
+def fit_failures():
+    """TMA launches whose shrinking (`_fit`) does not end within the shared-memory budget:
+    a CONFIG is a hint, so a tile whose store staging alone passes the budget (256 × 512
+    float16 is 256 KB) must shrink, not hang (it once looped for ever)."""
+    def timed_out(*_):
+        raise TimeoutError("_fit did not end in 5 s")
+
+    signal.signal(signal.SIGALRM, timed_out)
+    failures = []
+    for name, n_b in (("matmul", 1), ("fused_mlp", 2)):
+        module = load(name)
+        b_tiles = () if name == "matmul" else (n_b,)
+        signal.alarm(5)
+        try:
+            bm, bn, bk, stages = module._fit(256, 512, 64, 4, 2, *b_tiles, module.TMA_SMEM_BUDGET, 1.0)
+        except TimeoutError as e:
+            failures.append(f"{name}: {e}")
+            continue
+        finally:
+            signal.alarm(0)
+        need = (stages * (bm * bk + n_b * bk * bn) + bm * bn) * 2
+        if need > module.TMA_SMEM_BUDGET:
+            failures.append(f"{name}: _fit gave {bm}x{bn}x{bk}, {stages} stages: {need} bytes > {module.TMA_SMEM_BUDGET}")
+    return failures
+
+
 def main():
     if os.environ.get("TRITON_INTERPRET") == "1":
         sys.exit("unset TRITON_INTERPRET: this check compiles kernels, the interpreter does not")
-    failures = dispatch_failures()
+    failures = dispatch_failures() + fit_failures()
     for name, text in cases():
         tma = len(re.findall(r"\bcp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", text))
         loads = len(re.findall(r"\bld\.global", text))

@@ -50,8 +50,9 @@ fn row_starters_compile_to_vector_loads_and_flushing_exponentials() {
 
 /// The matmul and fused_mlp starters' TMA kernels, compiled for sm_90 with their CONFIG
 /// (no GPU), take their operands only by TMA (`cp.async.bulk.tensor`, no `ld.global`) into
-/// `wgmma.mma_async`; and their wrappers send exactly the 16-bit, 16-byte-aligned tensors
-/// down that path (`python/tests/check_tma.py`, which names what failed).
+/// `wgmma.mma_async`; their wrappers send exactly the 16-bit, 16-byte-aligned tensors down
+/// that path, and shrink a tile too large for shared memory instead of looping for ever
+/// (`python/tests/check_tma.py`, which names what failed).
 #[test]
 fn matmul_starters_compile_to_tma_and_wgmma() {
     run_check_script("check_tma.py");
