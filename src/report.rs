@@ -572,8 +572,8 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert_eq!(v.changed_kernels(&ws, &targets), ["01-a"]);
 
-        // the digest's case does not matter; a target the verification saw without a kernel
-        // that has one now is stale too, as is a hash-less entry of an included target
+        // the digest's case does not matter; a target that had no kernel when verified and
+        // has one now is stale too
         std::fs::write(&path, "KERNEL_KIND = 'softmax'\n").unwrap();
         let upper = Verification {
             kernel_sha256: [("01-a".to_string(), digest.to_uppercase())].into(),
