@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use autokernel_bench::{PyWorkerBenchmarker, WorkerOptions, WorkerProgram};
 use autokernel_core::{
-    BenchError, BenchRequest, BenchResult, Benchmarker, DType, Device, KernelKind, Layout, Shape,
+    BenchError, BenchRequest, BenchResult, Benchmarker, Correctness, DType, Device, KernelKind,
+    Layout, Shape, Stage,
 };
 use serde_json::json;
 
@@ -157,7 +158,15 @@ async fn judge_all(
 ) -> anyhow::Result<bool> {
     let mut all_passed = true;
     for path in &args.paths {
+        // a kernel that hung while loading or in smoke, which are the same at every shape
+        let mut hung_in_smoke: Option<BenchResult> = None;
         for shape in shapes {
+            if let Some(earlier) = &hung_in_smoke {
+                // it would hang again: its verdict is repeated, not waited for again
+                let again = not_run_again(earlier, *shape);
+                print_result(args, path, &again, 0.0, several)?;
+                continue;
+            }
             let started = Instant::now();
             let result = match bench.bench(&request(args, path, *shape)).await {
                 Ok(r) => r,
@@ -176,9 +185,29 @@ async fn judge_all(
             let turnaround_s = started.elapsed().as_secs_f64();
             all_passed &= result.correctness.is_pass();
             print_result(args, path, &result, turnaround_s, several)?;
+            let smoke_hung = matches!(result.correctness, Correctness::Timeout { .. })
+                && result.stages.iter().all(|s| s.stage == Stage::Load);
+            if smoke_hung && shapes.len() > 1 {
+                hung_in_smoke = Some(result);
+            }
         }
     }
     Ok(all_passed)
+}
+
+/// The TIMEOUT of a kernel that hung while loading or in the smoke stage (both the same at
+/// every shape), repeated for
+/// `shape` without running it again: one more wait of `--timeout` would end the same way.
+fn not_run_again(earlier: &BenchResult, shape: Option<&Shape>) -> BenchResult {
+    let at = shape.map_or_else(|| "this shape".to_string(), |s| s.to_string());
+    let reason = format!(
+        "not run again at {at}: the kernel hung while loading or in the smoke stage, which are the same at every shape ({})",
+        earlier.correctness.reason().unwrap_or_default()
+    );
+    BenchResult {
+        correctness: Correctness::Timeout { reason },
+        ..earlier.clone()
+    }
 }
 
 /// A verdict without a kind: the JSON keys of the contract with nulls, or two lines.

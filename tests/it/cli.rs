@@ -818,6 +818,62 @@ fn worker_of(parent: u32) -> i32 {
     }
 }
 
+/// A kernel that hangs in the smoke stage, which is the same at every shape, is waited for
+/// once: at the later `--shape`s its TIMEOUT is repeated, saying so, not waited for again.
+#[test]
+fn bench_waits_once_for_a_kernel_that_hangs_in_smoke() {
+    let (keep, _) = tempdir();
+    let kernel = keep.path().join("hang.py");
+    new_kernel("rmsnorm", &kernel);
+    let source = std::fs::read_to_string(&kernel).unwrap();
+    let hang = format!("{source}\n\ndef kernel_fn(x, weight):\n    while True:\n        pass\n");
+    std::fs::write(&kernel, hang).unwrap();
+    let out = autokernel()
+        .args([
+            "bench",
+            kernel.to_str().unwrap(),
+            "--device",
+            "cpu",
+            "--quick",
+            "--json",
+        ])
+        .args([
+            "--shape", "8,64", "--shape", "5,33", "--shape", "4,16", "--dtype", "float32",
+        ])
+        .args(["--timeout", "20"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert!(
+        lines.iter().all(|v| v["correctness"] == "TIMEOUT"),
+        "{stdout}"
+    );
+    let reasons: Vec<&str> = lines
+        .iter()
+        .map(|v| v["reason"].as_str().unwrap())
+        .collect();
+    assert!(!reasons[0].contains("not run again"), "{}", reasons[0]);
+    for (reason, shape) in reasons[1..].iter().zip(["5x33", "4x16"]) {
+        assert!(
+            reason.starts_with(&format!(
+                "not run again at {shape}: the kernel hung while loading or in the smoke stage"
+            )),
+            "{reason}"
+        );
+    }
+}
+
 /// Whether process `pid` is still running (a zombie or a reaped one is not).
 fn running(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
