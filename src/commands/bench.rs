@@ -77,7 +77,9 @@ pub struct BenchArgs {
     /// [default: $AUTOKERNEL_PYTHON, $VIRTUAL_ENV, python3]
     #[arg(long, value_name = "PATH", help_heading = "Bench")]
     pub python: Option<PathBuf>,
-    /// Time limit of the whole evaluation, in seconds (the worker is killed after it)
+    /// Time limit of each evaluation (one file at one shape), in seconds; the worker is killed
+    /// after it. A kernel that hangs while loading or in smoke is not waited for again at its
+    /// other shapes
     #[arg(
         long,
         value_name = "SECS",
