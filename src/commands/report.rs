@@ -90,9 +90,14 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
             "not written".to_string()
         }
     };
+    // experiments as the table and `run` count them: the baselines apart
+    let baselines = rows
+        .iter()
+        .filter(|r| r.decision == autokernel_core::Decision::Baseline)
+        .count();
     crate::print_stdout(&format!(
-        "---\nexperiments: {}\n{projected}report: {report_line}",
-        rows.len(),
+        "---\nexperiments: {}\nbaselines: {baselines}\n{projected}report: {report_line}",
+        rows.len() - baselines,
     ));
     Ok(ExitCode::SUCCESS)
 }
