@@ -208,10 +208,7 @@ fn bench_judges_every_file_at_every_shape_on_one_worker_and_fails_if_any_fails()
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let lines: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    let lines = json_lines(&stdout);
     assert_eq!(lines.len(), 4, "{stdout}");
     let seen: Vec<(String, String)> = lines
         .iter()
@@ -854,10 +851,7 @@ fn bench_waits_once_for_a_kernel_that_hangs_in_smoke() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let lines: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    let lines = json_lines(&stdout);
     assert_eq!(lines.len(), 3, "{stdout}");
     assert!(
         lines.iter().all(|v| v["correctness"] == "TIMEOUT"),
@@ -876,6 +870,14 @@ fn bench_waits_once_for_a_kernel_that_hangs_in_smoke() {
             "{reason}"
         );
     }
+}
+
+/// `bench --json`'s output for several evaluations: one JSON object per line.
+fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
 }
 
 /// Whether process `pid` is still running (a zombie or a reaped one is not).
