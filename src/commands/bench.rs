@@ -189,7 +189,7 @@ async fn judge_all(
             print_result(args, path, &result, turnaround_s, several)?;
             let smoke_hung = matches!(result.correctness, Correctness::Timeout { .. })
                 && result.stages.iter().all(|s| s.stage == Stage::Load);
-            if smoke_hung && shapes.len() > 1 {
+            if smoke_hung {
                 hung_in_smoke = Some(result);
             }
         }
@@ -198,8 +198,8 @@ async fn judge_all(
 }
 
 /// The TIMEOUT of a kernel that hung while loading or in the smoke stage (both the same at
-/// every shape), repeated for
-/// `shape` without running it again: one more wait of `--timeout` would end the same way.
+/// every shape), repeated for `shape` without running it again: one more wait of
+/// `--timeout` would end the same way.
 fn not_run_again(earlier: &BenchResult, shape: Option<&Shape>) -> BenchResult {
     let at = shape.map_or_else(|| "this shape".to_string(), |s| s.to_string());
     let reason = format!(

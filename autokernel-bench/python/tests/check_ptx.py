@@ -29,6 +29,7 @@ F16 = "*fp16"
 
 
 def load(kind):
+    """The starter module of `kind`, imported from its file."""
     path = os.path.join(STARTERS, f"{kind}.py")
     spec = importlib.util.spec_from_file_location(f"starter_{kind}", path)
     module = importlib.util.module_from_spec(spec)
@@ -36,7 +37,7 @@ def load(kind):
     return module
 
 
-def compile_sm90(fn, signature, constexprs, num_warps, divisible=None):
+def compile_sm90(fn, signature, constexprs, num_warps, divisible=None, num_stages=1):
     """fn compiled by Triton for sm_90 (its `.asm` holds "ptx" and "cubin"). `divisible`:
     the indices of the arguments specialised as multiples of 16 (default: every pointer
     and integer argument)."""
@@ -45,7 +46,7 @@ def compile_sm90(fn, signature, constexprs, num_warps, divisible=None):
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
                     attrs={(i,): DIV16 for i in divisible})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": num_warps, "num_stages": 1})
+                          options={"num_warps": num_warps, "num_stages": num_stages})
 
 
 def ptx(fn, signature, constexprs, num_warps, divisible=None):

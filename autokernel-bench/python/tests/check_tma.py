@@ -10,26 +10,17 @@ large for shared memory is shrunk, not looped on for ever.
 Run with TRITON_INTERPRET unset (the interpreter replaces the compiler).
 Usage: .venv/bin/python autokernel-bench/python/tests/check_tma.py  → prints "ok"
 """
-import importlib.util
 import os
 import re
 import signal
 import sys
 
 import torch
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 
-STARTERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "starters")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_ptx import compile_sm90, load  # noqa: E402 - the starters' loader and sm_90 compiler
+
 SIZES = {"M": "i32", "N": "i32", "K": "i32", "num_tiles": "i32"}
-
-
-def load(kind):
-    spec = importlib.util.spec_from_file_location(f"starter_{kind}", os.path.join(STARTERS, f"{kind}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def desc(rows, cols):
@@ -38,11 +29,11 @@ def desc(rows, cols):
 
 
 def ptx(fn, descs, constexprs, config):
-    """fn's PTX for sm_90 with the descriptor arguments `descs` (name → type)."""
+    """fn's PTX for sm_90 with the descriptor arguments `descs` (name → type), no argument
+    specialised as a multiple of 16, at its CONFIG's warps and stages."""
     signature = dict(descs, **SIZES, **{name: "constexpr" for name in constexprs})
-    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": config["num_warps"], "num_stages": config["num_stages"]}).asm["ptx"]
+    return compile_sm90(fn, signature, constexprs, config["num_warps"], divisible=[],
+                        num_stages=config["num_stages"]).asm["ptx"]
 
 
 def cases():
