@@ -31,7 +31,8 @@ normal data, random non-unit weights), ``large`` (magnitudes near what the dtype
 while the exact result, and every float32 intermediate of a straightforward kernel, stays
 finite), ``small`` (near zero; a share of float16 values are subnormal), ``mixed`` (rows
 whose scales differ by up to five orders of magnitude), ``zeros`` and ``constant``
-(constant rows). Only the *data* inputs follow the mode; weights (layernorm/rmsnorm weight
+(constant rows), and for softmax and cross_entropy only ``masked`` (rows whose leading
+columns are -inf, at least one column kept; targets among the kept columns). Only the *data* inputs follow the mode; weights (layernorm/rmsnorm weight
 and bias, fused_mlp weights) stay random, and rotary cos/sin are always the real table.
 Integer inputs (cross_entropy targets) ignore the mode.
 """
@@ -82,8 +83,13 @@ DIM_NAMES = {
 }
 """Names of the problem-shape dims per kind (= ``KernelKind::dim_names``)."""
 
-MODES = ["normal", "large", "small", "mixed", "zeros", "constant"]
-"""Input modes accepted by :func:`make_inputs`."""
+MODES = ["normal", "large", "small", "mixed", "zeros", "constant", "masked"]
+"""Input modes accepted by :func:`make_inputs` (``masked`` only by :data:`MASKED_KINDS`)."""
+
+MASKED_KINDS = ["softmax", "cross_entropy"]
+"""Kinds whose rows may hold -inf, as attention and vocabulary-padding masks leave them
+(= ``KernelKind::takes_masked_rows``): the ``masked`` mode feeds them rows whose leading
+columns are -inf."""
 
 TINY_SHAPES = {
     "matmul": [16, 16, 16],
@@ -161,6 +167,12 @@ def patch_triton_interpreter() -> bool:
     return True
 
 
+def modes(kind: str) -> list[str]:
+    """The input modes `kind` takes: every one of :data:`MODES` but ``masked``, which only
+    :data:`MASKED_KINDS` take."""
+    return [m for m in MODES if m != "masked" or kind in MASKED_KINDS]
+
+
 def _check(kind: str, shape, mode: str) -> list[int]:
     if kind not in INPUT_NAMES:
         raise ValueError(f"unknown kernel kind {kind!r}; expected one of {', '.join(KINDS)}")
@@ -172,6 +184,8 @@ def _check(kind: str, shape, mode: str) -> list[int]:
         )
     if mode not in MODES:
         raise ValueError(f"unknown input mode {mode!r}; expected one of {', '.join(MODES)}")
+    if mode == "masked" and kind not in MASKED_KINDS:
+        raise ValueError(f"the masked mode is for {', '.join(MASKED_KINDS)}, not {kind}")
     return dims
 
 
@@ -213,6 +227,19 @@ def _data(g, shape, mode, *, large, normal=1.0, small=_SMALL, mixed=(-3.0, 3.0),
     # constant rows
     rows = list(shape[:-1]) + [1]
     return (_randn(g, rows) * const).expand(*shape).contiguous()
+
+
+def _masked_rows(g, rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Standard normal rows whose leading columns are -inf, as a sliding-window or padding
+    mask leaves them, and the index of each row's first kept column. Row 0 keeps only its
+    last column; the others keep a uniform share (1 to cols columns), so most rows have a
+    masked prefix longer than any one block of a kernel that walks the row in chunks."""
+    x = _randn(g, [rows, cols])
+    kept = (torch.rand([rows], generator=g) * cols).long().clamp(1, cols)
+    kept[0] = 1
+    first_kept = cols - kept
+    masked = torch.arange(cols)[None, :] < first_kept[:, None]
+    return x.masked_fill(masked, float("-inf")), first_kept
 
 
 def _weight(g, n: int) -> torch.Tensor:
@@ -332,11 +359,17 @@ def _make_inputs(kind: str, dims, dtype: torch.dtype, device, g: torch.Generator
 
     elif kind in ("softmax", "cross_entropy"):
         rows, cols = dims
-        x = _data(g, [rows, cols], mode, large=large)
+        if mode == "masked":
+            x, first_kept = _masked_rows(g, rows, cols)
+        else:
+            x = _data(g, [rows, cols], mode, large=large)
+            first_kept = torch.zeros(rows, dtype=torch.int64)
         if kind == "softmax":
             t = {"x": x}
         else:
-            targets = torch.randint(0, cols, [rows], generator=g, dtype=torch.int64)
+            # A target in the kept columns (a masked target's loss is infinite).
+            span = cols - first_kept
+            targets = first_kept + (torch.rand([rows], generator=g) * span).long().clamp(max=span - 1)
             t = {"logits": x, "targets": targets}
 
     elif kind in ("layernorm", "rmsnorm"):

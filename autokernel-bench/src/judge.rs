@@ -20,7 +20,8 @@ pub struct CaseContext<'a> {
     pub shape: &'a Shape,
     /// The inputs' dtype.
     pub dtype: DType,
-    /// The input generator's mode (`normal`, `large`, `small`, `mixed`, `zeros`, `constant`).
+    /// The input generator's mode (`normal`, `large`, `small`, `mixed`, `zeros`, `constant`,
+    /// and `masked` for the kinds of [`KernelKind::takes_masked_rows`]).
     pub mode: &'a str,
     /// The catalogue's likely-cause note for this kind and dtype, if any.
     pub note: Option<&'a str>,
@@ -260,7 +261,9 @@ pub fn compare_outputs(
     let note = ctx.note.map(|n| format!("; {n}")).unwrap_or_default();
     if nonfinite > 0 {
         let (ix, o, r) = first_nonfinite.unwrap_or_default();
-        let cause = if o.is_nan() {
+        let cause = if ctx.mode == "masked" {
+            MASKED_CAUSE
+        } else if o.is_nan() {
             "uninitialised memory, a division by zero, or inf − inf?"
         } else {
             "overflow in an intermediate (exp without subtracting the max? a sum of squares in a 16-bit type?)"
@@ -304,6 +307,9 @@ pub fn compare_outputs(
     })
 }
 
+/// The likely cause named for a failure on rows whose leading columns are -inf.
+const MASKED_CAUSE: &str = "rows whose leading columns are -inf (an attention or padding mask) handled wrongly: a running max still at -inf makes x − max = -inf − -inf = NaN (shift by 0 until a finite value arrives)?";
+
 fn likely_cause(ctx: &CaseContext<'_>, all_zero: bool, tail: bool, rel_l2: f64) -> String {
     if all_zero {
         return "the output is all zeros (nothing written, or a zero-filled result?)".into();
@@ -318,6 +324,7 @@ fn likely_cause(ctx: &CaseContext<'_>, all_zero: bool, tail: bool, rel_l2: f64) 
         }
         "small" => return "underflow, or an epsilon in the wrong place, at tiny magnitudes?".into(),
         "mixed" => return "a scale shared across rows or blocks that should be per row?".into(),
+        "masked" => return MASKED_CAUSE.into(),
         "zeros" | "constant" => {
             return "a degenerate row (zero variance, equal values) handled wrongly: epsilon missing or a division by zero?".into()
         }

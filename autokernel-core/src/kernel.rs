@@ -254,6 +254,14 @@ impl KernelKind {
         }
     }
 
+    /// Whether the kind's rows may hold -inf, as attention masks and padded vocabularies
+    /// leave them (softmax, cross-entropy): the judge's stability stage then also feeds rows
+    /// whose leading columns are -inf (the `masked` input mode of `python/catalogue.py`), at
+    /// the first shape of the set and at the timing shape.
+    pub fn takes_masked_rows(self) -> bool {
+        matches!(self, KernelKind::Softmax | KernelKind::CrossEntropy)
+    }
+
     /// Whether `autokernel verify` can plug a kernel of this kind into a model: each such
     /// kind has a standard call site (`nn.Linear` for matmul, `nn.LayerNorm`, RMSNorm
     /// modules, `torch.nn.functional` softmax, scaled_dot_product_attention and

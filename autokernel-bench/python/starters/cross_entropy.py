@@ -66,8 +66,11 @@ def _row_loss_kernel(x_ptr, t_ptr, loss_ptr, n_rows, n_cols,
     for start in range(0, n_cols, BLOCK_N):
         c = start + cols
         x = tl.load(x_ptr + offs_row + c[None, :], mask=(c < n_cols)[None, :], other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=1))  # finite: every chunk has a real column
-        s = s * _exp(m - m_new) + tl.sum(_exp(x - m_new[:, None]), axis=1)
+        m_new = tl.maximum(m, tl.max(x, axis=1))
+        # A row with nothing finite yet (leading logits masked with -inf) has m_new -inf,
+        # and x − m_new would be NaN: shift by 0 there (every term is then 0).
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * _exp(m - shift) + tl.sum(_exp(x - shift[:, None]), axis=1)
         m = m_new
     lse = m + tl.log(s)
     target = tl.load(t_ptr + safe_rows)
@@ -87,6 +90,16 @@ def _chunk(x_ptr, base, j, head, end, n_total, EDGE: tl.constexpr):
 
 
 @triton.jit
+def _online_lse(m, s, x):
+    """The running max m and sum s of exp(· − m) after one more chunk x (1-D, float32). A
+    row with nothing finite yet (leading logits masked with -inf) keeps m -inf and s 0
+    instead of NaN: the shift is 0 until a finite logit arrives."""
+    m_new = tl.maximum(m, tl.max(x, axis=0))
+    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+    return m_new, s * _exp(m - shift) + tl.sum(_exp(x - shift), axis=0)
+
+
+@triton.jit
 def _aligned_row_loss_kernel(x_ptr, t_ptr, loss_ptr, n_cols, n_total, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
     """The row losses of rows that start off a 16-byte boundary (module docstring); ALIGN:
     elements in 16 bytes, n_total: elements in the logits."""
@@ -97,19 +110,11 @@ def _aligned_row_loss_kernel(x_ptr, t_ptr, loss_ptr, n_cols, n_total, BLOCK_N: t
     end = head + n_cols
     last = (end - 1) // BLOCK_N  # the last chunk; chunks 1 .. last-1 lie inside the row
     cols = tl.arange(0, BLOCK_N)
-    x = _chunk(x_ptr, base, cols, head, end, n_total, True)
-    m = tl.max(x, axis=0)
-    s = tl.sum(_exp(x - m), axis=0)
+    m, s = _online_lse(float("-inf"), 0.0, _chunk(x_ptr, base, cols, head, end, n_total, True))
     for k in range(1, last):
-        x = _chunk(x_ptr, base, k * BLOCK_N + cols, head, end, n_total, False)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        s = s * _exp(m - m_new) + tl.sum(_exp(x - m_new), axis=0)
-        m = m_new
+        m, s = _online_lse(m, s, _chunk(x_ptr, base, k * BLOCK_N + cols, head, end, n_total, False))
     if last > 0:
-        x = _chunk(x_ptr, base, last * BLOCK_N + cols, head, end, n_total, True)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        s = s * _exp(m - m_new) + tl.sum(_exp(x - m_new), axis=0)
-        m = m_new
+        m, s = _online_lse(m, s, _chunk(x_ptr, base, last * BLOCK_N + cols, head, end, n_total, True))
     target = tl.load(t_ptr + row)
     x_t = tl.load(x_ptr + row_start + target).to(tl.float32)
     tl.store(loss_ptr + row, m + tl.log(s) - x_t)

@@ -82,8 +82,11 @@ def _softmax_kernel(x_ptr, y_ptr, n_rows, n_cols,
             for start in range(0, n_cols, BLOCK_N):
                 c = start + cols
                 x = tl.load(x_ptr + offs_row + c[None, :], mask=(c < n_cols)[None, :], other=float("-inf")).to(tl.float32)
-                m_new = tl.maximum(m, tl.max(x, axis=1))  # finite: every chunk has a real column
-                s = s * _exp(m - m_new) + tl.sum(_exp(x - m_new[:, None]), axis=1)
+                m_new = tl.maximum(m, tl.max(x, axis=1))
+                # A row with nothing finite yet (leading columns masked with -inf) has m_new
+                # -inf, and x − m_new would be NaN: shift by 0 there (every term is then 0).
+                shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+                s = s * _exp(m - shift) + tl.sum(_exp(x - shift[:, None]), axis=1)
                 m = m_new
             # Pass 2: normalise and write (these rows were just read: mostly L2 hits), with
             # the division by s folded into the exponent: exp(x − m) / s = exp2((x − m)·log2 e − log2 s).

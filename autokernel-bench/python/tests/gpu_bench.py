@@ -123,7 +123,7 @@ def main():
         for shape in GPU[kind]:
             t0 = time.time()
             fails = []
-            for dtype, modes in [(torch.float16, catalogue.MODES), (torch.bfloat16, ["normal"]),
+            for dtype, modes in [(torch.float16, catalogue.modes(kind)), (torch.bfloat16, ["normal"]),
                                  (torch.float32, ["normal", "large"])]:
                 for mode in modes:
                     i = catalogue.make_inputs(kind, shape, dtype, "cuda", 1, mode)

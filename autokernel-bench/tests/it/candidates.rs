@@ -1,7 +1,7 @@
 //! Candidates that try to game the judge get TAMPER or FAIL, never PASS.
 
 use autokernel_bench::PyWorkerBenchmarker;
-use autokernel_core::{Correctness, Stage};
+use autokernel_core::{Correctness, Shape, Stage};
 
 use super::*;
 
@@ -154,4 +154,40 @@ def kernel_fn(x):
         reason.contains("masking bug at non-power-of-two shape?"),
         "{reason}"
     );
+}
+
+#[tokio::test]
+async fn a_softmax_that_turns_masked_rows_into_nan_fails_stability_at_the_timing_shape() {
+    // Right on finite rows; rows wider than 256 are walked in chunks of 64 with a running
+    // max that starts at -inf, so a chunk of -inf leading columns makes the row NaN. The
+    // first CPU shape (8x128) never takes that path: only the timing shape (4x1000) does.
+    let body = r#"def kernel_fn(x):
+    xf = x.float()
+    if x.shape[-1] <= 256:
+        e = torch.exp(xf - xf.amax(-1, keepdim=True))
+        return (e / e.sum(-1, keepdim=True)).to(x.dtype)
+    m = torch.full(x.shape[:-1], float("-inf"))
+    s = torch.zeros(x.shape[:-1])
+    for c in xf.split(64, dim=-1):
+        m_new = torch.maximum(m, c.amax(-1))
+        s = s * torch.exp(m - m_new) + torch.exp(c - m_new[:, None]).sum(-1)
+        m = m_new
+    return (torch.exp(xf - m[:, None]) / s[:, None]).to(x.dtype)
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let k = write(dir.path(), "online.py", &format!("{HEADER}{body}"));
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let mut r = BenchRequest::new(&k);
+    r.device = Device::Cpu;
+    r.extra_shapes = vec![Shape(vec![4, 1000])];
+    r.timeout = Duration::from_secs(300);
+    let got = b.bench(&r).await.expect("the harness runs");
+    let Correctness::Fail { stage, reason } = &got.correctness else {
+        panic!("{:?}", got.correctness)
+    };
+    assert_eq!(*stage, Stage::Stability, "{reason}");
+    assert!(reason.contains("masked"), "{reason}");
+    assert!(reason.contains("4x1000"), "{reason}");
+    assert!(reason.contains("leading columns are -inf"), "{reason}");
+    assert!(reason.contains("got NaN"), "{reason}");
 }
