@@ -51,6 +51,37 @@ pub fn file_sha256(path: &Path) -> Option<String> {
         .map(|bytes| format!("{:x}", Sha256::digest(&bytes)))
 }
 
+/// One line for `autokernel report`'s stdout on the saved verification, so that a failed,
+/// stale or missing verification is seen without opening report.md: `verification: PASS
+/// on cuda NVIDIA H200, 1.234x end to end`, `verification: FAIL on cpu (report.md says
+/// which kernels broke the model)`, `verification: none yet (autokernel verify --workspace
+/// DIR)`. `stale`: the targets whose kernel.py changed since ([`Verification::changed_kernels`]).
+pub fn verification_summary(ws: &Workspace, v: Option<&Verification>, stale: &[String]) -> String {
+    let Some(v) = v else {
+        return format!(
+            "verification: none yet (autokernel verify --workspace {})",
+            ws.root.display()
+        );
+    };
+    let mut line = if v.passed {
+        let speedup = match v.speedup {
+            Some(x) if v.timing_representative => format!(", {x:.3}x end to end"),
+            Some(x) => format!(", {x:.3}x end to end on the CPU interpreter (not a speed)"),
+            None => String::new(),
+        };
+        format!("verification: PASS on {}{speedup}", v.device)
+    } else {
+        format!("verification: FAIL on {} (report.md says why)", v.device)
+    };
+    if !stale.is_empty() {
+        line.push_str(&format!(
+            "; stale: the kernel.py of {} changed since",
+            stale.join(", ")
+        ));
+    }
+    line
+}
+
 /// A target left out of verification.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Excluded {

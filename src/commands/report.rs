@@ -16,7 +16,9 @@ use crate::workspace::Workspace;
 #[command(
     after_long_help = "The workspace is only read, except for report.md and progress.png: on a
 workspace that cannot be written (another user's, a read-only mount) the summary is
-printed all the same, with a warning, and the exit code is 0.
+printed all the same, with a warning, and the exit code is 0. The exit code is 0 as well
+when the saved verification failed: the line `verification:` of the summary says so (PASS,
+FAIL, stale or none yet).
 
 Examples:
   autokernel report -w autokernel-workspace"
@@ -58,17 +60,18 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
     // reported on, and a log a run is appending to is never repaired from here
     let rows = ResultsLog::read(ws.path("results.tsv"))?;
     let verification = ws.load_verification()?;
-    if let Some(v) = &verification {
-        let changed = v.changed_kernels(&ws, &targets);
-        if !changed.is_empty() {
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!(
-                    "warning: the verification is stale: the kernel.py of {} changed after it\nhint: run `autokernel verify --workspace {}` again",
-                    changed.join(", "),
-                    ws.root.display()
-                );
-            }
+    let stale = verification
+        .as_ref()
+        .map(|v| v.changed_kernels(&ws, &targets))
+        .unwrap_or_default();
+    if !stale.is_empty() {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "warning: the verification is stale: the kernel.py of {} changed after it\nhint: run `autokernel verify --workspace {}` again",
+                stale.join(", "),
+                ws.root.display()
+            );
         }
     }
     let written = write_report(&ws, &targets, &rows, verification.as_ref());
@@ -96,8 +99,9 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
         .filter(|r| r.decision == autokernel_core::Decision::Baseline)
         .count();
     crate::print_stdout(&format!(
-        "---\nexperiments: {}\nbaselines: {baselines}\n{projected}report: {report_line}",
+        "---\nexperiments: {}\nbaselines: {baselines}\n{projected}{}\nreport: {report_line}",
         rows.len() - baselines,
+        report::verification_summary(&ws, verification.as_ref(), &stale),
     ));
     Ok(ExitCode::SUCCESS)
 }

@@ -613,6 +613,11 @@ fn report_reads_the_log_without_writing_to_it() {
         stdout.contains("experiments: 0\nbaselines: 1\n"),
         "{stdout}"
     );
+    // nothing verified yet: the summary says so and how
+    assert!(
+        stdout.contains("verification: none yet (autokernel verify --workspace "),
+        "{stdout}"
+    );
     assert_eq!(
         std::fs::read_to_string(ws.join("results.tsv")).unwrap(),
         log

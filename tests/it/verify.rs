@@ -85,6 +85,14 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
         )),
         "{stderr}"
     );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("verification: PASS on cpu, "), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "; stale: the kernel.py of {target} changed since\n"
+        )),
+        "{stdout}"
+    );
     let report = std::fs::read_to_string(ws.join("report.md")).unwrap();
     assert!(
         report.contains(&format!("**Stale:** the `kernel.py` of {target} changed")),
@@ -121,6 +129,18 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
         serde_json::from_str(&std::fs::read_to_string(ws.join("verify.json")).unwrap()).unwrap();
     assert_eq!(saved["passed"], false, "{saved}");
     assert_eq!(saved["excluded"][0]["broken"], true, "{saved}");
+    // report still exits 0, and its summary names the failed verification
+    let out = autokernel()
+        .args(["report", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("verification: FAIL on cpu (report.md says why)\n"),
+        "{stdout}"
+    );
 
     // a kernel that kills the process inside the model: named and left out, exit 1 (not
     // the "bench worker died" error of exit 2)
