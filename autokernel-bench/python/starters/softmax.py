@@ -13,6 +13,14 @@ per SM 418 µs (`autokernel tune`, docs/benchmarks.md). LOOP_BLOCK 16384 suits r
 start on a 16-byte boundary (151.0 against 176.8 µs at 4096×32000) and not the others
 (503.4 against 389.1 µs at 50257): the tuner chooses per shape. All arithmetic in float32.
 
+The wide rows' two passes tell the L2 what to keep: the first pass's loads are
+`evict_last` (the second pass reads the row again), the second pass's loads `evict_first`
+and its stores streaming (`.cs`: y is not read again here). On the H200 at float16 that
+took 4096×32000 from 176.1 to 142.9 µs and 4096×50256 from 295.5 to 271.2, and left
+4096×50257, whose loads are 2 bytes wide, level (394.9 against 393.9; docs/benchmarks.md,
+2026-11-30). Walking the second pass last chunk first (the shortest reuse distance) was
+faster still at 50256 (257.0) and slower at 50257 (408.2).
+
 Exponentials are exp2 of (x − max)·log2 e, which compiles to one multiply and one
 `ex2.approx.ftz` (PTX ISA, "ex2"): `tl.exp` compiles to `ex2.approx` without flush-to-zero,
 whose subnormal fix-up costs four more instructions per element on sm_90 (SASS of this
@@ -81,23 +89,24 @@ def _softmax_kernel(x_ptr, y_ptr, n_rows, n_cols,
             s = tl.zeros([BLOCK_ROWS], tl.float32)
             for start in range(0, n_cols, BLOCK_N):
                 c = start + cols
-                x = tl.load(x_ptr + offs_row + c[None, :], mask=(c < n_cols)[None, :], other=float("-inf")).to(tl.float32)
+                x = tl.load(x_ptr + offs_row + c[None, :], mask=(c < n_cols)[None, :], other=float("-inf"), eviction_policy="evict_last").to(tl.float32)
                 m_new = tl.maximum(m, tl.max(x, axis=1))
                 # A row with nothing finite yet (leading columns masked with -inf) has m_new
                 # -inf, and x − m_new would be NaN: shift by 0 there (every term is then 0).
                 shift = tl.where(m_new == float("-inf"), 0.0, m_new)
                 s = s * _exp(m - shift) + tl.sum(_exp(x - shift[:, None]), axis=1)
                 m = m_new
-            # Pass 2: normalise and write (these rows were just read: mostly L2 hits), with
-            # the division by s folded into the exponent: exp(x − m) / s = exp2((x − m)·log2 e − log2 s).
+            # Pass 2: normalise and write (these rows were just read: mostly L2 hits, kept
+            # there by the first pass's evict_last), with the division by s folded into the
+            # exponent: exp(x − m) / s = exp2((x − m)·log2 e − log2 s).
             log2_s = tl.log2(s)
             for start in range(0, n_cols, BLOCK_N):
                 c = start + cols
                 col_ok = c < n_cols
-                x = tl.load(x_ptr + offs_row + c[None, :], mask=col_ok[None, :], other=float("-inf")).to(tl.float32)
+                x = tl.load(x_ptr + offs_row + c[None, :], mask=col_ok[None, :], other=float("-inf"), eviction_policy="evict_first").to(tl.float32)
                 y = tl.math.exp2((x - m[:, None]) * LOG2E - log2_s[:, None])
                 tl.store(y_ptr + offs_row + c[None, :], y.to(y_ptr.dtype.element_ty),
-                         mask=row_ok[:, None] & col_ok[None, :])
+                         mask=row_ok[:, None] & col_ok[None, :], cache_modifier=".cs")
 
 
 def kernel_fn(x):

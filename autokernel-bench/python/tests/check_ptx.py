@@ -1,4 +1,4 @@
-"""Two properties of the row starters' PTX for sm_90 (the H200), checked on any machine.
+"""Properties of the row starters' PTX for sm_90 (the H200), checked on any machine.
 
 Compiles each row kernel to PTX, no GPU needed, with the row width specialised as a
 multiple of 16 (what Triton infers at launch for 4096 or 50256 columns), and checks:
@@ -9,7 +9,11 @@ multiple of 16 (what Triton infers at launch for 4096 or 50256 columns), and che
 - Exponentials that flush subnormals: no `ex2.approx.f32` without `.ftz`, whose subnormal
   fix-up is four more instructions per element on sm_90 (benches/gpu/sass_probe.py).
 
-A starter edit that lost either is caught without a GPU. Run with TRITON_INTERPRET unset
+- L2 hints on the softmax starter's wide rows: the first pass's loads `evict_last`, the
+  second's `evict_first`, its stores streaming (`st.global.cs`); 19% at 4096x32000 on the
+  H200 (docs/benchmarks.md, session 7). Cross-entropy's row kernel loads `evict_first`.
+
+A starter edit that lost any of them is caught without a GPU. Run with TRITON_INTERPRET unset
 (the interpreter replaces the compiler).
 Usage: .venv/bin/python autokernel-bench/python/tests/check_ptx.py  → prints "ok"
 """
@@ -121,9 +125,34 @@ def main():
         if slow_exponentials(text):
             failures.append(f"{name}: {slow_exponentials(text)} ex2.approx.f32 without .ftz "
                             "(use tl.math.exp2 of v · log2 e, not tl.exp)")
+    failures += l2_hint_failures()
     if failures:
         sys.exit("\n".join(failures))
     print("ok")
+
+
+def l2_hint_failures():
+    """What the softmax and cross-entropy starters lack of their L2 hints (module docstring)."""
+    softmax = load("softmax")
+    sig = dict(rows_sig("x_ptr", "y_ptr"), BLOCK_ROWS="constexpr", BLOCK_N="constexpr", ONE_PASS="constexpr")
+    text = ptx(softmax._softmax_kernel, sig, {"BLOCK_ROWS": 1, "BLOCK_N": 8192, "ONE_PASS": False}, num_warps=16)
+    forms = collections.Counter(re.findall(r"\b(?:ld|st)\.global[\w.:]*", text))
+    policies = set(re.findall(r"createpolicy\.fractional\.L2::(\w+)", text))
+    wanted = {
+        "loads evict_last (pass 1)": any("evict_last" in f for f in forms if f.startswith("ld")),
+        "loads evict_first (pass 2)": any("evict_first" in f for f in forms if f.startswith("ld")),
+        "L2 policies evict_last and evict_first": {"evict_last", "evict_first"} <= policies,
+        "streaming stores only": forms and all(".cs." in f for f in forms if f.startswith("st")),
+    }
+    failures = [f"softmax, wide rows: missing {what}: {dict(forms)}" for what, ok in wanted.items() if not ok]
+    # cross-entropy reads each logit once: its row kernel's loads go first
+    ce = load("cross_entropy")
+    sig = {"x_ptr": F16, "t_ptr": "*i64", "loss_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32",
+           "BLOCK_ROWS": "constexpr", "BLOCK_N": "constexpr"}
+    text = ptx(ce._row_loss_kernel, sig, {"BLOCK_ROWS": 1, "BLOCK_N": 4096}, num_warps=4)
+    if "createpolicy.fractional.L2::evict_first" not in text:
+        failures.append("cross_entropy: the row kernel's loads are not evict_first")
+    return failures
 
 
 if __name__ == "__main__":

@@ -116,8 +116,8 @@ def _chunk_stats_kernel(x_ptr, stats_ptr, n_cols, n_chunks, BLOCK_N: tl.constexp
     row = tl.program_id(1).to(tl.int64)
     c = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
     x = tl.load(x_ptr + row * n_cols + c, mask=c < n_cols, other=float("-inf")).to(tl.float32)
-    m = tl.max(x, axis=0)  # finite: every chunk has a real column
-    s = tl.sum(_exp(x - m), axis=0)
+    m = tl.max(x, axis=0)
+    s = tl.where(m == float("-inf"), 0.0, tl.sum(_exp(x - m), axis=0))  # an all -inf chunk adds 0, not NaN
     out = stats_ptr + (row * n_chunks + chunk) * 2
     tl.store(out, m)
     tl.store(out + 1, s)
