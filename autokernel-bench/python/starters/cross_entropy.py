@@ -32,10 +32,14 @@ import triton
 import triton.language as tl
 
 KERNEL_KIND = "cross_entropy"
-CONFIG = {"BLOCK_ROWS": 1, "BLOCK_N": 4096, "num_warps": 4, "num_stages": 2}
+# The aligned rows' keys as `autokernel tune` found them on the H200 at 4096x32000 float16
+# (77.8 against 80.4 µs); the odd widths' kernel keeps its own (ODD_*), measured at 50257.
+CONFIG = {"BLOCK_ROWS": 1, "BLOCK_N": 8192, "ODD_BLOCK_N": 4096, "ODD_STAGES": 2, "num_warps": 4, "num_stages": 1}
 TUNABLES = {
     "BLOCK_ROWS": [1, 2],
     "BLOCK_N": [1024, 2048, 4096, 8192],
+    "ODD_BLOCK_N": [2048, 4096, 8192],
+    "ODD_STAGES": [1, 2],
     "num_warps": [4, 8, 16],
     "num_stages": [1, 2],
 }
@@ -145,10 +149,10 @@ def kernel_fn(logits, targets):
         # Rows off the 16-byte boundary: chunks from the boundary below each row's start, so
         # that the loads inside the row are 16 bytes wide (+ align: the first chunk starts up
         # to align - 1 lanes early).
-        block_n = min(CONFIG["BLOCK_N"], triton.next_power_of_2(n_cols + align))
+        block_n = min(CONFIG["ODD_BLOCK_N"], triton.next_power_of_2(n_cols + align))
         _aligned_row_loss_kernel[(n_rows,)](logits, targets.contiguous(), losses, n_cols, logits.numel(),
                                             BLOCK_N=block_n, ALIGN=align,
-                                            num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"])
+                                            num_warps=CONFIG["num_warps"], num_stages=CONFIG["ODD_STAGES"])
         _mean_kernel[(1,)](losses, out, n_rows, BLOCK=MEAN_BLOCK, num_warps=4)
         return out
     block_n = min(CONFIG["BLOCK_N"], triton.next_power_of_2(n_cols))
