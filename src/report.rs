@@ -54,8 +54,7 @@ pub fn file_sha256(path: &Path) -> Option<String> {
 /// One line for `autokernel report`'s stdout on the saved verification, so that a failed,
 /// stale or missing verification is seen without opening report.md: `verification: PASS
 /// on cuda NVIDIA H200, 1.234x end to end`, `verification: FAIL on cpu (report.md says
-/// which kernels broke the model)`, `verification: none yet (autokernel verify --workspace
-/// DIR)`. `stale`: the targets whose kernel.py changed since ([`Verification::changed_kernels`]).
+/// why)`, `verification: none yet (autokernel verify --workspace DIR)`. `stale`: the targets whose kernel.py changed since ([`Verification::changed_kernels`]).
 pub fn verification_summary(ws: &Workspace, v: Option<&Verification>, stale: &[String]) -> String {
     let Some(v) = v else {
         return format!(
@@ -75,7 +74,7 @@ pub fn verification_summary(ws: &Workspace, v: Option<&Verification>, stale: &[S
     };
     if !stale.is_empty() {
         line.push_str(&format!(
-            "; stale: the kernel.py of {} changed since",
+            "; stale: the kernel.py of {} is not the one verified",
             stale.join(", ")
         ));
     }

@@ -18,7 +18,8 @@ use crate::workspace::Workspace;
 workspace that cannot be written (another user's, a read-only mount) the summary is
 printed all the same, with a warning, and the exit code is 0. The exit code is 0 as well
 when the saved verification failed: the line `verification:` of the summary says so (PASS,
-FAIL, stale or none yet).
+FAIL, stale, none yet, or unreadable when verify.json is corrupt; an `autokernel tune`
+workspace has no model and no such line).
 
 Examples:
   autokernel report -w autokernel-workspace"
@@ -59,7 +60,17 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
     // read-only: a workspace one may only read (another user's, a read-only mount) is
     // reported on, and a log a run is appending to is never repaired from here
     let rows = ResultsLog::read(ws.path("results.tsv"))?;
-    let verification = ws.load_verification()?;
+    // a verify.json that cannot be read loses nothing else: the summary is still printed
+    let (verification, unreadable) = match ws.load_verification() {
+        Ok(v) => (v, false),
+        Err(e) => {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("warning: {e:#}");
+            }
+            (None, true)
+        }
+    };
     let stale = verification
         .as_ref()
         .map(|v| v.changed_kernels(&ws, &targets))
@@ -77,9 +88,20 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
     let written = write_report(&ws, &targets, &rows, verification.as_ref());
     let summaries = report::summarize(&targets, &rows);
     crate::print_stdout(&report::summary_table(&summaries));
-    // a `tune` workspace has no model: no end-to-end speedup to project
-    let projected = match ws.settings.tuned_kernel {
-        None => format!("projected_speedup: {:.3}\n", report::projected(&summaries)),
+    // a `tune` workspace has no model: no end-to-end speedup to project, nothing to verify
+    let model_lines = match ws.settings.tuned_kernel {
+        None => format!(
+            "projected_speedup: {:.3}\n{}\n",
+            report::projected(&summaries),
+            if unreadable {
+                format!(
+                    "verification: unreadable verify.json (autokernel verify --workspace {} writes a new one)",
+                    ws.root.display()
+                )
+            } else {
+                report::verification_summary(&ws, verification.as_ref(), &stale)
+            }
+        ),
         Some(_) => String::new(),
     };
     let report_line = match written {
@@ -99,9 +121,8 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
         .filter(|r| r.decision == autokernel_core::Decision::Baseline)
         .count();
     crate::print_stdout(&format!(
-        "---\nexperiments: {}\nbaselines: {baselines}\n{projected}{}\nreport: {report_line}",
+        "---\nexperiments: {}\nbaselines: {baselines}\n{model_lines}report: {report_line}",
         rows.len() - baselines,
-        report::verification_summary(&ws, verification.as_ref(), &stale),
     ));
     Ok(ExitCode::SUCCESS)
 }

@@ -178,6 +178,11 @@ fn tune_resumes_and_refuses_another_problem_or_a_run() {
         "{}",
         text(&report)
     );
+    assert!(
+        !text(&report).contains("verification:"),
+        "{}",
+        text(&report)
+    );
     assert!(std::fs::read_to_string(ws.join("report.md"))
         .unwrap()
         .contains("An `autokernel tune` workspace has no model"));

@@ -89,7 +89,7 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     assert!(stdout.contains("verification: PASS on cpu, "), "{stdout}");
     assert!(
         stdout.contains(&format!(
-            "; stale: the kernel.py of {target} changed since\n"
+            "; stale: the kernel.py of {target} is not the one verified\n"
         )),
         "{stdout}"
     );
@@ -141,6 +141,29 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
         stdout.contains("verification: FAIL on cpu (report.md says why)\n"),
         "{stdout}"
     );
+    // a corrupt verify.json: the summary all the same, the file named on stderr
+    let saved = std::fs::read_to_string(ws.join("verify.json")).unwrap();
+    std::fs::write(ws.join("verify.json"), "{bad").unwrap();
+    let out = autokernel()
+        .args(["report", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("experiments: ")
+            && stdout.contains("verification: unreadable verify.json (autokernel verify"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("verify.json` is not a verification"),
+        "{stderr}"
+    );
+    std::fs::write(ws.join("verify.json"), saved).unwrap();
 
     // a kernel that kills the process inside the model: named and left out, exit 1 (not
     // the "bench worker died" error of exit 2)
