@@ -31,8 +31,9 @@ normal data, random non-unit weights), ``large`` (magnitudes near what the dtype
 while the exact result, and every float32 intermediate of a straightforward kernel, stays
 finite), ``small`` (near zero; a share of float16 values are subnormal), ``mixed`` (rows
 whose scales differ by up to five orders of magnitude), ``zeros`` and ``constant``
-(constant rows), and for softmax and cross_entropy only ``masked`` (rows whose leading
-columns are -inf, at least one column kept; targets among the kept columns). Only the *data* inputs follow the mode; weights (layernorm/rmsnorm weight
+(constant rows), and for softmax and cross_entropy only ``masked`` (rows with -inf
+columns at the start, the end or both, at least one column kept; targets among the kept
+columns). Only the *data* inputs follow the mode; weights (layernorm/rmsnorm weight
 and bias, fused_mlp weights) stay random, and rotary cos/sin are always the real table.
 Integer inputs (cross_entropy targets) ignore the mode.
 """
@@ -88,8 +89,8 @@ MODES = ["normal", "large", "small", "mixed", "zeros", "constant", "masked"]
 
 MASKED_KINDS = ["softmax", "cross_entropy"]
 """Kinds whose rows may hold -inf, as attention and vocabulary-padding masks leave them
-(= ``KernelKind::takes_masked_rows``): the ``masked`` mode feeds them rows whose leading
-columns are -inf."""
+(= ``KernelKind::takes_masked_rows``): the ``masked`` mode feeds them rows with -inf
+columns at either end."""
 
 TINY_SHAPES = {
     "matmul": [16, 16, 16],
@@ -229,17 +230,23 @@ def _data(g, shape, mode, *, large, normal=1.0, small=_SMALL, mixed=(-3.0, 3.0),
     return (_randn(g, rows) * const).expand(*shape).contiguous()
 
 
-def _masked_rows(g, rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Standard normal rows whose leading columns are -inf, as a sliding-window or padding
-    mask leaves them, and the index of each row's first kept column. Row 0 keeps only its
-    last column; the others keep a uniform share (1 to cols columns), so most rows have a
-    masked prefix longer than any one block of a kernel that walks the row in chunks."""
+def _masked_rows(g, rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Standard normal rows with -inf columns, as masks leave them, and each row's kept span
+    [lo, hi) (at least one column). Row r % 3 == 0 masks its leading columns (a sliding
+    window or left padding), 1 its trailing ones (a causal row, a padded vocabulary), 2
+    both ends. Row 0 keeps only its last column and row 1 only its first; the others keep a
+    uniform share (1 to cols columns), so most masked runs are longer than any one block of
+    a kernel that walks the row in chunks, from either end."""
     x = _randn(g, [rows, cols])
     kept = (torch.rand([rows], generator=g) * cols).long().clamp(1, cols)
-    kept[0] = 1
-    first_kept = cols - kept
-    masked = torch.arange(cols)[None, :] < first_kept[:, None]
-    return x.masked_fill(masked, float("-inf")), first_kept
+    kept[:2] = 1
+    pattern = torch.arange(rows) % 3
+    start = (torch.rand([rows], generator=g) * (cols - kept + 1)).long().clamp(max=cols - kept)
+    lo = torch.where(pattern == 0, cols - kept, torch.where(pattern == 1, 0, start))
+    hi = lo + kept
+    col = torch.arange(cols)[None, :]
+    masked = (col < lo[:, None]) | (col >= hi[:, None])
+    return x.masked_fill(masked, float("-inf")), lo, hi
 
 
 def _weight(g, n: int) -> torch.Tensor:
@@ -360,16 +367,16 @@ def _make_inputs(kind: str, dims, dtype: torch.dtype, device, g: torch.Generator
     elif kind in ("softmax", "cross_entropy"):
         rows, cols = dims
         if mode == "masked":
-            x, first_kept = _masked_rows(g, rows, cols)
+            x, lo, hi = _masked_rows(g, rows, cols)
         else:
             x = _data(g, [rows, cols], mode, large=large)
-            first_kept = torch.zeros(rows, dtype=torch.int64)
+            lo, hi = torch.zeros(rows, dtype=torch.int64), torch.full([rows], cols)
         if kind == "softmax":
             t = {"x": x}
         else:
             # A target in the kept columns (a masked target's loss is infinite).
-            span = cols - first_kept
-            targets = first_kept + (torch.rand([rows], generator=g) * span).long().clamp(max=span - 1)
+            span = hi - lo
+            targets = lo + (torch.rand([rows], generator=g) * span).long().clamp(max=span - 1)
             t = {"logits": x, "targets": targets}
 
     elif kind in ("layernorm", "rmsnorm"):

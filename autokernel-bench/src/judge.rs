@@ -258,11 +258,15 @@ pub fn compare_outputs(
     } else {
         0.0
     };
-    let note = ctx.note.map(|n| format!("; {n}")).unwrap_or_default();
+    // the kind's general notes (subtract the max, float16 squares) are noise on masked rows
+    let note = match ctx.note {
+        Some(n) if ctx.mode != "masked" => format!("; {n}"),
+        _ => String::new(),
+    };
     if nonfinite > 0 {
         let (ix, o, r) = first_nonfinite.unwrap_or_default();
         let cause = if ctx.mode == "masked" {
-            MASKED_CAUSE
+            MASKED_NAN_CAUSE
         } else if o.is_nan() {
             "uninitialised memory, a division by zero, or inf − inf?"
         } else {
@@ -307,12 +311,19 @@ pub fn compare_outputs(
     })
 }
 
-/// The likely cause named for a failure on rows whose leading columns are -inf.
-const MASKED_CAUSE: &str = "rows whose leading columns are -inf (an attention or padding mask) handled wrongly: a running max still at -inf makes x − max = -inf − -inf = NaN (shift by 0 until a finite value arrives)?";
+/// The likely cause named for non-finite outputs on masked rows (columns -inf at either end).
+const MASKED_NAN_CAUSE: &str = "rows with -inf columns (an attention or padding mask, at the start or the end of a row) give NaN: a running max still at -inf makes x − max = -inf − -inf = NaN (shift by 0 until a finite value arrives)?";
+
+/// The likely cause named for finite but wrong outputs on masked rows.
+const MASKED_WRONG_CAUSE: &str = "-inf columns (an attention or padding mask) handled wrongly: each must add exp(-inf) = 0 to the sum and get probability 0 (a -inf replaced by a finite value, or a mask that drops real columns?)";
 
 fn likely_cause(ctx: &CaseContext<'_>, all_zero: bool, tail: bool, rel_l2: f64) -> String {
     if all_zero {
         return "the output is all zeros (nothing written, or a zero-filled result?)".into();
+    }
+    if ctx.mode == "masked" {
+        // masked columns sit at the row ends: the tail test below would blame the masks
+        return MASKED_WRONG_CAUSE.into();
     }
     let non_pow2 = ctx.shape.0.iter().any(|d| !d.is_power_of_two());
     if tail || (ctx.stage == Stage::Edge && non_pow2) {
@@ -324,7 +335,6 @@ fn likely_cause(ctx: &CaseContext<'_>, all_zero: bool, tail: bool, rel_l2: f64) 
         }
         "small" => return "underflow, or an epsilon in the wrong place, at tiny magnitudes?".into(),
         "mixed" => return "a scale shared across rows or blocks that should be per row?".into(),
-        "masked" => return MASKED_CAUSE.into(),
         "zeros" | "constant" => {
             return "a degenerate row (zero variance, equal values) handled wrongly: epsilon missing or a division by zero?".into()
         }

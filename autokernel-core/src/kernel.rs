@@ -256,8 +256,8 @@ impl KernelKind {
 
     /// Whether the kind's rows may hold -inf, as attention masks and padded vocabularies
     /// leave them (softmax, cross-entropy): the judge's stability stage then also feeds rows
-    /// whose leading columns are -inf (the `masked` input mode of `python/catalogue.py`), at
-    /// the first shape of the set and at the timing shape.
+    /// with -inf columns at either end (the `masked` input mode of `python/catalogue.py`) at
+    /// the timing shape, and unless quick at the first shape of the set and the edge shapes.
     pub fn takes_masked_rows(self) -> bool {
         matches!(self, KernelKind::Softmax | KernelKind::CrossEntropy)
     }

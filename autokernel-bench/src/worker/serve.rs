@@ -1049,17 +1049,23 @@ impl Run<'_, '_> {
         } else {
             &["large", "small", "mixed", "zeros", "constant"]
         };
+        let all_edge_shapes = kind.shapes(ShapeSet::Edge);
         let mut stability: Vec<Case> = modes
             .iter()
             .flat_map(|m| sweep_dtypes.iter().map(move |d| (*m, *d)))
             .map(|(m, d)| case(&set[0], d, m, 1, false))
             .collect();
-        // Masked rows (leading columns -inf) also at the timing shape: wide rows take the
-        // chunked paths whose running max starts at -inf, which set[0] may never reach.
-        if kind.takes_masked_rows() && !quick {
-            let mut masked_shapes = vec![&set[0]];
-            if timing_shape != set[0] {
-                masked_shapes.push(&timing_shape);
+        // Masked rows (-inf columns at either end) at the timing shape, whose wide rows may
+        // take chunked paths that set[0] never reaches, even when quick; otherwise also at
+        // set[0] and the edge shapes, where width-specific bugs show.
+        if kind.takes_masked_rows() {
+            let mut masked_shapes = vec![&timing_shape];
+            if !quick {
+                for shape in std::iter::once(&set[0]).chain(all_edge_shapes.iter()) {
+                    if !masked_shapes.contains(&shape) {
+                        masked_shapes.push(shape);
+                    }
+                }
             }
             for shape in masked_shapes {
                 stability.extend(
@@ -1073,11 +1079,10 @@ impl Run<'_, '_> {
             .iter()
             .map(|d| case(&set[0], *d, "normal", 3, false))
             .collect();
-        let edge_shapes = kind.shapes(ShapeSet::Edge);
         let edge_shapes = if quick {
-            edge_shapes[..1].to_vec()
+            all_edge_shapes[..1].to_vec()
         } else {
-            edge_shapes
+            all_edge_shapes
         };
         let edge: Vec<Case> = edge_shapes
             .iter()

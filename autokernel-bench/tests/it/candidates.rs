@@ -156,38 +156,77 @@ def kernel_fn(x):
     );
 }
 
-#[tokio::test]
-async fn a_softmax_that_turns_masked_rows_into_nan_fails_stability_at_the_timing_shape() {
-    // Right on finite rows; rows wider than 256 are walked in chunks of 64 with a running
-    // max that starts at -inf, so a chunk of -inf leading columns makes the row NaN. The
-    // first CPU shape (8x128) never takes that path: only the timing shape (4x1000) does.
-    let body = r#"def kernel_fn(x):
+/// A softmax right on finite rows that walks rows wider than 256 in chunks of 64 with a
+/// running max that starts at -inf (no shift while it is -inf), first to last chunk or last
+/// to first.
+fn chunked_softmax(reverse: bool) -> String {
+    let order = if reverse { "[::-1]" } else { "" };
+    format!(
+        r#"def kernel_fn(x):
     xf = x.float()
     if x.shape[-1] <= 256:
         e = torch.exp(xf - xf.amax(-1, keepdim=True))
         return (e / e.sum(-1, keepdim=True)).to(x.dtype)
     m = torch.full(x.shape[:-1], float("-inf"))
     s = torch.zeros(x.shape[:-1])
-    for c in xf.split(64, dim=-1):
+    for c in list(xf.split(64, dim=-1)){order}:
         m_new = torch.maximum(m, c.amax(-1))
         s = s * torch.exp(m - m_new) + torch.exp(c - m_new[:, None]).sum(-1)
         m = m_new
     return (torch.exp(xf - m[:, None]) / s[:, None]).to(x.dtype)
-"#;
+"#
+    )
+}
+
+/// Benches `body` (after the softmax header) on the CPU, not quick, with `shapes` as extra
+/// shapes, and returns the stage and reason of its FAIL.
+async fn masked_failure(body: &str, shapes: &[&[u64]]) -> (Stage, String) {
     let dir = tempfile::tempdir().unwrap();
-    let k = write(dir.path(), "online.py", &format!("{HEADER}{body}"));
+    let k = write(dir.path(), "k.py", &format!("{HEADER}{body}"));
     let b = PyWorkerBenchmarker::with_worker(worker());
     let mut r = BenchRequest::new(&k);
     r.device = Device::Cpu;
-    r.extra_shapes = vec![Shape(vec![4, 1000])];
+    r.extra_shapes = shapes.iter().map(|s| Shape(s.to_vec())).collect();
     r.timeout = Duration::from_secs(300);
     let got = b.bench(&r).await.expect("the harness runs");
-    let Correctness::Fail { stage, reason } = &got.correctness else {
-        panic!("{:?}", got.correctness)
-    };
-    assert_eq!(*stage, Stage::Stability, "{reason}");
-    assert!(reason.contains("masked"), "{reason}");
-    assert!(reason.contains("4x1000"), "{reason}");
-    assert!(reason.contains("leading columns are -inf"), "{reason}");
+    match got.correctness {
+        Correctness::Fail { stage, reason } => (stage, reason),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn softmaxes_that_turn_masked_rows_into_nan_fail_stability_at_the_shapes_that_chunk() {
+    // the first CPU shape (8x128) never takes the chunked path: the edge shape 7x1000 does,
+    // with no --shape given
+    let (stage, reason) = masked_failure(&chunked_softmax(false), &[]).await;
+    assert_eq!(stage, Stage::Stability, "{reason}");
+    assert!(reason.contains("7x1000 masked inputs"), "{reason}");
     assert!(reason.contains("got NaN"), "{reason}");
+    assert!(reason.contains("a running max still at -inf"), "{reason}");
+    // walking from the last chunk: only rows masked at their end give NaN; the timing
+    // shape is judged on masked rows first
+    let (stage, reason) = masked_failure(&chunked_softmax(true), &[&[4, 1000]]).await;
+    assert_eq!(stage, Stage::Stability, "{reason}");
+    assert!(reason.contains("4x1000 masked inputs"), "{reason}");
+    assert!(reason.contains("got NaN"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_softmax_that_gives_masked_columns_weight_fails_with_the_masked_cause() {
+    // -inf read as 0: finite, wrong, and only on masked rows
+    let body = r#"def kernel_fn(x):
+    xf = torch.where(torch.isinf(x), torch.zeros_like(x), x).float()
+    e = torch.exp(xf - xf.amax(-1, keepdim=True))
+    return (e / e.sum(-1, keepdim=True)).to(x.dtype)
+"#;
+    let (stage, reason) = masked_failure(body, &[]).await;
+    assert_eq!(stage, Stage::Stability, "{reason}");
+    assert!(reason.contains("masked inputs"), "{reason}");
+    assert!(!reason.contains("NaN"), "{reason}");
+    assert!(
+        reason.contains("each must add exp(-inf) = 0 to the sum and get probability 0"),
+        "{reason}"
+    );
+    assert!(!reason.contains("subtract the row max"), "{reason}");
 }
