@@ -111,6 +111,9 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
     });
     // before the plan is saved: a folder this command created is removed again
     refuse_bfloat16_on_cpu(dtype, !on_gpu)?;
+    if !on_gpu {
+        warn_if_slow_on_cpu(kind, &args.shapes[0], dtype, args.experiments.bench_timeout);
+    }
     let target = Target {
         id: format!("01-{kind}"),
         kind,
@@ -308,6 +311,28 @@ fn describe(t: &Target) -> String {
     s
 }
 
+/// Bytes a problem may move (`KernelKind::min_bytes`) before its every evaluation in
+/// Triton's interpreter takes minutes: the interpreter computes with numpy, one program at a
+/// time. 16 MB is about 4096x1024 float32 rows; the `cpu` shapes move a few KB.
+const CPU_SLOW_BYTES: f64 = 16e6;
+
+/// Warns, before any work, that a GPU-sized shape on the CPU will be slow, and names a
+/// shape of the kind's `cpu` set instead (a `tune` at 4096x50257 in the interpreter ran past
+/// its 600 s limit on the baseline alone).
+fn warn_if_slow_on_cpu(kind: KernelKind, shape: &Shape, dtype: DType, timeout_s: u64) {
+    if kind.min_bytes(shape, dtype) <= CPU_SLOW_BYTES {
+        return;
+    }
+    let small = &kind.shapes(autokernel_core::ShapeSet::Cpu)[0];
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!(
+            "warning: {kind} {shape} on the CPU runs in Triton's interpreter: each configuration may take many minutes, up to --bench-timeout ({timeout_s} s), and --budget is checked only between configurations\nhint: on the CPU, tune at a small shape such as --shape {}",
+            small.0.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")
+        );
+    }
+}
+
 /// The lines after the table: why it stopped, what was measured, where the best kernel is.
 fn tune_summary(
     outcome: &autokernel_core::LoopOutcome,
@@ -330,7 +355,17 @@ fn tune_summary(
                 s.push_str(&format!("written_to: {}\n", out.display()));
             }
         }
-        None => s.push_str("best: none (no configuration passed the judge; nothing written)\n"),
+        None => {
+            // name the baseline's verdict: a TIMEOUT is not a kernel the judge refused
+            let baseline = rows
+                .iter()
+                .find(|r| r.decision == Decision::Baseline)
+                .map(|r| format!(": the baseline's verdict was {}", r.correctness))
+                .unwrap_or_default();
+            s.push_str(&format!(
+                "best: none (no configuration passed the judge{baseline}; nothing written)\n"
+            ));
+        }
     }
     if !device.starts_with("cuda") {
         s.push_str("timings: Triton's interpreter on the CPU, not representative\n");

@@ -302,3 +302,45 @@ fn a_kernel_that_never_passes_is_not_written_out() {
         .iter()
         .all(|r| r["correctness"] != "PASS"));
 }
+
+#[test]
+fn a_gpu_sized_shape_on_the_cpu_is_warned_about_and_a_timed_out_baseline_is_named() {
+    let (dir, ws) = tempdir();
+    let kernel = starter(dir.path());
+    // 4096x4096 float32 moves 134 MB: minutes per configuration in the interpreter, so the
+    // 2 s limit times the baseline out
+    let out = tune(
+        &kernel,
+        &ws,
+        &[
+            "--shape",
+            "4096,4096",
+            "--bench-timeout",
+            "2",
+            "--max-experiments",
+            "1",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stderr.contains("warning: softmax 4096x4096 on the CPU runs in Triton's interpreter"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--shape 8,128"), "{stderr}");
+    assert!(
+        stdout.contains(
+            "best: none (no configuration passed the judge: the baseline's verdict was TIMEOUT;"
+        ),
+        "{stdout}"
+    );
+    // a small shape is not warned about
+    let (dir, ws) = tempdir();
+    let kernel = starter(dir.path());
+    let out = tune(
+        &kernel,
+        &ws,
+        &["--shape", "8,128", "--max-experiments", "0"],
+    );
+    assert!(!text(&out).contains("warning: softmax"), "{}", text(&out));
+}
