@@ -229,7 +229,10 @@ pub async fn verify_workspace(
         .filter(|t| !ws.path(&t.kernel_relpath()).exists())
         .map(|t| report::Excluded {
             target: t.id.clone(),
-            reason: format!("no kernel: `{}` does not exist", t.kernel_relpath()),
+            reason: format!(
+                "no kernel: `{}` does not exist (the run has not reached this target, or it was deleted)",
+                t.kernel_relpath()
+            ),
             broken: false,
         })
         .collect();
