@@ -1,6 +1,6 @@
 //! Errors a user can cause get a clear message and exit 2; `--help` teaches.
 
-use crate::util::{autokernel, new_kernel, tempdir};
+use crate::util::{autokernel, new_kernel, report, tempdir};
 
 /// A model file whose `Net` has no forward.
 const NET_WITHOUT_FORWARD: &str = "import torch\nclass Net(torch.nn.Module):\n    pass\n";
@@ -599,11 +599,7 @@ fn report_reads_the_log_without_writing_to_it() {
         std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(mode(true))).unwrap();
     };
     read_only(true);
-    let out = autokernel()
-        .args(["report", "-w"])
-        .arg(&ws)
-        .output()
-        .unwrap();
+    let out = report(&ws);
     read_only(false);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -626,11 +622,7 @@ fn report_reads_the_log_without_writing_to_it() {
     // report.md cannot be written (a folder in its place, which stops root too)
     let _ = std::fs::remove_file(ws.join("report.md"));
     std::fs::create_dir(ws.join("report.md")).unwrap();
-    let out = autokernel()
-        .args(["report", "-w"])
-        .arg(&ws)
-        .output()
-        .unwrap();
+    let out = report(&ws);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::util::{assert_consistent, autokernel, git, new_kernel, run_branch, tempdir};
+use crate::util::{assert_consistent, autokernel, git, new_kernel, report, run_branch, tempdir};
 
 /// A softmax starter written to `dir/softmax.py`.
 fn starter(dir: &Path) -> PathBuf {
@@ -167,11 +167,7 @@ fn tune_resumes_and_refuses_another_problem_or_a_run() {
         "{}",
         text(&verify)
     );
-    let report = autokernel()
-        .args(["report", "-w"])
-        .arg(&ws)
-        .output()
-        .unwrap();
+    let report = report(&ws);
     assert!(report.status.success(), "{}", text(&report));
     assert!(
         !text(&report).contains("projected_speedup"),

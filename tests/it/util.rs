@@ -19,6 +19,15 @@ pub fn autokernel() -> Command {
     cmd
 }
 
+/// `autokernel report -w ws`, run to the end.
+pub fn report(ws: &Path) -> std::process::Output {
+    autokernel()
+        .args(["report", "-w"])
+        .arg(ws)
+        .output()
+        .unwrap()
+}
+
 /// `git -C dir args…`, asserting success; returns stdout.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::util::{autokernel, git, tempdir};
+use crate::util::{autokernel, git, report, tempdir};
 
 /// `verify -w ws --device cpu`: (exit code, stdout, stderr).
 fn verify(ws: &Path) -> (Option<i32>, String, String) {
@@ -72,11 +72,7 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
         format!("{source}\n# edited after the verification\n"),
     )
     .unwrap();
-    let out = autokernel()
-        .args(["report", "-w"])
-        .arg(&ws)
-        .output()
-        .unwrap();
+    let out = report(&ws);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
@@ -93,10 +89,10 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
         )),
         "{stdout}"
     );
-    let report = std::fs::read_to_string(ws.join("report.md")).unwrap();
+    let report_md = std::fs::read_to_string(ws.join("report.md")).unwrap();
     assert!(
-        report.contains(&format!("**Stale:** the `kernel.py` of {target} changed")),
-        "{report}"
+        report_md.contains(&format!("**Stale:** the `kernel.py` of {target} changed")),
+        "{report_md}"
     );
 
     // 1.5 times the right answer
@@ -130,11 +126,7 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     assert_eq!(saved["passed"], false, "{saved}");
     assert_eq!(saved["excluded"][0]["broken"], true, "{saved}");
     // report still exits 0, and its summary names the failed verification
-    let out = autokernel()
-        .args(["report", "-w"])
-        .arg(&ws)
-        .output()
-        .unwrap();
+    let out = report(&ws);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(
@@ -144,11 +136,7 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     // a corrupt verify.json: the summary all the same, the file named on stderr
     let saved = std::fs::read_to_string(ws.join("verify.json")).unwrap();
     std::fs::write(ws.join("verify.json"), "{bad").unwrap();
-    let out = autokernel()
-        .args(["report", "-w"])
-        .arg(&ws)
-        .output()
-        .unwrap();
+    let out = report(&ws);
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
