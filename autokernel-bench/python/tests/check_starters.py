@@ -109,12 +109,13 @@ def check_kind(kind, n_combos, rng):
             if err:
                 failures.append(f"{kind} {shape} {dtype} {mode} (loop path): {err}")
         mod.MAX_ROW_BLOCK = saved
-    # masked rows walked in chunks smaller than their masked prefix (an online max that
-    # starts at -inf must not turn the row into NaN)
-    chunk_key = {"softmax": "LOOP_BLOCK", "cross_entropy": "BLOCK_N"}.get(kind)
-    if chunk_key:
+    # masked rows walked in chunks shorter than their masked runs (an online max that
+    # starts at -inf must not turn the row into NaN); cross-entropy's odd widths (77) take
+    # the aligned-chunk kernel, on ODD_BLOCK_N
+    chunk_keys = {"softmax": ["LOOP_BLOCK"], "cross_entropy": ["BLOCK_N", "ODD_BLOCK_N"]}.get(kind, [])
+    if chunk_keys:
         saved_config, saved_block = dict(mod.CONFIG), getattr(mod, "MAX_ROW_BLOCK", None)
-        mod.CONFIG[chunk_key] = 64
+        mod.CONFIG.update({key: 64 for key in chunk_keys})
         if saved_block is not None:
             mod.MAX_ROW_BLOCK = 64
         for shape, dtype in itertools.product(EDGE[kind], dtypes):
