@@ -748,25 +748,35 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                     layout: target.layout,
                     timeout: self.options.bench_timeout,
                 };
-                match self.bench.compare(&req).await {
-                    Ok(c) => Some(c),
-                    Err(e) => {
+                // a second interrupt during the head-to-head abandons it as well
+                let compared = tokio::select! {
+                    r = self.bench.compare(&req) => Some(r),
+                    _ = interrupt.abandoned() => None,
+                };
+                match compared {
+                    Some(Ok(c)) => Some(c),
+                    Some(Err(e)) => {
                         self.reporter.on_warning(&format!(
                             "experiment {n}: head-to-head timing failed: {e}"
                         ));
                         None
                     }
+                    None => None,
                 }
             }
             _ => None,
         };
         let verdict = decide(&result, comparison.as_ref(), self.options.keep_threshold);
         let mut description = description;
-        if matches!(result.correctness, Correctness::NotRun) {
+        // abandoned in the bench (NOT_RUN) or after it: never kept, said in the row
+        let abandoned =
+            matches!(result.correctness, Correctness::NotRun) || interrupt.abandon_requested();
+        if abandoned {
             description = format!("abandoned (Ctrl-C): {description}");
         }
         let (decision, kept) = match &verdict {
-            KeepVerdict::Keep { .. } => (Decision::Keep, true),
+            KeepVerdict::Keep { .. } if !abandoned => (Decision::Keep, true),
+            KeepVerdict::Keep { .. } => (Decision::Revert, false),
             KeepVerdict::Revert { reason } => {
                 tracing::debug!(experiment = n, %reason, "revert");
                 (Decision::Revert, false)

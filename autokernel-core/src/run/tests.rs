@@ -584,3 +584,43 @@ async fn a_stop_request_cuts_a_pending_proposal_short() {
     assert_eq!(rows[1].commit, None);
     assert_eq!(rows[1].description, INTERRUPTED_PROPOSING);
 }
+
+#[tokio::test]
+async fn a_second_interrupt_during_the_head_to_head_abandons_the_experiment() {
+    let fx = Fixture::new();
+    // the candidate is faster and passes; the second Ctrl-C arrives while it is compared
+    struct InterruptedCompare(FakeBenchmarker, std::sync::Arc<Interrupt>);
+    #[async_trait::async_trait]
+    impl Benchmarker for InterruptedCompare {
+        async fn bench(&self, r: &BenchRequest) -> Result<BenchResult, BenchError> {
+            self.0.bench(r).await
+        }
+        async fn compare(&self, r: &CompareRequest) -> Result<Comparison, BenchError> {
+            self.1.request();
+            self.1.request();
+            self.0.compare(r).await
+        }
+    }
+    let interrupt = std::sync::Arc::new(Interrupt::new());
+    let agent = ScriptedAgent::candidates(&[("faster", &src(50.0, ""))]);
+    let mut l = OptimizationLoop::new(
+        agent,
+        InterruptedCompare(FakeBenchmarker::from_comments(), interrupt.clone()),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    );
+    let out = l
+        .run(vec![(target("t", 1.0), src(100.0, ""))], &interrupt)
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::Interrupted);
+    let rows = l.log().rows();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[1].decision, Decision::Revert, "{:?}", rows[1]);
+    assert!(
+        rows[1].description.starts_with("abandoned (Ctrl-C): "),
+        "{:?}",
+        rows[1]
+    );
+}
