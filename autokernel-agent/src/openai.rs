@@ -206,7 +206,7 @@ impl OpenAiConfig {
 /// | `no_code` | no fenced block in `content` (`reasoning_content` is never searched) |
 /// | `unterminated_fence` | the last block is never closed |
 /// | `missing_kernel_fn` | no complete python block defines `kernel_fn` |
-/// | `http_<status>` | a status other than 2xx, after retries for 429 and 5xx |
+/// | `http_<status>` | a status other than 2xx, after retries for 429 and 5xx (501 aside); a 400 that says the context window is too small names the settings to change |
 /// | `timeout` | no complete reply within `request_timeout` |
 /// | `connection` | the server could not be reached, after retries |
 /// | `server_truncated_prompt` | the server counted under half the estimated prompt tokens |
@@ -215,8 +215,8 @@ impl OpenAiConfig {
 /// | `incomplete_stream` | a stream ended with neither `finish_reason` nor `[DONE]` |
 /// | `server_error` | a stream carried an `error` object |
 ///
-/// 401, 403 and 404 are [`AgentError::Fatal`]: a wrong key, URL or model name does not get
-/// better by asking again.
+/// 401, 403, 404, 405 and 501 are [`AgentError::Fatal`]: a wrong key, URL or model name,
+/// or a URL that does not take chat completions, does not get better by asking again.
 ///
 /// # Giving up
 ///
@@ -359,7 +359,8 @@ impl OpenAiAgent {
     ///
     /// # Errors
     /// [`AgentError::Config`] when the model name is empty, the base URL is not
-    /// `http(s)://…`, `program.md` cannot be read, or the HTTP client cannot be built.
+    /// `http(s)://…`, the API key cannot be an HTTP header, `program.md` cannot be read, or
+    /// the HTTP client cannot be built.
     pub fn new(config: OpenAiConfig) -> Result<Self, AgentError> {
         if config.model.trim().is_empty() {
             return Err(AgentError::Config(format!(
@@ -373,6 +374,16 @@ impl OpenAiAgent {
                 "base URL `{base}` must start with http:// or https:// (e.g. http://127.0.0.1:8080/v1); set {}",
                 env::OPENAI_BASE_URL
             )));
+        }
+        if let Some(key) = &config.api_key {
+            // checked here, not at the first request: a key a header cannot carry would
+            // otherwise read as a connection failure after the profiling and the baseline
+            if reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).is_err() {
+                return Err(AgentError::Config(format!(
+                    "{} holds a character an HTTP header cannot carry (a newline or another control character?); the key is not shown",
+                    env::OPENAI_API_KEY
+                )));
+            }
         }
         read_program(&config.program_md)?;
         let client = reqwest::Client::builder()
@@ -476,6 +487,21 @@ impl OpenAiAgent {
                                 self.endpoint,
                                 env::OPENAI_BASE_URL,
                                 self.config.model
+                            )))
+                        }
+                        405 | 501 => {
+                            // the URL does not take a POST of chat completions: no retry helps
+                            return Err(CallError::Fatal(format!(
+                                "`{}` answered HTTP {code} ({message}): it does not serve chat completions; check {} (most servers want it to end in /v1)",
+                                self.endpoint,
+                                env::OPENAI_BASE_URL
+                            )))
+                        }
+                        400 if is_context_overflow(&message) => {
+                            return Err(CallError::Invalid(format!(
+                                "http_400: {message}; the prompt and the output budget do not fit the server's context window: start the server with a larger one (llama.cpp: -c), or set {} and {} to what it has",
+                                env::AUTOKERNEL_LLM_CONTEXT_TOKENS,
+                                env::AUTOKERNEL_LLM_MAX_TOKENS
                             )))
                         }
                         429 | 500..=599 if attempt < attempts => {
@@ -915,6 +941,13 @@ fn count_classes(classes: &[String]) -> String {
         .map(|(c, n)| format!("{c} ×{n}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Whether an HTTP 400 message says the request does not fit the model's context window
+/// (OpenAI: "maximum context length is N tokens"; vLLM and llama.cpp word it alike).
+fn is_context_overflow(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("context length") || m.contains("context window") || m.contains("n_ctx")
 }
 
 #[cfg(test)]

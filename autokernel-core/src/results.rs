@@ -153,6 +153,15 @@ fn parse_opt(s: &str) -> Option<f64> {
     }
 }
 
+/// `text` with every control character (tab, newline, NUL, ESC, …) as a space: a tab or a
+/// newline would break a results.tsv row, a NUL makes tools call the file binary, and an
+/// ESC from an LLM server's reply could drive the terminal that prints it.
+pub(crate) fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
 impl ExperimentRecord {
     fn to_fields(&self) -> Vec<String> {
         vec![
@@ -161,8 +170,7 @@ impl ExperimentRecord {
             self.target.clone(),
             self.kind.to_string(),
             self.agent.clone(),
-            // a tab or newline would break the row for people and spreadsheets
-            self.description.replace(['\t', '\n', '\r'], " "),
+            one_line(&self.description),
             self.commit.clone().unwrap_or_default(),
             self.decision.label().to_string(),
             self.correctness.clone(),
@@ -401,7 +409,7 @@ mod tests {
             target: "01-softmax".into(),
             kind: KernelKind::Softmax,
             agent: "tune".into(),
-            description: format!("try {n}\twith a tab"),
+            description: format!("try {n}\twith a tab\u{0}, a NUL and \u{1b}[31man ESC"),
             commit: Some(format!("{n:040}")),
             decision,
             correctness: "PASS".into(),
@@ -439,8 +447,12 @@ mod tests {
         assert_eq!(log.rows().len(), 2);
         assert_eq!(log.rows()[1].decision, Decision::Keep);
         assert_eq!(log.rows()[1].latency_us, Some(12.346));
-        // the tab in the description was replaced, so the row still has 16 fields
-        assert_eq!(log.rows()[0].description, "try 1 with a tab");
+        // the control characters in the description were replaced, so the row still has
+        // 16 fields and nothing a terminal would act on
+        assert_eq!(
+            log.rows()[0].description,
+            "try 1 with a tab , a NUL and  [31man ESC"
+        );
     }
 
     #[test]

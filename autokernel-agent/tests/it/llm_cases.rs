@@ -892,3 +892,68 @@ fn misconfiguration_is_refused_up_front() {
         .contains("http://"));
     assert!(OpenAiAgent::new(OpenAiConfig::new(" ")).is_err());
 }
+
+#[tokio::test]
+async fn a_501_stops_at_once_and_a_context_overflow_names_the_settings() {
+    // `python3 -m http.server` answers a POST with 501: not a chat-completions endpoint
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        ResponseTemplate::new(501).set_body_string("<html>Unsupported method ('POST')</html>"),
+    )
+    .await;
+    let mut s = setup(&server, |_| {});
+    let err = s
+        .agent
+        .propose(&Fixture::new(KERNEL).ctx())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AgentError::Fatal(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("HTTP 501") && err.to_string().contains("OPENAI_BASE_URL"),
+        "{err}"
+    );
+    assert_eq!(bodies(&server).await.len(), 1, "not retried");
+
+    // llama.cpp / vLLM / OpenAI wording of a window too small for prompt + output budget
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        ResponseTemplate::new(400).set_body_json(json!({"error": {"message":
+            "This model's maximum context length is 2048 tokens. However, you requested 13012 tokens"}})),
+    )
+    .await;
+    let mut s = setup(&server, |_| {});
+    let (reason, _) = invalid(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
+    assert!(
+        reason.starts_with("http_400: This model's maximum context length"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("AUTOKERNEL_LLM_CONTEXT_TOKENS")
+            && reason.contains("AUTOKERNEL_LLM_MAX_TOKENS"),
+        "{reason}"
+    );
+    assert_eq!(bodies(&server).await.len(), 1);
+}
+
+#[test]
+fn an_api_key_a_header_cannot_carry_is_refused_before_any_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("program.md");
+    std::fs::write(&program, SHORT_PROGRAM).unwrap();
+    let mut config = OpenAiConfig::new("test-model");
+    config.program_md = program;
+    config.api_key = Some("sk-abc\nxyz".into());
+    let err = match OpenAiAgent::new(config) {
+        Err(e) => e,
+        Ok(_) => panic!("a key with a newline was accepted"),
+    };
+    assert!(matches!(err, AgentError::Config(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("OPENAI_API_KEY") && text.contains("newline"),
+        "{text}"
+    );
+    assert!(!text.contains("sk-abc"), "{text}");
+}

@@ -575,7 +575,8 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             target: target.id.clone(),
             kind: target.kind,
             agent: agent.to_string(),
-            description: description.to_string(),
+            // the terminal prints it too: no control characters from an LLM's reply
+            description: crate::results::one_line(description),
             commit,
             decision,
             correctness: result.correctness.label().to_string(),
