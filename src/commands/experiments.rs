@@ -341,6 +341,22 @@ fn spawn_signal_handler(interrupt: Arc<Interrupt>, loop_over: Arc<AtomicBool>, q
     });
 }
 
+/// Before the loop's own handler is installed (device check, profiling, planning): the
+/// first Ctrl-C or SIGTERM says where the command stopped and exits 130 at once, as the
+/// loop's handler would, instead of dying silently (SIGTERM: 143). Abort the returned task
+/// just before the loop starts. A folder created for the run may stay behind with its log;
+/// the same command resumes or starts over in it.
+pub fn exit_on_signal_until_the_loop() -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async {
+        let signal = stop_signal().await;
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("\n{signal}: stopped before the first experiment (while checking the device, profiling or planning); the same command starts again");
+        }
+        std::process::exit(130);
+    })
+}
+
 /// The first Ctrl-C or SIGTERM, for the commands that stop at once (`bench`, `verify`):
 /// its name. Never returns where neither can be handled.
 pub async fn stop_signal() -> &'static str {

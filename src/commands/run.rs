@@ -98,6 +98,8 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     args.experiments.check()?;
     args.experiments
         .refuse_bfloat16_where_it_cannot_run(spec.dtype)?;
+    // a signal before the loop's handler is installed still ends with exit 130 and a line
+    let early_stop = crate::commands::experiments::exit_on_signal_until_the_loop();
     // a folder this run creates is removed again if the run fails before it has a plan
     // (a model that does not load), instead of being left with a repository and a log
     let mut created = CreatedFolder::new(&args.workspace);
@@ -256,6 +258,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     // the last verification describes the kernels before this run: stale from here on (a run
     // that ends without verifying must not report it as its own)
     ws.forget_verification()?;
+    early_stop.abort();
     let experiments = run_experiments(
         &args.experiments,
         &ws,

@@ -83,6 +83,8 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         let resuming = args.workspace.join("plan.json").is_file();
         check_output(out, &args.path, args.force || resuming)?;
     }
+    // a signal before the loop's handler is installed still ends with exit 130 and a line
+    let early_stop = crate::commands::experiments::exit_on_signal_until_the_loop();
 
     let mut created = CreatedFolder::new(&args.workspace);
     let mut ws = Workspace::open(&args.workspace)?;
@@ -140,6 +142,7 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         kernels: vec![(target.clone(), source)],
         from: Some(args.path.display().to_string()),
     };
+    early_stop.abort();
     let experiments = run_experiments(
         &args.experiments,
         &ws,

@@ -350,3 +350,36 @@ fn resuming_with_another_dtype_is_refused_and_the_settings_keep_the_first() {
         settings
     );
 }
+
+/// SIGTERM before the loop's own handler (here while the worker starts and the model is
+/// profiled): exit 130 with a line saying where it stopped, not a silent death (143).
+#[test]
+fn a_sigterm_before_the_first_experiment_exits_130_and_says_so() {
+    let (_dir, ws) = tempdir();
+    let child = autokernel()
+        .args(["run", "--example", "tiny", "--device", "cpu", "--top", "1"])
+        .args(["--max-experiments", "3", "--no-progress", "-w"])
+        .arg(&ws)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: kill with a pid and a signal number has no memory preconditions.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("SIGTERM: stopped before the first experiment"),
+        "{stderr}"
+    );
+    assert!(
+        !ws.join("results.tsv").exists()
+            || std::fs::read_to_string(ws.join("results.tsv"))
+                .unwrap()
+                .lines()
+                .count()
+                <= 1
+    );
+}
