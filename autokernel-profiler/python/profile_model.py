@@ -130,7 +130,13 @@ def load_model(model, model_kwargs, examples_dir):
         try:
             module = importlib.import_module(model["module"])
         except Exception as e:
-            raise ModelError(f"cannot import module `{model['module']}`: {type(e).__name__}: {e}") from e
+            hint = ""
+            local = model["module"].replace(".", os.sep) + ".py"
+            if isinstance(e, ModuleNotFoundError) and os.path.isfile(local):
+                # `m:Class` beside m.py: the current folder is not on sys.path
+                hint = (f"\nhint: `{local}` is in the current folder, which is not on the import path: "
+                        f"pass `--model {local} --class {model['class']}`, or add the folder to PYTHONPATH")
+            raise ModelError(f"cannot import module `{model['module']}`: {type(e).__name__}: {e}{hint}") from e
         cls = _get_class(module, model["class"], f"module `{model['module']}`")
     elif source == "example":
         name = model["name"]

@@ -1017,3 +1017,36 @@ fn a_worker_process_that_does_not_serve_starts_no_worker_of_its_own() {
         "{stderr}"
     );
 }
+
+/// `--model m:Net` run beside m.py: the current folder is not on Python's import path, and
+/// the error says how to load the file instead.
+#[test]
+fn a_module_beside_the_current_folder_gets_a_hint_to_pass_the_file() {
+    let (dir, _) = tempdir();
+    std::fs::write(
+        dir.path().join("m.py"),
+        "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+    )
+    .unwrap();
+    let out = autokernel()
+        .current_dir(dir.path())
+        .args([
+            "profile",
+            "--model",
+            "m:Net",
+            "--input-shape",
+            "4,16",
+            "--device",
+            "cpu",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("No module named 'm'"), "{stderr}");
+    assert!(
+        stderr.contains("hint: `m.py` is in the current folder")
+            && stderr.contains("`--model m.py --class Net`"),
+        "{stderr}"
+    );
+}
