@@ -81,6 +81,18 @@ pub fn verification_summary(ws: &Workspace, v: Option<&Verification>, stale: &[S
     line
 }
 
+/// The targets whose kernel.py is not the one `verification` saw; none without a
+/// verification ([`Verification::changed_kernels`]).
+pub fn stale_kernels(
+    ws: &Workspace,
+    targets: &[Target],
+    verification: Option<&Verification>,
+) -> Vec<String> {
+    verification
+        .map(|v| v.changed_kernels(ws, targets))
+        .unwrap_or_default()
+}
+
 /// A target left out of verification.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Excluded {
@@ -263,12 +275,14 @@ pub fn projected(summaries: &[TargetSummary]) -> f64 {
     end_to_end_speedup(&parts)
 }
 
-/// Builds `report.md`.
+/// Builds `report.md`. `stale`: the targets whose kernel.py is not the one `verification`
+/// saw ([`Verification::changed_kernels`], computed once by the caller).
 pub fn render_markdown(
     ws: &Workspace,
     targets: &[Target],
     rows: &[ExperimentRecord],
     verification: Option<&Verification>,
+    stale: &[String],
 ) -> String {
     let summaries = summarize(targets, rows);
     let mut md = String::new();
@@ -325,18 +339,17 @@ pub fn render_markdown(
             );
         }
         Some(v) => {
-            let changed = v.changed_kernels(ws, targets);
             if !v.has_hashes() {
                 let _ = writeln!(
                     md,
                     "(This verification predates the kernel hashes of `verify.json`: whether a `kernel.py` changed since cannot be told.)\n"
                 );
             }
-            if !changed.is_empty() {
+            if !stale.is_empty() {
                 let _ = writeln!(
                     md,
                     "**Stale:** the `kernel.py` of {} changed after this verification; run `autokernel verify --workspace {}` again.\n",
-                    changed.join(", "),
+                    stale.join(", "),
                     ws.root.display()
                 );
             }
@@ -588,12 +601,24 @@ mod tests {
             ..Default::default()
         };
         assert!(v.changed_kernels(&ws, &targets).is_empty());
-        let md = render_markdown(&ws, &targets, &[], Some(&v));
+        let md = render_markdown(
+            &ws,
+            &targets,
+            &[],
+            Some(&v),
+            &v.changed_kernels(&ws, &targets),
+        );
         assert!(!md.contains("Stale"), "{md}");
 
         std::fs::write(&path, "KERNEL_KIND = 'softmax'\n# edited\n").unwrap();
         assert_eq!(v.changed_kernels(&ws, &targets), ["01-a"]);
-        let md = render_markdown(&ws, &targets, &[], Some(&v));
+        let md = render_markdown(
+            &ws,
+            &targets,
+            &[],
+            Some(&v),
+            &v.changed_kernels(&ws, &targets),
+        );
         assert!(
             md.contains("**Stale:** the `kernel.py` of 01-a changed"),
             "{md}"
@@ -622,7 +647,7 @@ mod tests {
                 .unwrap();
         assert!(old.kernel_sha256.is_empty());
         assert!(old.changed_kernels(&ws, &targets).is_empty());
-        let md = render_markdown(&ws, &targets, &[], Some(&old));
+        let md = render_markdown(&ws, &targets, &[], Some(&old), &[]);
         assert!(md.contains("predates the kernel hashes"), "{md}");
     }
 

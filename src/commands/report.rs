@@ -35,14 +35,16 @@ pub struct ReportArgs {
     pub workspace: PathBuf,
 }
 
-/// Writes `report.md` and `progress.png` into the workspace.
+/// Writes `report.md` and `progress.png` into the workspace. `stale`: the targets whose
+/// kernel.py changed after `verification` ([`report::stale_kernels`]).
 pub fn write_report(
     ws: &Workspace,
     targets: &[Target],
     rows: &[ExperimentRecord],
     verification: Option<&Verification>,
+    stale: &[String],
 ) -> anyhow::Result<()> {
-    let md = report::render_markdown(ws, targets, rows, verification);
+    let md = report::render_markdown(ws, targets, rows, verification, stale);
     let path = ws.path("report.md");
     std::fs::write(&path, md).with_context(|| format!("cannot write `{}`", path.display()))?;
     report::draw_progress(&ws.path("progress.png"), targets, rows)
@@ -71,10 +73,7 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
             (None, true)
         }
     };
-    let stale = verification
-        .as_ref()
-        .map(|v| v.changed_kernels(&ws, &targets))
-        .unwrap_or_default();
+    let stale = report::stale_kernels(&ws, &targets, verification.as_ref());
     if !stale.is_empty() {
         #[allow(clippy::print_stderr)]
         {
@@ -85,7 +84,7 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
             );
         }
     }
-    let written = write_report(&ws, &targets, &rows, verification.as_ref());
+    let written = write_report(&ws, &targets, &rows, verification.as_ref(), &stale);
     let summaries = report::summarize(&targets, &rows);
     crate::print_stdout(&report::summary_table(&summaries));
     // a `tune` workspace has no model: no end-to-end speedup to project, nothing to verify

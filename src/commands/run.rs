@@ -297,7 +297,8 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
 
     // 5. report
     let verification = ws.load_verification()?;
-    crate::commands::report::write_report(&ws, &targets, rows, verification.as_ref())?;
+    let stale = crate::report::stale_kernels(&ws, &targets, verification.as_ref());
+    crate::commands::report::write_report(&ws, &targets, rows, verification.as_ref(), &stale)?;
     let summaries = report::summarize(&targets, rows);
     crate::print_stdout(&report::summary_table(&summaries));
     let stop = outcome.stop.label();

@@ -223,10 +223,21 @@ pub async fn verify_workspace(
     } else {
         Vec::new()
     };
-    // a target without a kernel.py (none written yet, or deleted) is said, not skipped
+    // the kernels as the verification sees them, read once: an edit after this makes the
+    // verdict stale; a target without a kernel.py (none written yet, or deleted) is said,
+    // not skipped
+    let kernel_sha256: BTreeMap<String, String> = targets
+        .iter()
+        .filter_map(|t| {
+            Some((
+                t.id.clone(),
+                report::file_sha256(&ws.path(&t.kernel_relpath()))?,
+            ))
+        })
+        .collect();
     let missing: Vec<report::Excluded> = targets
         .iter()
-        .filter(|t| !ws.path(&t.kernel_relpath()).exists())
+        .filter(|t| !kernel_sha256.contains_key(&t.id))
         .map(|t| report::Excluded {
             target: t.id.clone(),
             reason: format!(
@@ -238,7 +249,7 @@ pub async fn verify_workspace(
         .collect();
     let present: Vec<serde_json::Value> = targets
         .iter()
-        .filter(|t| ws.path(&t.kernel_relpath()).exists())
+        .filter(|t| kernel_sha256.contains_key(&t.id))
         .filter(|t| !slower.iter().any(|e| e.target == t.id))
         .map(|t| {
             let shapes: Vec<&[u64]> = t.shapes.iter().map(|s| s.0.as_slice()).collect();
@@ -274,16 +285,6 @@ pub async fn verify_workspace(
         let script = script.clone();
         async move { worker.call_script(&script, "verify", kwargs, timeout).await }
     };
-    // the kernels as the verification sees them: an edit after this makes the verdict stale
-    let kernel_sha256: BTreeMap<String, String> = targets
-        .iter()
-        .filter_map(|t| {
-            Some((
-                t.id.clone(),
-                report::file_sha256(&ws.path(&t.kernel_relpath()))?,
-            ))
-        })
-        .collect();
     let (reply, culprits) = match verify(&present).await {
         // A kernel that kills the process (os._exit, a fatal signal) or hangs takes every
         // other kernel's verdict with it: find it by plugging each kernel in alone, each on
