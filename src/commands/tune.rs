@@ -316,7 +316,8 @@ fn describe(t: &Target) -> String {
 
 /// Bytes a problem may move (`KernelKind::min_bytes`) before its every evaluation in
 /// Triton's interpreter takes minutes: the interpreter computes with numpy, one program at a
-/// time. 16 MB is about 4096x1024 float32 rows; the `cpu` shapes move a few KB.
+/// time. 16 MB is a softmax of 2048x1024 float32 (read and written); the `cpu` shapes move
+/// a few KB.
 const CPU_SLOW_BYTES: f64 = 16e6;
 
 /// Warns, before any work, that a GPU-sized shape on the CPU will be slow, and names a
