@@ -27,22 +27,42 @@ whose subnormal fix-up costs four more instructions per element on sm_90 (SASS o
 file, benches/gpu/sass_probe.py). The wide rows' loop issues about one instruction per
 element less with each instruction saved, and at 50257 columns the H200 ran it at the pace
 of its instruction count (docs/benchmarks.md). Flushing drops only results below 2⁻¹²⁶.
+
+On the GPU (sm_80 and later) a wide row that fits in shared memory skips that loop: one
+program of SMEM_WARPS warps copies the whole row into shared memory with `cp.async`, every
+copy in flight at once and each 16 bytes wide from the 16-byte boundary at or below the
+row's start (so odd widths are vectorised too), then makes three passes over shared memory
+(a per-lane max, the sum of exponentials, the output), storing whole 16-byte vectors. x is
+read from DRAM once and nothing counts on L2; two programs fit on an SM at 4096×50257
+float16 (104 KiB each), one loading while the other writes. On the H200 at float16 it took
+4096×50257 from 390.4 to 217.3 µs (89% of copy, 1.63× eager), 50256 from 269.5 to 211.9
+and 32000 from 141.9 to 132.5 (docs/benchmarks.md, session 8). It is written in Gluon
+(Triton's explicit-layout dialect), which Triton's CPU interpreter does not run: there, and
+for rows too wide for shared memory or SMEM_CHUNK 0, the loop above runs instead.
 """
+
+import os
 
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
 KERNEL_KIND = "softmax"
-# The wide-row keys (LOOP_*) as `autokernel tune` found them on the H200 at 4096x50257
-# float16, 394 us (docs/benchmarks.md); the one-pass keys as measured at 8192x8192.
-CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 8192, "LOOP_ROWS": 1, "LOOP_PROGRAMS_PER_SM": 0, "LOOP_WARPS": 16, "num_warps": 8, "num_stages": 1}
+# The shared-memory keys (SMEM_*) as measured on the H200 at 4096x50257 float16, 217 us;
+# the loop keys (LOOP_*) as `autokernel tune` found them there, 394 us, for rows that skip
+# shared memory; the one-pass keys as measured at 8192x8192 (docs/benchmarks.md).
+CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 8192, "LOOP_ROWS": 1, "LOOP_PROGRAMS_PER_SM": 0, "LOOP_WARPS": 16, "SMEM_CHUNK": 4096, "SMEM_WARPS": 16, "num_warps": 8, "num_stages": 1}
 TUNABLES = {
     "BLOCK_ROWS": [1, 2, 4],
     "LOOP_BLOCK": [4096, 8192, 16384],
     "LOOP_ROWS": [1, 2],
     "LOOP_PROGRAMS_PER_SM": [0, 3],
     "LOOP_WARPS": [8, 16, 32],
+    "SMEM_CHUNK": [0, 2048, 4096, 8192],
+    "SMEM_WARPS": [8, 16],
     "num_warps": [4, 8, 16],
     "num_stages": [1],
 }
@@ -52,7 +72,9 @@ MAX_ROW_BLOCK = 16384
 # Most float32 values one program holds at once (BLOCK_ROWS · block width).
 MAX_TILE = 32768
 _SM_COUNT = {}
+_SMEM_BYTES = {}
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(v) = exp2(v · log2 e)
+GL_LOG2E = gl.constexpr(1.4426950408889634)  # the same, for the Gluon kernel
 
 
 @triton.jit
@@ -109,6 +131,96 @@ def _softmax_kernel(x_ptr, y_ptr, n_rows, n_cols,
                          mask=row_ok[:, None] & col_ok[None, :], cache_modifier=".cs")
 
 
+@gluon.jit
+def _smem_row_kernel(x_ptr, y_ptr, n_cols, n_total,
+                     CHUNK: gl.constexpr, N_CHUNKS: gl.constexpr, VEC: gl.constexpr):
+    """One row per program, held in shared memory as N_CHUNKS chunks of CHUNK elements
+    from the VEC-element (16-byte) boundary at or below the row's start."""
+    layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])
+    smem_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
+    smem = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [N_CHUNKS, CHUNK], smem_layout)
+    j = gl.arange(0, CHUNK, layout)
+    row_start = gl.program_id(0).to(gl.int64) * n_cols
+    base = gl.multiple_of(row_start // VEC * VEC, VEC)
+    head = (row_start - base).to(gl.int32)
+    end = head + n_cols  # the row is lanes [head, end) counted from base
+    # Every copy of the row in flight at once, one commit group per chunk. A chunk wholly
+    # inside the tensor is copied unmasked (16-byte copies); the tensor's last one by loads.
+    for k in gl.static_range(N_CHUNKS):
+        if k * CHUNK < end:
+            idx = base + k * CHUNK + j
+            if base + (k + 1) * CHUNK <= n_total:
+                async_copy.async_copy_global_to_shared(smem.index(k), x_ptr + idx)
+            else:
+                smem.index(k).store(gl.load(x_ptr + idx, mask=idx < n_total, other=0.0))
+        async_copy.commit_group()
+    # Pass 1, as each chunk lands: lanes outside the row become -inf (in shared memory too,
+    # so the later passes need no mask), and a per-lane running max.
+    mx = gl.full([CHUNK], float("-inf"), x_ptr.dtype.element_ty, layout)
+    for k in gl.static_range(N_CHUNKS):
+        async_copy.wait_group(N_CHUNKS - 1 - k)
+        if k * CHUNK < end:
+            x = smem.index(k).load(layout)
+            if (k * CHUNK < head) | ((k + 1) * CHUNK > end):
+                lane = k * CHUNK + j
+                x = gl.where((lane >= head) & (lane < end), x, float("-inf"))
+                smem.index(k).store(x)
+            # (bfloat16's maximum comes back as float32: cast back, exactly)
+            mx = gl.maximum(mx, x).to(x_ptr.dtype.element_ty)
+    m = gl.max(mx.to(gl.float32), axis=0)
+    # A row with nothing finite (all -inf) has m -inf: shift by 0 there, not NaN.
+    shift = gl.where(m == float("-inf"), 0.0, m) * GL_LOG2E
+    # Pass 2: the sum of exp(x − m), per lane, then once across the program.
+    acc = gl.zeros([CHUNK], gl.float32, layout)
+    for k in gl.static_range(N_CHUNKS):
+        if k * CHUNK < end:
+            acc += gl.exp2(smem.index(k).load(layout).to(gl.float32) * GL_LOG2E - shift)
+    bias = shift + gl.log2(gl.sum(acc, axis=0))
+    # Pass 3: normalise and write. Whole 16-byte vectors inside the row are stored 16 bytes
+    # at a time (the mask, in whole vectors, keeps the stores vectorised); the row's first
+    # and last partial vectors, if any, element by element from x (L2 hits).
+    head_up = gl.multiple_of((head + VEC - 1) // VEC * VEC, VEC)
+    end_down = gl.multiple_of(end // VEC * VEC, VEC)
+    for k in gl.static_range(N_CHUNKS):
+        if k * CHUNK < end:
+            lane = k * CHUNK + j
+            y = gl.exp2(smem.index(k).load(layout).to(gl.float32) * GL_LOG2E - bias).to(y_ptr.dtype.element_ty)
+            if (k * CHUNK >= head_up) & ((k + 1) * CHUNK <= end_down):
+                gl.store(y_ptr + base + lane, y, cache_modifier=".cs")
+            else:
+                gl.store(y_ptr + base + lane, y, mask=(lane >= head_up) & (lane < end_down), cache_modifier=".cs")
+    v_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    v = gl.arange(0, 2 * VEC, v_layout)
+    # Lanes [head, head_up) and [end_down, end): at most VEC − 1 each.
+    lane = gl.where(v < VEC, head + v, end_down + v - VEC)
+    edge = gl.where(v < VEC, lane < head_up, lane < end)
+    xe = gl.load(x_ptr + base + lane, mask=edge, other=0.0).to(gl.float32)
+    gl.store(y_ptr + base + lane, gl.exp2(xe * GL_LOG2E - bias).to(y_ptr.dtype.element_ty), mask=edge)
+
+
+def _smem_bytes(dev):
+    """Shared memory one program may opt in to on CUDA device dev, in bytes."""
+    if dev not in _SMEM_BYTES:
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        _SMEM_BYTES[dev] = triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
+    return _SMEM_BYTES[dev]
+
+
+def _smem_chunks(x, n_cols):
+    """Chunks of SMEM_CHUNK elements that `_smem_row_kernel` needs for a row of x, or 0
+    where it does not apply: SMEM_CHUNK 0, off the GPU or before sm_80 (`cp.async`), under
+    Triton's interpreter, x not 16-byte aligned (a view at an odd offset: the copies are
+    16 bytes wide), or a row too wide for shared memory."""
+    chunk = CONFIG["SMEM_CHUNK"]
+    if (chunk == 0 or x.device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+            or x.data_ptr() % 16 != 0 or torch.cuda.get_device_capability(x.device)[0] < 8):
+        return 0
+    vec = 16 // x.element_size()
+    n_chunks = triton.cdiv(n_cols + vec - 1, chunk)  # the row may start vec − 1 past the boundary
+    # 1 KiB more for the reductions' scratch
+    return n_chunks if n_chunks * chunk * x.element_size() + 1024 <= _smem_bytes(x.device) else 0
+
+
 def kernel_fn(x):
     """x [rows, cols] → softmax over the last dim, in x's dtype."""
     x = x.contiguous()
@@ -117,6 +229,11 @@ def kernel_fn(x):
     y = torch.empty_like(x)
     full = triton.next_power_of_2(n_cols)
     one_pass = full <= MAX_ROW_BLOCK
+    n_chunks = 0 if one_pass else _smem_chunks(x, n_cols)
+    if n_chunks:
+        _smem_row_kernel[(n_rows,)](x, y, n_cols, x.numel(), CHUNK=CONFIG["SMEM_CHUNK"], N_CHUNKS=n_chunks,
+                                    VEC=16 // x.element_size(), num_warps=CONFIG["SMEM_WARPS"])
+        return y
     block_n = full if one_pass else min(CONFIG["LOOP_BLOCK"], full)
     rows_per_block = CONFIG["BLOCK_ROWS"] if one_pass else CONFIG["LOOP_ROWS"]
     block_rows = max(1, min(rows_per_block, MAX_TILE // block_n))

@@ -12,6 +12,12 @@ multiple of 16 (what Triton infers at launch for 4096 or 50256 columns), and che
 - L2 hints on the softmax starter's wide rows: the first pass's loads `evict_last`, the
   second's `evict_first`, its stores streaming (`st.global.cs`); 19% at 4096x32000 on the
   H200 (docs/benchmarks.md, session 7). Cross-entropy's row kernel loads `evict_first`.
+- The softmax starter's shared-memory path (Gluon) at 4096x50257 float16, whose rows start
+  off the 16-byte boundary: the row comes in by 16-byte `cp.async` copies, the output goes
+  out by 16-byte stores (2-byte ones only for the row's first and last partial vectors), and
+  two programs fit in one SM's 228 KiB of shared memory (H100/H200: NVIDIA Hopper Tuning
+  Guide, "Shared memory"), one loading while the other writes: 390 → 217 µs on the H200
+  (docs/benchmarks.md, session 8).
 
 A starter edit that lost any of them is caught without a GPU. Run with TRITON_INTERPRET unset
 (the interpreter replaces the compiler).
@@ -26,6 +32,7 @@ import sys
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
+from triton.experimental.gluon._runtime import GluonASTSource
 
 STARTERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "starters")
 DIV16 = [["tt.divisibility", 16]]
@@ -126,6 +133,7 @@ def main():
             failures.append(f"{name}: {slow_exponentials(text)} ex2.approx.f32 without .ftz "
                             "(use tl.math.exp2 of v · log2 e, not tl.exp)")
     failures += l2_hint_failures()
+    failures += smem_row_failures()
     if failures:
         sys.exit("\n".join(failures))
     print("ok")
@@ -152,6 +160,40 @@ def l2_hint_failures():
     text = ptx(ce._row_loss_kernel, sig, {"BLOCK_ROWS": 1, "BLOCK_N": 4096}, num_warps=4)
     if "createpolicy.fractional.L2::evict_first" not in text:
         failures.append("cross_entropy: the row kernel's loads are not evict_first")
+    return failures
+
+
+SM90_SMEM_PER_SM = 228 * 1024
+"""Shared memory of one sm_90 SM, in bytes (NVIDIA Hopper Tuning Guide, "Shared memory":
+up to 228 KB per SM, 227 KB of it for one thread block)."""
+
+
+def smem_row_failures():
+    """What the softmax starter's shared-memory kernel lacks (module docstring), compiled as
+    `kernel_fn` launches it at 4096x50257 float16 with CONFIG's SMEM_CHUNK and SMEM_WARPS."""
+    softmax = load("softmax")
+    chunk, warps, vec = softmax.CONFIG["SMEM_CHUNK"], softmax.CONFIG["SMEM_WARPS"], 8
+    n_chunks = triton.cdiv(50257 + vec - 1, chunk)
+    sig = {"x_ptr": F16, "y_ptr": F16, "n_cols": "i32", "n_total": "i32",
+           "CHUNK": "constexpr", "N_CHUNKS": "constexpr", "VEC": "constexpr"}
+    # 50257 is not a multiple of 16, 4096·50257 is: Triton specialises the same way at launch
+    src = GluonASTSource(fn=softmax._smem_row_kernel, signature=sig,
+                         constexprs={"CHUNK": chunk, "N_CHUNKS": n_chunks, "VEC": vec},
+                         attrs={(i,): DIV16 for i in (0, 1, 3)})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    text = kernel.asm["ptx"]
+    copies = re.findall(r"cp\.async\.\w+\.shared\.global[^;]*;", text)
+    ops = count_global_ops(text)
+    failures = []
+    if not copies or not all(c.endswith("0x10, 0x10;") for c in copies):
+        failures.append(f"softmax, shared-memory rows: the row is not copied by 16-byte cp.async: {copies[:3]}")
+    if ops["st.global.cs.v4.b32"] == 0 or ops["st.global.b16"] + ops["st.global.cs.b16"] > 1:
+        failures.append(f"softmax, shared-memory rows: stores not 16 bytes wide: {dict(ops)}")
+    if slow_exponentials(text):
+        failures.append(f"softmax, shared-memory rows: {slow_exponentials(text)} ex2.approx.f32 without .ftz")
+    if 2 * kernel.metadata.shared > SM90_SMEM_PER_SM:
+        failures.append(f"softmax, shared-memory rows: {kernel.metadata.shared} bytes of shared memory "
+                        "a program; two no longer fit on an SM")
     return failures
 
 

@@ -40,11 +40,14 @@ async fn every_starter_passes_all_stages_on_the_cpu() {
 }
 
 /// The row starters' loads are 16-byte vectors when rows are 16-byte aligned, their
-/// exponentials flush subnormals (`ex2.approx.ftz`) and the softmax starter's wide rows carry
-/// their L2 hints (`evict_last`, `evict_first`, streaming stores), checked in their PTX for
-/// sm_90 without a GPU (`python/tests/check_ptx.py`; it fails, naming the kernels, when the
-/// row width is not known to be a multiple of 16, with the softmax starter of before
-/// `tl.math.exp2`, or with the one of before the hints).
+/// exponentials flush subnormals (`ex2.approx.ftz`), the softmax starter's wide-row loop
+/// carries its L2 hints (`evict_last`, `evict_first`, streaming stores) and its
+/// shared-memory kernel copies and stores 16 bytes at a time even on odd widths, two
+/// programs to an SM, checked in their PTX for sm_90 without a GPU
+/// (`python/tests/check_ptx.py`; it fails, naming the kernels, when the row width is not
+/// known to be a multiple of 16, with the softmax starter of before `tl.math.exp2`, with
+/// the one of before the hints, or with the shared-memory kernel copying from the row's
+/// own start or masking its stores element by element).
 #[test]
 fn row_starters_compile_to_vector_loads_and_flushing_exponentials() {
     run_check_script("check_ptx.py");
