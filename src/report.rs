@@ -51,16 +51,59 @@ pub fn file_sha256(path: &Path) -> Option<String> {
         .map(|bytes| format!("{:x}", Sha256::digest(&bytes)))
 }
 
+/// What the workspace's `verify.json` holds, as the reports show it.
+#[derive(Debug, Clone)]
+pub enum SavedVerification {
+    /// No verification yet: no `verify.json`.
+    None,
+    /// A `verify.json` that cannot be read or is not a verification; the error, for the
+    /// warning. A report still shows everything else.
+    Unreadable(String),
+    /// The last verification.
+    Saved(Verification),
+}
+
+impl SavedVerification {
+    /// Reads the workspace's `verify.json`. Never fails: a file that cannot be read is a
+    /// state of its own ([`SavedVerification::Unreadable`]), so that it loses no report.
+    pub fn load(ws: &Workspace) -> Self {
+        match ws.load_verification() {
+            Ok(None) => Self::None,
+            Ok(Some(v)) => Self::Saved(v),
+            Err(e) => Self::Unreadable(format!("{e:#}")),
+        }
+    }
+
+    /// The verification, when there is a readable one.
+    pub fn get(&self) -> Option<&Verification> {
+        match self {
+            Self::Saved(v) => Some(v),
+            Self::None | Self::Unreadable(_) => None,
+        }
+    }
+}
+
 /// One line for `autokernel report`'s stdout on the saved verification, so that a failed,
-/// stale or missing verification is seen without opening report.md: `verification: PASS
-/// on cuda NVIDIA H200, 1.234x end to end`, `verification: FAIL on cpu (report.md says
-/// why)`, `verification: none yet (autokernel verify --workspace DIR)`. `stale`: the targets whose kernel.py changed since ([`Verification::changed_kernels`]).
-pub fn verification_summary(ws: &Workspace, v: Option<&Verification>, stale: &[String]) -> String {
-    let Some(v) = v else {
-        return format!(
-            "verification: none yet (autokernel verify --workspace {})",
-            ws.root.display()
-        );
+/// stale, missing or unreadable verification is seen without opening report.md:
+/// `verification: PASS on cuda NVIDIA H200, 1.234x end to end`, `verification: FAIL on cpu
+/// (report.md says why)`, `verification: none yet (autokernel verify --workspace DIR)`,
+/// `verification: unreadable verify.json (…)`. `stale`: the targets whose kernel.py changed
+/// since ([`Verification::changed_kernels`]).
+pub fn verification_summary(ws: &Workspace, saved: &SavedVerification, stale: &[String]) -> String {
+    let v = match saved {
+        SavedVerification::Saved(v) => v,
+        SavedVerification::None => {
+            return format!(
+                "verification: none yet (autokernel verify --workspace {})",
+                ws.root.display()
+            )
+        }
+        SavedVerification::Unreadable(_) => {
+            return format!(
+                "verification: unreadable verify.json (autokernel verify --workspace {} writes a new one)",
+                ws.root.display()
+            )
+        }
     };
     let mut line = if v.passed {
         let speedup = match v.speedup {
@@ -281,7 +324,7 @@ pub fn render_markdown(
     ws: &Workspace,
     targets: &[Target],
     rows: &[ExperimentRecord],
-    verification: Option<&Verification>,
+    verification: &SavedVerification,
     stale: &[String],
 ) -> String {
     let summaries = summarize(targets, rows);
@@ -331,14 +374,18 @@ pub fn render_markdown(
     );
     let _ = writeln!(md, "## End-to-end verification\n");
     match verification {
-        None => {
+        SavedVerification::None => {
             let _ = writeln!(
                 md,
                 "Not run yet (`autokernel verify --workspace {}`).",
                 ws.root.display()
             );
         }
-        Some(v) => {
+        SavedVerification::Unreadable(error) => {
+            // the error names the file and says how to write a new one
+            let _ = writeln!(md, "Unreadable: {}", error.replace('\n', "; "));
+        }
+        SavedVerification::Saved(v) => {
             if !v.has_hashes() {
                 let _ = writeln!(
                     md,
@@ -584,6 +631,44 @@ mod tests {
     }
 
     #[test]
+    fn saved_verification_reads_missing_corrupt_and_saved_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let targets = [target("01-a", 0.6)];
+        let loaded = SavedVerification::load(&ws);
+        assert!(matches!(loaded, SavedVerification::None), "{loaded:?}");
+        assert!(render_markdown(&ws, &targets, &[], &loaded, &[]).contains("Not run yet"));
+
+        std::fs::write(ws.path("verify.json"), "{bad").unwrap();
+        let loaded = SavedVerification::load(&ws);
+        let SavedVerification::Unreadable(error) = &loaded else {
+            panic!("{loaded:?}")
+        };
+        assert!(error.contains("is not a verification"), "{error}");
+        assert!(loaded.get().is_none());
+        let md = render_markdown(&ws, &targets, &[], &loaded, &[]);
+        assert!(
+            md.contains("Unreadable: `") && !md.contains("Not run yet"),
+            "{md}"
+        );
+        assert!(verification_summary(&ws, &loaded, &[])
+            .starts_with("verification: unreadable verify.json"),);
+
+        let v = Verification {
+            passed: true,
+            device: "cpu".into(),
+            ..Default::default()
+        };
+        ws.save_verification(&v).unwrap();
+        let loaded = SavedVerification::load(&ws);
+        assert_eq!(loaded.get().map(|v| v.passed), Some(true));
+        assert_eq!(
+            verification_summary(&ws, &loaded, &[]),
+            "verification: PASS on cpu"
+        );
+    }
+
+    #[test]
     fn a_kernel_edited_after_the_verification_makes_it_stale() {
         let dir = tempfile::tempdir().unwrap();
         let ws = Workspace::open(dir.path()).unwrap();
@@ -605,7 +690,7 @@ mod tests {
             &ws,
             &targets,
             &[],
-            Some(&v),
+            &SavedVerification::Saved(v.clone()),
             &v.changed_kernels(&ws, &targets),
         );
         assert!(!md.contains("Stale"), "{md}");
@@ -616,7 +701,7 @@ mod tests {
             &ws,
             &targets,
             &[],
-            Some(&v),
+            &SavedVerification::Saved(v.clone()),
             &v.changed_kernels(&ws, &targets),
         );
         assert!(
@@ -647,7 +732,7 @@ mod tests {
                 .unwrap();
         assert!(old.kernel_sha256.is_empty());
         assert!(old.changed_kernels(&ws, &targets).is_empty());
-        let md = render_markdown(&ws, &targets, &[], Some(&old), &[]);
+        let md = render_markdown(&ws, &targets, &[], &SavedVerification::Saved(old), &[]);
         assert!(md.contains("predates the kernel hashes"), "{md}");
     }
 

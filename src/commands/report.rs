@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use autokernel_core::{ExperimentRecord, ResultsLog, Target};
 
 use crate::cli::GlobalArgs;
-use crate::report::{self, Verification};
+use crate::report::{self, SavedVerification};
 use crate::workspace::Workspace;
 
 /// Arguments of `autokernel report`.
@@ -41,7 +41,7 @@ pub fn write_report(
     ws: &Workspace,
     targets: &[Target],
     rows: &[ExperimentRecord],
-    verification: Option<&Verification>,
+    verification: &SavedVerification,
     stale: &[String],
 ) -> anyhow::Result<()> {
     let md = report::render_markdown(ws, targets, rows, verification, stale);
@@ -63,17 +63,14 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
     // reported on, and a log a run is appending to is never repaired from here
     let rows = ResultsLog::read(ws.path("results.tsv"))?;
     // a verify.json that cannot be read loses nothing else: the summary is still printed
-    let (verification, unreadable) = match ws.load_verification() {
-        Ok(v) => (v, false),
-        Err(e) => {
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!("warning: {e:#}");
-            }
-            (None, true)
+    let saved = SavedVerification::load(&ws);
+    if let SavedVerification::Unreadable(e) = &saved {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("warning: {e}");
         }
-    };
-    let stale = report::stale_kernels(&ws, &targets, verification.as_ref());
+    }
+    let stale = report::stale_kernels(&ws, &targets, saved.get());
     if !stale.is_empty() {
         #[allow(clippy::print_stderr)]
         {
@@ -84,7 +81,7 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
             );
         }
     }
-    let written = write_report(&ws, &targets, &rows, verification.as_ref(), &stale);
+    let written = write_report(&ws, &targets, &rows, &saved, &stale);
     let summaries = report::summarize(&targets, &rows);
     crate::print_stdout(&report::summary_table(&summaries));
     // a `tune` workspace has no model: no end-to-end speedup to project, nothing to verify
@@ -92,14 +89,7 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
         None => format!(
             "projected_speedup: {:.3}\n{}\n",
             report::projected(&summaries),
-            if unreadable {
-                format!(
-                    "verification: unreadable verify.json (autokernel verify --workspace {} writes a new one)",
-                    ws.root.display()
-                )
-            } else {
-                report::verification_summary(&ws, verification.as_ref(), &stale)
-            }
+            report::verification_summary(&ws, &saved, &stale)
         ),
         Some(_) => String::new(),
     };

@@ -296,9 +296,9 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     }
 
     // 5. report
-    let verification = ws.load_verification()?;
-    let stale = crate::report::stale_kernels(&ws, &targets, verification.as_ref());
-    crate::commands::report::write_report(&ws, &targets, rows, verification.as_ref(), &stale)?;
+    let saved = crate::report::SavedVerification::load(&ws);
+    let stale = crate::report::stale_kernels(&ws, &targets, saved.get());
+    crate::commands::report::write_report(&ws, &targets, rows, &saved, &stale)?;
     let summaries = report::summarize(&targets, rows);
     crate::print_stdout(&report::summary_table(&summaries));
     let stop = outcome.stop.label();

@@ -154,7 +154,13 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
     )
     .await?;
     let rows = &experiments.rows;
-    crate::commands::report::write_report(&ws, &targets, rows, None, &[])?;
+    crate::commands::report::write_report(
+        &ws,
+        &targets,
+        rows,
+        &crate::report::SavedVerification::None,
+        &[],
+    )?;
 
     let best = ws.path(&format!("targets/{}/kernel.py", target.id));
     let anything_passed = rows.iter().any(|r| r.correctness == "PASS");

@@ -151,6 +151,13 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
         stderr.contains("verify.json` is not a verification"),
         "{stderr}"
     );
+    // report.md says the same, not "Not run yet"
+    let md = std::fs::read_to_string(ws.join("report.md")).unwrap();
+    assert!(
+        md.contains("Unreadable: `") && md.contains("verify.json` is not a verification"),
+        "{md}"
+    );
+    assert!(!md.contains("Not run yet"), "{md}");
     std::fs::write(ws.join("verify.json"), saved).unwrap();
 
     // a kernel that kills the process inside the model: named and left out, exit 1 (not
