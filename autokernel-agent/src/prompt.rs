@@ -145,6 +145,14 @@ fn best_section(ctx: &ProposalContext<'_>) -> String {
         if ctx.best_result.is_some_and(|r| !r.timing_representative) {
             s.push_str("- timings come from Triton's CPU interpreter: not a GPU's speed; correctness still counts\n");
         }
+        if let Some(keys) = &m.config_keys_read {
+            // a CONFIG key outside this list changes nothing at the timed shape
+            let _ = writeln!(
+                s,
+                "- CONFIG keys kernel_fn reads at that shape: {}",
+                keys.join(", ")
+            );
+        }
     } else if let Some(r) = ctx
         .history
         .iter()

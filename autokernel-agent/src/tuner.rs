@@ -21,7 +21,9 @@ pub const TUNE_PREFIX: &str = "tune:";
 /// `TUNABLES` list: coordinate descent. Values are tried nearest first (one step up,
 /// one step down, then two steps, …), keys in turn at each distance, so a kept improvement
 /// moves the centre and the next proposal searches around the new best. When no single
-/// move is left, pairs of keys move together, each to one of its two nearest values. A configuration
+/// move is left, pairs of keys move together, each to one of its two nearest values. Only
+/// the keys that the best's `kernel_fn` read in its timed call move, when the bench says
+/// which ([`autokernel_core::Metrics::config_keys_read`]). A configuration
 /// is never proposed twice for the same kernel structure (the file without its `CONFIG`
 /// literal): the tuner remembers what it proposed, and after a restart re-reads the
 /// configurations measured since the structure last changed from the history's
@@ -71,10 +73,11 @@ impl TunerAgent {
         // single-key moves first (coordinate descent), then pairs of keys: launch
         // parameters interact (more rows per program wants more warps), and a pair can
         // improve where every single move from the best does not
-        let moves = neighbourhood(&parsed.config, &parsed.tunables)
+        let tunables = keys_the_best_reads(&parsed.tunables, context);
+        let moves = neighbourhood(&parsed.config, &tunables)
             .into_iter()
             .map(|m| vec![m])
-            .chain(pair_neighbourhood(&parsed.config, &parsed.tunables));
+            .chain(pair_neighbourhood(&parsed.config, &tunables));
         for changes in moves {
             let mut config = parsed.config.clone();
             let mut what = Vec::new();
@@ -99,6 +102,40 @@ impl TunerAgent {
         );
         None
     }
+}
+
+/// The tunables that the current best read in its timed call
+/// ([`autokernel_core::Metrics::config_keys_read`]): a key that `kernel_fn` does not read
+/// at the target's shape cannot change its time (the softmax starter's wide rows read 2 of
+/// its 9 keys at 4096×50257 on the GPU). Every tunable when the best was not timed in this
+/// run (a resume), when its reads are unknown, or when it read none of them.
+fn keys_the_best_reads(
+    tunables: &[(String, Vec<PyValue>)],
+    context: &ProposalContext<'_>,
+) -> Vec<(String, Vec<PyValue>)> {
+    let read = context
+        .best_result
+        .and_then(|r| r.metrics.as_ref())
+        .and_then(|m| m.config_keys_read.as_ref());
+    let Some(read) = read else {
+        return tunables.to_vec();
+    };
+    let used: Vec<_> = tunables
+        .iter()
+        .filter(|(key, _)| read.contains(key))
+        .cloned()
+        .collect();
+    if used.is_empty() {
+        return tunables.to_vec();
+    }
+    if used.len() < tunables.len() {
+        tracing::debug!(
+            target_id = %context.target.id,
+            keys = ?used.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            "tuner: only the keys the best reads at this shape move"
+        );
+    }
+    used
 }
 
 #[async_trait]

@@ -693,22 +693,83 @@ def _measure_us(fn, quick):
     return float(statistics.median(samples))
 
 
+class _ReadRecorder(dict):
+    """A kernel's CONFIG that records which keys are read (`read`), and `whole` when it is
+    read as a whole (iterated, copied, unpacked): then every key may matter."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.read, self.whole = set(), False
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        self.read.add(key)
+        return super().__contains__(key)
+
+    def _all(self, name, *args):
+        self.whole = True
+        return getattr(super(), name)(*args)
+
+    def __iter__(self):
+        return self._all("__iter__")
+
+    def keys(self):
+        return self._all("keys")
+
+    def values(self):
+        return self._all("values")
+
+    def items(self):
+        return self._all("items")
+
+    def copy(self):
+        return self._all("copy")
+
+
+def _config_keys_read(candidate, call):
+    """Runs `call` with the candidate's CONFIG dict recording its reads; returns the keys
+    read, sorted, or None when there is no CONFIG dict or it was read as a whole. The tuner
+    moves only these keys: a key the kernel does not read at this shape cannot change it.
+    (`{**CONFIG}` and `dict(CONFIG)` copy a dict subclass without calling its methods: such
+    a kernel reads nothing and is tuned on every key, as before.)"""
+    config = candidate.module.__dict__.get("CONFIG")
+    if type(config) is not dict:
+        call()
+        return None
+    recorder = _ReadRecorder(config)
+    candidate.module.__dict__["CONFIG"] = recorder
+    try:
+        call()
+    finally:
+        candidate.module.__dict__["CONFIG"] = config
+    return None if recorder.whole or not recorder.read else sorted(map(str, recorder.read))
+
+
 def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="contiguous"):
     """Times candidate, eager reference and (optionally) torch.compile of the reference at
     one shape and dtype. Returns JSON: latency_us, reference_latency_us,
-    compiled_latency_us (or null), compiled_error, peak_vram_mb (null on CPU)."""
+    compiled_latency_us (or null), compiled_error, peak_vram_mb (null on CPU),
+    config_keys_read (`_config_keys_read` of one untimed call first)."""
     torch = _P["torch"]
     dt = _dtype(dtype)
     device = _STATE["device"]
     inputs = _P["make_inputs"](kind, list(shape), dt, device, int(seed), "normal", layout)
     fn = candidate.fn
     result = {"latency_us": None, "reference_latency_us": None, "compiled_latency_us": None,
-              "compiled_error": None, "peak_vram_mb": None}
+              "compiled_error": None, "peak_vram_mb": None, "config_keys_read": None}
     peak = None
     if device == "cuda":
         _P["cuda_synchronize"]()
         torch.cuda.reset_peak_memory_stats()
-        fn(**inputs)
+    result["config_keys_read"] = _config_keys_read(candidate, lambda: fn(**inputs))
+    if device == "cuda":
         _P["cuda_synchronize"]()
         peak = torch.cuda.max_memory_allocated() / 1e6
     _spin_up()

@@ -143,6 +143,7 @@ impl Benchmarker for FakeBenchmarker {
             throughput_unit: kind.bound().throughput_unit().into(),
             pct_peak: None,
             peak_vram_mb: 1.0,
+            config_keys_read: None,
         });
         Ok(BenchResult {
             kind,

@@ -44,7 +44,8 @@ pub struct BenchArgs {
     )]
     pub device: Device,
     /// Fewer shapes, dtypes and repetitions: the first shape and dtype, the stability modes
-    /// `large` and `zeros` (and `masked` at the timed shape), the first edge shape
+    /// `large` and `zeros` at the first and the timed shape (and `masked` at the timed
+    /// shape), the first edge shape
     #[arg(long, help_heading = "Bench")]
     pub quick: bool,
     /// A problem shape to add to the sweep and to time, e.g. 4096,4096 (dims of the kind:

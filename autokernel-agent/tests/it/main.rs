@@ -8,6 +8,8 @@ mod llm_cases;
 /// The LLM agent against a real llama.cpp server (feature `llm-server-tests`).
 #[cfg(feature = "llm-server-tests")]
 mod llm_server;
+/// The user message the LLM agent sends.
+mod prompt;
 /// Fixtures: targets, contexts, the shared cases, program.md in a temp dir.
 mod support;
 /// The tuner on a starter-like file and on the real starters.

@@ -1,8 +1,8 @@
 use std::path::{Path, PathBuf};
 
 use autokernel_core::{
-    lookup_gpu, DType, Decision, ExperimentRecord, GpuSpec, KernelKind, ProposalContext, Shape,
-    Target,
+    lookup_gpu, BenchResult, Correctness, DType, Decision, ExperimentRecord, GpuSpec, KernelKind,
+    Metrics, ProposalContext, Shape, Target,
 };
 
 /// The shared cases folder of `area`; fails loudly with the path it tried.
@@ -143,4 +143,30 @@ pub fn differing_lines(a: &str, b: &str) -> Vec<usize> {
     let (la, lb): (Vec<&str>, Vec<&str>) = (a.split('\n').collect(), b.split('\n').collect());
     assert_eq!(la.len(), lb.len(), "line counts differ:\n{a}\n---\n{b}");
     (0..la.len()).filter(|&i| la[i] != lb[i]).collect()
+}
+
+/// A timed result of the best whose `kernel_fn` read `keys` of its CONFIG.
+pub fn timed_reading(keys: &[&str]) -> BenchResult {
+    let shape = Shape(vec![1024, 1024]);
+    BenchResult {
+        kind: KernelKind::Softmax,
+        correctness: Correctness::Pass,
+        stages: vec![],
+        metrics: Some(Metrics {
+            shape,
+            dtype: DType::Float16,
+            latency_us: 10.0,
+            reference_latency_us: 20.0,
+            compiled_latency_us: None,
+            speedup_vs_reference: 2.0,
+            throughput: 1.0,
+            throughput_unit: "GB/s".into(),
+            pct_peak: None,
+            peak_vram_mb: 1.0,
+            config_keys_read: Some(keys.iter().map(|k| k.to_string()).collect()),
+        }),
+        device: "cuda NVIDIA H200".into(),
+        timing_representative: true,
+        source_sha256: String::new(),
+    }
 }

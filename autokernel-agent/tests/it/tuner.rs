@@ -3,9 +3,9 @@ use std::path::Path;
 
 use autokernel_agent::pyliteral::{PyValue, TunableSource};
 use autokernel_agent::TunerAgent;
-use autokernel_core::{Agent, Decision, Proposal};
+use autokernel_core::{Agent, BenchResult, Decision, Proposal, ProposalContext};
 
-use crate::support::{differing_lines, row, Fixture, KERNEL};
+use crate::support::{differing_lines, row, timed_reading, Fixture, KERNEL};
 
 /// `(BLOCK_SIZE, num_warps, num_stages)` of a source's CONFIG.
 fn triple(source: &str) -> (i64, i64, i64) {
@@ -318,4 +318,37 @@ async fn a_resumed_tuner_reads_paired_moves_and_their_start_back() {
     assert!(!proposed.contains(&(512, 4, 2)), "{proposed:?}");
     // everything else around the base: 7 single moves and the 11 other pairs
     assert_eq!(proposed.len(), 7 + 11);
+}
+
+/// Every proposal until exhaustion, with `best` as the best's timed result.
+async fn all_proposals(best: Option<&BenchResult>) -> Vec<(i64, i64, i64)> {
+    let fx = Fixture::new(KERNEL);
+    let mut agent = TunerAgent::new();
+    let mut seen = Vec::new();
+    loop {
+        let ctx = ProposalContext {
+            best_result: best,
+            ..fx.ctx()
+        };
+        match agent.propose(&ctx).await.unwrap() {
+            Proposal::Candidate { source, .. } => seen.push(triple(&source)),
+            Proposal::Exhausted => return seen,
+            other => panic!("{other:?}"),
+        }
+        assert!(seen.len() <= 40, "the tuner does not stop: {seen:?}");
+    }
+}
+
+#[tokio::test]
+async fn only_the_keys_the_best_read_move() {
+    let every = all_proposals(None).await;
+    // num_stages unread: the same search, in the same order, without the moves that
+    // change it (singles and pairs alike; KERNEL's num_stages is 2)
+    let read = timed_reading(&["BLOCK_SIZE", "num_warps"]);
+    let want: Vec<_> = every.iter().copied().filter(|t| t.2 == 2).collect();
+    assert!(want.len() < every.len());
+    assert_eq!(all_proposals(Some(&read)).await, want);
+    // reads that name no tunable (or nothing known): every key moves, as without a result
+    let none = timed_reading(&["NOT_A_TUNABLE"]);
+    assert_eq!(all_proposals(Some(&none)).await, every);
 }

@@ -168,14 +168,17 @@ def _smem_row_kernel(x_ptr, y_ptr, n_cols, n_total,
             # (bfloat16's maximum comes back as float32: cast back, exactly)
             mx = gl.maximum(mx, x).to(x_ptr.dtype.element_ty)
     m = gl.max(mx.to(gl.float32), axis=0)
-    # A row with nothing finite (all -inf) has m -inf: shift by 0 there, not NaN.
-    shift = gl.where(m == float("-inf"), 0.0, m) * GL_LOG2E
+    # A row with nothing finite (all -inf) has m -inf: shift by 0 there, not NaN. x − shift
+    # is formed before the scaling by log2 e: x·log2 e − shift·log2 e (one FMA) would
+    # carry the rounding of shift·log2 e, half an ulp of |m|·log2 e, into every exponent,
+    # which at float32's `large` inputs (±1e15) made rows inf, NaN or zero.
+    shift = gl.where(m == float("-inf"), 0.0, m)
     # Pass 2: the sum of exp(x − m), per lane, then once across the program.
     acc = gl.zeros([CHUNK], gl.float32, layout)
     for k in gl.static_range(N_CHUNKS):
         if k * CHUNK < end:
-            acc += gl.exp2(smem.index(k).load(layout).to(gl.float32) * GL_LOG2E - shift)
-    bias = shift + gl.log2(gl.sum(acc, axis=0))
+            acc += gl.exp2((smem.index(k).load(layout).to(gl.float32) - shift) * GL_LOG2E)
+    log2_s = gl.log2(gl.sum(acc, axis=0))
     # Pass 3: normalise and write. Whole 16-byte vectors inside the row are stored 16 bytes
     # at a time (the mask, in whole vectors, keeps the stores vectorised); the row's first
     # and last partial vectors, if any, element by element from x (L2 hits).
@@ -184,7 +187,7 @@ def _smem_row_kernel(x_ptr, y_ptr, n_cols, n_total,
     for k in gl.static_range(N_CHUNKS):
         if k * CHUNK < end:
             lane = k * CHUNK + j
-            y = gl.exp2(smem.index(k).load(layout).to(gl.float32) * GL_LOG2E - bias).to(y_ptr.dtype.element_ty)
+            y = gl.exp2((smem.index(k).load(layout).to(gl.float32) - shift) * GL_LOG2E - log2_s).to(y_ptr.dtype.element_ty)
             if (k * CHUNK >= head_up) & ((k + 1) * CHUNK <= end_down):
                 gl.store(y_ptr + base + lane, y, cache_modifier=".cs")
             else:
@@ -195,7 +198,7 @@ def _smem_row_kernel(x_ptr, y_ptr, n_cols, n_total,
     lane = gl.where(v < VEC, head + v, end_down + v - VEC)
     edge = gl.where(v < VEC, lane < head_up, lane < end)
     xe = gl.load(x_ptr + base + lane, mask=edge, other=0.0).to(gl.float32)
-    gl.store(y_ptr + base + lane, gl.exp2(xe * GL_LOG2E - bias).to(y_ptr.dtype.element_ty), mask=edge)
+    gl.store(y_ptr + base + lane, gl.exp2((xe - shift) * GL_LOG2E - log2_s).to(y_ptr.dtype.element_ty), mask=edge)
 
 
 def _smem_bytes(dev):

@@ -349,6 +349,8 @@ struct TimingMeta {
     compiled_latency_us: Option<f64>,
     compiled_error: Option<String>,
     peak_vram_mb: Option<f64>,
+    #[serde(default)]
+    config_keys_read: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -1055,6 +1057,17 @@ impl Run<'_, '_> {
             .flat_map(|m| sweep_dtypes.iter().map(move |d| (*m, *d)))
             .map(|(m, d)| case(&set[0], d, m, 1, false))
             .collect();
+        // Every mode at the timing shape too, whose paths set[0] may never reach: the softmax
+        // starter's shared-memory rows (4096×50257 on a GPU) once lost float32's `large` rows
+        // to rounding in the exponent, where set[0]'s rows, held in registers, were right.
+        if timing_shape != set[0] {
+            stability.extend(
+                modes
+                    .iter()
+                    .flat_map(|m| sweep_dtypes.iter().map(move |d| (*m, *d)))
+                    .map(|(m, d)| case(&timing_shape, d, m, 1, false)),
+            );
+        }
         // Masked rows (-inf columns at either end) at the timing shape, whose wide rows may
         // take chunked paths that set[0] never reaches, even when quick; otherwise also at
         // set[0] and the edge shapes, where width-specific bugs show.
@@ -1215,6 +1228,7 @@ impl Run<'_, '_> {
             throughput_unit: unit,
             pct_peak,
             peak_vram_mb: t.peak_vram_mb.unwrap_or(0.0),
+            config_keys_read: t.config_keys_read.clone(),
         }
     }
 

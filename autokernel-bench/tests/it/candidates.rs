@@ -230,3 +230,25 @@ async fn a_softmax_that_gives_masked_columns_weight_fails_with_the_masked_cause(
     );
     assert!(!reason.contains("subtract the row max"), "{reason}");
 }
+
+#[tokio::test]
+async fn a_softmax_wrong_on_large_values_only_at_wide_rows_fails_at_the_timing_shape() {
+    // rows wider than the CPU set's (128, 256) take the exponent as an FMA does,
+    // x·log2 e − rn(m·log2 e): the product exact (float64 here), the shift rounded, so
+    // every exponent carries the shift's rounding, up to half an ulp of |m|·log2 e (the
+    // softmax starter's shared-memory rows once did this). Normal values and the narrow
+    // rows are right, so only `large` at the timing shape shows it.
+    let body = r#"def kernel_fn(x):
+    xf = x.float()
+    m = xf.amax(-1, keepdim=True)
+    if x.shape[-1] > 256:
+        shift = m * 1.4426950408889634
+        e = torch.exp2((xf.double() * 1.4426950408889634 - shift.double()).float())
+    else:
+        e = torch.exp(xf - m)
+    return (e / e.sum(-1, keepdim=True)).to(x.dtype)
+"#;
+    let (stage, reason) = masked_failure(body, &[&[4, 300]]).await;
+    assert_eq!(stage, Stage::Stability, "{reason}");
+    assert!(reason.contains("4x300 large inputs"), "{reason}");
+}

@@ -2,6 +2,7 @@
 //! interpreter). The worker is the test-only bin `autokernel-bench-worker`.
 
 mod candidates;
+mod config_reads;
 mod harness_cases;
 mod robustness;
 mod script;
