@@ -35,8 +35,9 @@ row's start (so odd widths are vectorised too), then makes three passes over sha
 (a per-lane max, the sum of exponentials, the output), storing whole 16-byte vectors. x is
 read from DRAM once and nothing counts on L2; two programs fit on an SM at 4096×50257
 float16 (104 KiB each), one loading while the other writes. On the H200 at float16 it took
-4096×50257 from 390.4 to 217.3 µs (89% of copy, 1.63× eager), 50256 from 269.5 to 211.9
-and 32000 from 141.9 to 132.5 (docs/benchmarks.md, session 8). It is written in Gluon
+4096×50257 from 390.4 to 218.2 µs (88% of copy, 1.63× eager), 50256 from 269.5 to 212.4
+and 32000 from 141.9 to 132.7; in float32 at 4096×50257 (201 KiB rows, one program an SM)
+from 643.6 to 435.2 (docs/benchmarks.md, session 8). It is written in Gluon
 (Triton's explicit-layout dialect), which Triton's CPU interpreter does not run: there, and
 for rows too wide for shared memory or SMEM_CHUNK 0, the loop above runs instead.
 """
@@ -51,7 +52,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
 KERNEL_KIND = "softmax"
-# The shared-memory keys (SMEM_*) as measured on the H200 at 4096x50257 float16, 217 us;
+# The shared-memory keys (SMEM_*) as measured on the H200 at 4096x50257 float16, 218 us;
 # the loop keys (LOOP_*) as `autokernel tune` found them there, 394 us, for rows that skip
 # shared memory; the one-pass keys as measured at 8192x8192 (docs/benchmarks.md).
 CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 8192, "LOOP_ROWS": 1, "LOOP_PROGRAMS_PER_SM": 0, "LOOP_WARPS": 16, "SMEM_CHUNK": 4096, "SMEM_WARPS": 16, "num_warps": 8, "num_stages": 1}

@@ -16,7 +16,7 @@ multiple of 16 (what Triton infers at launch for 4096 or 50256 columns), and che
   off the 16-byte boundary: the row comes in by 16-byte `cp.async` copies, the output goes
   out by 16-byte stores (2-byte ones only for the row's first and last partial vectors), and
   two programs fit in one SM's 228 KiB of shared memory (H100/H200: NVIDIA Hopper Tuning
-  Guide, "Shared memory"), one loading while the other writes: 390 → 217 µs on the H200
+  Guide, "Shared memory"), one loading while the other writes: 390 → 218 µs on the H200
   (docs/benchmarks.md, session 8).
 
 A starter edit that lost any of them is caught without a GPU. Run with TRITON_INTERPRET unset
