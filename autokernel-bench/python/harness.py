@@ -749,7 +749,13 @@ def _config_keys_read(candidate, call):
         call()
     finally:
         candidate.module.__dict__["CONFIG"] = config
-    return None if recorder.whole or not recorder.read else sorted(map(str, recorder.read))
+        keys = None if recorder.whole or not recorder.read else sorted(map(str, recorder.read))
+        # what the call wrote into CONFIG (a cache, a counter) stays written; dict's own
+        # methods, which the recorder does not count
+        if not dict.__eq__(config, recorder):
+            config.clear()
+            config.update({k: dict.__getitem__(recorder, k) for k in dict.keys(recorder)})
+    return keys
 
 
 def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="contiguous"):

@@ -9,7 +9,7 @@ use super::*;
 /// A correct softmax (torch ops other than softmax) after `reads`, a body that touches CONFIG.
 fn kernel(reads: &str) -> String {
     format!(
-        "import torch\nKERNEL_KIND = \"softmax\"\nCONFIG = {{\"A\": 1, \"B\": 2, \"C\": 3}}\nTUNABLES = {{\"A\": [1, 2]}}\n\
+        "import torch\nKERNEL_KIND = \"softmax\"\nCONFIG = {{\"A\": 1, \"B\": 2, \"C\": 3}}\nTUNABLES = {{\"A\": [1, 2]}}\n_seen = []\n\
          def kernel_fn(x):\n    {reads}\n    e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n    \
          return (e / e.sum(-1, keepdim=True)).to(x.dtype)\n"
     )
@@ -31,6 +31,13 @@ async fn the_timed_call_reports_the_config_keys_it_read() {
         ("items", "_ = sorted(CONFIG.items())", None),
         // never read
         ("ignores", "pass", None),
+        // writes made during the recorded call stay written: the count never repeats
+        (
+            "counts",
+            "CONFIG[\"n\"] = CONFIG.get(\"n\", 0) + 1\n    _seen.append(CONFIG[\"n\"])\n    \
+             assert len(_seen) < 2 or _seen[-1] > _seen[-2], f\"CONFIG lost a write: {_seen}\"",
+            Some(vec!["n"]),
+        ),
     ];
     for (name, reads, want) in cases {
         let path = write(dir.path(), &format!("{name}.py"), &kernel(reads));
