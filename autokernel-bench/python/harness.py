@@ -735,10 +735,11 @@ class _ReadRecorder(dict):
 
 def _config_keys_read(candidate, call):
     """Runs `call` with the candidate's CONFIG dict recording its reads; returns the keys
-    read, sorted, or None when there is no CONFIG dict or it was read as a whole. The tuner
-    moves only these keys: a key the kernel does not read at this shape cannot change it.
-    (`{**CONFIG}` and `dict(CONFIG)` copy a dict subclass without calling its methods: such
-    a kernel reads nothing and is tuned on every key, as before.)"""
+    read, sorted, or None when there is no CONFIG dict, it was read as a whole (iterated,
+    `{**CONFIG}`, `dict(CONFIG)`, `f(**CONFIG)`) or not at all. The tuner moves only these
+    keys: a key the kernel does not read at this shape cannot change it. `pop` and
+    `setdefault` go uncounted (dict's own methods): a kernel that reads CONFIG only so is
+    tuned on every key, as before."""
     config = candidate.module.__dict__.get("CONFIG")
     if type(config) is not dict:
         call()

@@ -29,6 +29,7 @@ async fn the_timed_call_reports_the_config_keys_it_read() {
         // read as a whole: every key may matter
         ("iterates", "_ = [CONFIG[k] for k in CONFIG]", None),
         ("items", "_ = sorted(CONFIG.items())", None),
+        ("unpacks", "_ = dict(**CONFIG)", None),
         // never read
         ("ignores", "pass", None),
         // writes made during the recorded call stay written: the count never repeats
