@@ -47,9 +47,15 @@ import os
 import torch
 import triton
 import triton.language as tl
-from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import async_copy
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy
+
+    HAVE_GLUON = True
+except ImportError:  # a Triton without Gluon's cp.async: wide rows take the loop
+    HAVE_GLUON = False
 
 KERNEL_KIND = "softmax"
 # The shared-memory keys (SMEM_*) as measured on the H200 at 4096x50257 float16, 218 us;
@@ -75,7 +81,6 @@ MAX_TILE = 32768
 _SM_COUNT = {}
 _SMEM_BYTES = {}
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(v) = exp2(v · log2 e)
-GL_LOG2E = gl.constexpr(1.4426950408889634)  # the same, for the Gluon kernel
 
 
 @triton.jit
@@ -132,74 +137,77 @@ def _softmax_kernel(x_ptr, y_ptr, n_rows, n_cols,
                          mask=row_ok[:, None] & col_ok[None, :], cache_modifier=".cs")
 
 
-@gluon.jit
-def _smem_row_kernel(x_ptr, y_ptr, n_cols, n_total,
-                     CHUNK: gl.constexpr, N_CHUNKS: gl.constexpr, VEC: gl.constexpr):
-    """One row per program, held in shared memory as N_CHUNKS chunks of CHUNK elements
-    from the VEC-element (16-byte) boundary at or below the row's start."""
-    layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])
-    smem_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
-    smem = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [N_CHUNKS, CHUNK], smem_layout)
-    j = gl.arange(0, CHUNK, layout)
-    row_start = gl.program_id(0).to(gl.int64) * n_cols
-    base = gl.multiple_of(row_start // VEC * VEC, VEC)
-    head = (row_start - base).to(gl.int32)
-    end = head + n_cols  # the row is lanes [head, end) counted from base
-    # Every copy of the row in flight at once, one commit group per chunk. A chunk wholly
-    # inside the tensor is copied unmasked (16-byte copies); the tensor's last one by loads.
-    for k in gl.static_range(N_CHUNKS):
-        if k * CHUNK < end:
-            idx = base + k * CHUNK + j
-            if base + (k + 1) * CHUNK <= n_total:
-                async_copy.async_copy_global_to_shared(smem.index(k), x_ptr + idx)
-            else:
-                smem.index(k).store(gl.load(x_ptr + idx, mask=idx < n_total, other=0.0))
-        async_copy.commit_group()
-    # Pass 1, as each chunk lands: lanes outside the row become -inf (in shared memory too,
-    # so the later passes need no mask), and a per-lane running max.
-    mx = gl.full([CHUNK], float("-inf"), x_ptr.dtype.element_ty, layout)
-    for k in gl.static_range(N_CHUNKS):
-        async_copy.wait_group(N_CHUNKS - 1 - k)
-        if k * CHUNK < end:
-            x = smem.index(k).load(layout)
-            if (k * CHUNK < head) | ((k + 1) * CHUNK > end):
+if HAVE_GLUON:
+    GL_LOG2E = gl.constexpr(1.4426950408889634)  # log2(e), for the Gluon kernel
+
+    @gluon.jit
+    def _smem_row_kernel(x_ptr, y_ptr, n_cols, n_total,
+                         CHUNK: gl.constexpr, N_CHUNKS: gl.constexpr, VEC: gl.constexpr):
+        """One row per program, held in shared memory as N_CHUNKS chunks of CHUNK elements
+        from the VEC-element (16-byte) boundary at or below the row's start."""
+        layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [gl.num_warps()], [0])
+        smem_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
+        smem = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [N_CHUNKS, CHUNK], smem_layout)
+        j = gl.arange(0, CHUNK, layout)
+        row_start = gl.program_id(0).to(gl.int64) * n_cols
+        base = gl.multiple_of(row_start // VEC * VEC, VEC)
+        head = (row_start - base).to(gl.int32)
+        end = head + n_cols  # the row is lanes [head, end) counted from base
+        # Every copy of the row in flight at once, one commit group per chunk. A chunk wholly
+        # inside the tensor is copied unmasked (16-byte copies); the tensor's last one by loads.
+        for k in gl.static_range(N_CHUNKS):
+            if k * CHUNK < end:
+                idx = base + k * CHUNK + j
+                if base + (k + 1) * CHUNK <= n_total:
+                    async_copy.async_copy_global_to_shared(smem.index(k), x_ptr + idx)
+                else:
+                    smem.index(k).store(gl.load(x_ptr + idx, mask=idx < n_total, other=0.0))
+            async_copy.commit_group()
+        # Pass 1, as each chunk lands: lanes outside the row become -inf (in shared memory too,
+        # so the later passes need no mask), and a per-lane running max.
+        mx = gl.full([CHUNK], float("-inf"), x_ptr.dtype.element_ty, layout)
+        for k in gl.static_range(N_CHUNKS):
+            async_copy.wait_group(N_CHUNKS - 1 - k)
+            if k * CHUNK < end:
+                x = smem.index(k).load(layout)
+                if (k * CHUNK < head) | ((k + 1) * CHUNK > end):
+                    lane = k * CHUNK + j
+                    x = gl.where((lane >= head) & (lane < end), x, float("-inf"))
+                    smem.index(k).store(x)
+                # (bfloat16's maximum comes back as float32: cast back, exactly)
+                mx = gl.maximum(mx, x).to(x_ptr.dtype.element_ty)
+        m = gl.max(mx.to(gl.float32), axis=0)
+        # A row with nothing finite (all -inf) has m -inf: shift by 0 there, not NaN. x − shift
+        # is formed before the scaling by log2 e: x·log2 e − shift·log2 e (one FMA) would
+        # carry the rounding of shift·log2 e, half an ulp of |m|·log2 e, into every exponent,
+        # which at float32's `large` inputs (±1e15) made rows inf, NaN or zero.
+        shift = gl.where(m == float("-inf"), 0.0, m)
+        # Pass 2: the sum of exp(x − m), per lane, then once across the program.
+        acc = gl.zeros([CHUNK], gl.float32, layout)
+        for k in gl.static_range(N_CHUNKS):
+            if k * CHUNK < end:
+                acc += gl.exp2((smem.index(k).load(layout).to(gl.float32) - shift) * GL_LOG2E)
+        log2_s = gl.log2(gl.sum(acc, axis=0))
+        # Pass 3: normalise and write. Whole 16-byte vectors inside the row are stored 16 bytes
+        # at a time (the mask, in whole vectors, keeps the stores vectorised); the row's first
+        # and last partial vectors, if any, element by element from x (L2 hits).
+        head_up = gl.multiple_of((head + VEC - 1) // VEC * VEC, VEC)
+        end_down = gl.multiple_of(end // VEC * VEC, VEC)
+        for k in gl.static_range(N_CHUNKS):
+            if k * CHUNK < end:
                 lane = k * CHUNK + j
-                x = gl.where((lane >= head) & (lane < end), x, float("-inf"))
-                smem.index(k).store(x)
-            # (bfloat16's maximum comes back as float32: cast back, exactly)
-            mx = gl.maximum(mx, x).to(x_ptr.dtype.element_ty)
-    m = gl.max(mx.to(gl.float32), axis=0)
-    # A row with nothing finite (all -inf) has m -inf: shift by 0 there, not NaN. x − shift
-    # is formed before the scaling by log2 e: x·log2 e − shift·log2 e (one FMA) would
-    # carry the rounding of shift·log2 e, half an ulp of |m|·log2 e, into every exponent,
-    # which at float32's `large` inputs (±1e15) made rows inf, NaN or zero.
-    shift = gl.where(m == float("-inf"), 0.0, m)
-    # Pass 2: the sum of exp(x − m), per lane, then once across the program.
-    acc = gl.zeros([CHUNK], gl.float32, layout)
-    for k in gl.static_range(N_CHUNKS):
-        if k * CHUNK < end:
-            acc += gl.exp2((smem.index(k).load(layout).to(gl.float32) - shift) * GL_LOG2E)
-    log2_s = gl.log2(gl.sum(acc, axis=0))
-    # Pass 3: normalise and write. Whole 16-byte vectors inside the row are stored 16 bytes
-    # at a time (the mask, in whole vectors, keeps the stores vectorised); the row's first
-    # and last partial vectors, if any, element by element from x (L2 hits).
-    head_up = gl.multiple_of((head + VEC - 1) // VEC * VEC, VEC)
-    end_down = gl.multiple_of(end // VEC * VEC, VEC)
-    for k in gl.static_range(N_CHUNKS):
-        if k * CHUNK < end:
-            lane = k * CHUNK + j
-            y = gl.exp2((smem.index(k).load(layout).to(gl.float32) - shift) * GL_LOG2E - log2_s).to(y_ptr.dtype.element_ty)
-            if (k * CHUNK >= head_up) & ((k + 1) * CHUNK <= end_down):
-                gl.store(y_ptr + base + lane, y, cache_modifier=".cs")
-            else:
-                gl.store(y_ptr + base + lane, y, mask=(lane >= head_up) & (lane < end_down), cache_modifier=".cs")
-    v_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
-    v = gl.arange(0, 2 * VEC, v_layout)
-    # Lanes [head, head_up) and [end_down, end): at most VEC − 1 each.
-    lane = gl.where(v < VEC, head + v, end_down + v - VEC)
-    edge = gl.where(v < VEC, lane < head_up, lane < end)
-    xe = gl.load(x_ptr + base + lane, mask=edge, other=0.0).to(gl.float32)
-    gl.store(y_ptr + base + lane, gl.exp2((xe - shift) * GL_LOG2E - log2_s).to(y_ptr.dtype.element_ty), mask=edge)
+                y = gl.exp2((smem.index(k).load(layout).to(gl.float32) - shift) * GL_LOG2E - log2_s).to(y_ptr.dtype.element_ty)
+                if (k * CHUNK >= head_up) & ((k + 1) * CHUNK <= end_down):
+                    gl.store(y_ptr + base + lane, y, cache_modifier=".cs")
+                else:
+                    gl.store(y_ptr + base + lane, y, mask=(lane >= head_up) & (lane < end_down), cache_modifier=".cs")
+        v_layout: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+        v = gl.arange(0, 2 * VEC, v_layout)
+        # Lanes [head, head_up) and [end_down, end): at most VEC − 1 each.
+        lane = gl.where(v < VEC, head + v, end_down + v - VEC)
+        edge = gl.where(v < VEC, lane < head_up, lane < end)
+        xe = gl.load(x_ptr + base + lane, mask=edge, other=0.0).to(gl.float32)
+        gl.store(y_ptr + base + lane, gl.exp2((xe - shift) * GL_LOG2E - log2_s).to(y_ptr.dtype.element_ty), mask=edge)
 
 
 def _smem_bytes(dev):
@@ -212,11 +220,11 @@ def _smem_bytes(dev):
 
 def _smem_chunks(x, n_cols):
     """Chunks of SMEM_CHUNK elements that `_smem_row_kernel` needs for a row of x, or 0
-    where it does not apply: SMEM_CHUNK 0, off the GPU or before sm_80 (`cp.async`), under
-    Triton's interpreter, x not 16-byte aligned (a view at an odd offset: the copies are
-    16 bytes wide), or a row too wide for shared memory."""
+    where it does not apply: SMEM_CHUNK 0, a Triton without Gluon, off the GPU or before
+    sm_80 (`cp.async`), under Triton's interpreter, x not 16-byte aligned (a view at an odd
+    offset: the copies are 16 bytes wide), or a row too wide for shared memory."""
     chunk = CONFIG["SMEM_CHUNK"]
-    if (chunk == 0 or x.device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+    if (chunk == 0 or not HAVE_GLUON or x.device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
             or x.data_ptr() % 16 != 0 or torch.cuda.get_device_capability(x.device)[0] < 8):
         return 0
     vec = 16 // x.element_size()
