@@ -230,7 +230,7 @@ fn print_unlabelled(
             "speedup_vs_reference": null, "throughput": null, "throughput_unit": null,
             "pct_peak": null, "peak_vram_mb": null, "device": null,
             "timing_representative": false, "source_sha256": null,
-            "path": path.display().to_string(),
+            "config_keys_read": null, "path": path.display().to_string(),
         });
         write_json(&mut out, &v, several)?;
     } else {
@@ -302,8 +302,10 @@ fn print_result(
 }
 
 /// The JSON object of `bench --json`: the contract's keys (nulls where absent) plus `shape`,
-/// `dtype` and `compiled_latency_us` (`run` adds `path` and `turnaround_s`, the wall time of
-/// the evaluation in seconds as the caller saw it).
+/// `dtype`, `compiled_latency_us` and `config_keys_read` (the `CONFIG` keys `kernel_fn`
+/// read at the timed shape, [`autokernel_core::Metrics::config_keys_read`]; `run` adds
+/// `path` and `turnaround_s`, the wall time of the evaluation in seconds as the caller saw
+/// it).
 fn to_json(r: &BenchResult) -> serde_json::Value {
     let m = r.metrics.as_ref();
     let on_gpu = r.device.starts_with("cuda");
@@ -326,6 +328,7 @@ fn to_json(r: &BenchResult) -> serde_json::Value {
         "shape": m.map(|m| m.shape.to_string()),
         "dtype": m.map(|m| m.dtype.name()),
         "compiled_latency_us": m.and_then(|m| m.compiled_latency_us),
+        "config_keys_read": m.and_then(|m| m.config_keys_read.clone()),
     })
 }
 
@@ -392,6 +395,9 @@ fn table(path: &std::path::Path, r: &BenchResult) -> String {
         if r.timing_representative {
             let _ = writeln!(s, "peak_vram_mb: {:.1}", m.peak_vram_mb);
         }
+        if let Some(keys) = &m.config_keys_read {
+            let _ = writeln!(s, "config_keys_read: {}", keys.join(" "));
+        }
     }
     let _ = writeln!(s, "source_sha256: {}", r.source_sha256);
     s
@@ -442,5 +448,34 @@ mod tests {
         assert!(t.contains("\ncorrectness: FAIL\n"), "{t}");
         assert!(t.contains("\nfailed_stage: edge\n"), "{t}");
         assert!(t.contains("load         ok"), "{t}");
+    }
+
+    #[test]
+    fn a_timed_result_reports_the_config_keys_read_in_json_and_table() {
+        let mut r = failed();
+        r.correctness = Correctness::Pass;
+        r.metrics = Some(autokernel_core::Metrics {
+            shape: autokernel_core::Shape(vec![8, 128]),
+            dtype: autokernel_core::DType::Float32,
+            latency_us: 10.0,
+            reference_latency_us: 20.0,
+            compiled_latency_us: None,
+            speedup_vs_reference: 2.0,
+            throughput: 1.0,
+            throughput_unit: "GB/s".into(),
+            pct_peak: None,
+            peak_vram_mb: 0.0,
+            config_keys_read: Some(vec!["BLOCK_ROWS".into(), "num_warps".into()]),
+        });
+        assert_eq!(
+            to_json(&r)["config_keys_read"],
+            json!(["BLOCK_ROWS", "num_warps"])
+        );
+        let t = table(std::path::Path::new("k.py"), &r);
+        assert!(
+            t.contains("\nconfig_keys_read: BLOCK_ROWS num_warps\n"),
+            "{t}"
+        );
+        assert!(to_json(&failed())["config_keys_read"].is_null());
     }
 }
