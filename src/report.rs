@@ -654,6 +654,18 @@ mod tests {
         assert!(verification_summary(&ws, &loaded, &[])
             .starts_with("verification: unreadable verify.json"),);
 
+        // not a file at all: the path and the hint all the same
+        std::fs::remove_file(ws.path("verify.json")).unwrap();
+        std::fs::create_dir(ws.path("verify.json")).unwrap();
+        let SavedVerification::Unreadable(error) = SavedVerification::load(&ws) else {
+            panic!("a directory read as a verification")
+        };
+        assert!(
+            error.contains("cannot read `") && error.contains("writes a new one"),
+            "{error}"
+        );
+        std::fs::remove_dir(ws.path("verify.json")).unwrap();
+
         let v = Verification {
             passed: true,
             device: "cpu".into(),

@@ -241,7 +241,13 @@ impl Workspace {
         if !p.exists() {
             return Ok(None);
         }
-        let text = std::fs::read_to_string(&p)?;
+        let text = std::fs::read_to_string(&p).with_context(|| {
+            format!(
+                "cannot read `{}`\nhint: `autokernel verify --workspace {}` writes a new one (or delete the file)",
+                p.display(),
+                self.root.display()
+            )
+        })?;
         Ok(Some(serde_json::from_str(&text).with_context(|| {
             format!(
                 "`{}` is not a verification\nhint: `autokernel verify --workspace {}` writes a new one (or delete the file)",

@@ -21,9 +21,10 @@ pub const TUNE_PREFIX: &str = "tune:";
 /// `TUNABLES` list: coordinate descent. Values are tried nearest first (one step up,
 /// one step down, then two steps, …), keys in turn at each distance, so a kept improvement
 /// moves the centre and the next proposal searches around the new best. When no single
-/// move is left, pairs of keys move together, each to one of its two nearest values. Only
-/// the keys that the best's `kernel_fn` read in its timed call move, when the bench says
-/// which ([`autokernel_core::Metrics::config_keys_read`]). A configuration
+/// move is left, pairs of keys move together, each to one of its two nearest values. The
+/// keys that the best's `kernel_fn` read in its timed call move first, when the bench says
+/// which ([`autokernel_core::Metrics::config_keys_read`]), singles then pairs; then every
+/// key, as without that list. A configuration
 /// is never proposed twice for the same kernel structure (the file without its `CONFIG`
 /// literal): the tuner remembers what it proposed, and after a restart re-reads the
 /// configurations measured since the structure last changed from the history's
@@ -73,11 +74,20 @@ impl TunerAgent {
         // single-key moves first (coordinate descent), then pairs of keys: launch
         // parameters interact (more rows per program wants more warps), and a pair can
         // improve where every single move from the best does not
-        let tunables = keys_the_best_reads(&parsed.tunables, context);
-        let moves = neighbourhood(&parsed.config, &tunables)
+        // the keys the best read at this shape first, then every key: a read the recorder
+        // cannot see (at import, cached from an earlier call, on a path another key selects)
+        // still gets its moves, after the ones that surely count
+        let read = keys_the_best_reads(&parsed.tunables, context);
+        let moves = neighbourhood(&parsed.config, &read)
             .into_iter()
             .map(|m| vec![m])
-            .chain(pair_neighbourhood(&parsed.config, &tunables));
+            .chain(pair_neighbourhood(&parsed.config, &read))
+            .chain(
+                neighbourhood(&parsed.config, &parsed.tunables)
+                    .into_iter()
+                    .map(|m| vec![m]),
+            )
+            .chain(pair_neighbourhood(&parsed.config, &parsed.tunables));
         for changes in moves {
             let mut config = parsed.config.clone();
             let mut what = Vec::new();
@@ -105,10 +115,10 @@ impl TunerAgent {
 }
 
 /// The tunables that the current best read in its timed call
-/// ([`autokernel_core::Metrics::config_keys_read`]): a key that `kernel_fn` does not read
-/// at the target's shape cannot change its time (the softmax starter's wide rows read 2 of
-/// its 9 keys at 4096×50257 on the GPU). Every tunable when the best was not timed in this
-/// run (a resume), when its reads are unknown, or when it read none of them.
+/// ([`autokernel_core::Metrics::config_keys_read`]), searched first: a key that `kernel_fn`
+/// does not read at the target's shape cannot change its time (the softmax starter's wide
+/// rows read 2 of its 9 keys at 4096×50257 on the GPU). Every tunable when the best was not
+/// timed in this run (a resume), when its reads are unknown, or when it read none of them.
 fn keys_the_best_reads(
     tunables: &[(String, Vec<PyValue>)],
     context: &ProposalContext<'_>,
@@ -132,7 +142,7 @@ fn keys_the_best_reads(
         tracing::debug!(
             target_id = %context.target.id,
             keys = ?used.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
-            "tuner: only the keys the best reads at this shape move"
+            "tuner: the keys the best reads at this shape move first"
         );
     }
     used

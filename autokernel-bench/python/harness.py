@@ -736,27 +736,43 @@ class _ReadRecorder(dict):
 def _config_keys_read(candidate, call):
     """Runs `call` with the candidate's CONFIG dict recording its reads; returns the keys
     read, sorted, or None when there is no CONFIG dict, it was read as a whole (iterated,
-    `{**CONFIG}`, `dict(CONFIG)`, `f(**CONFIG)`) or not at all. The tuner moves only these
-    keys: a key the kernel does not read at this shape cannot change it. `pop` and
-    `setdefault` go uncounted (dict's own methods): a kernel that reads CONFIG only so is
-    tuned on every key, as before."""
-    config = candidate.module.__dict__.get("CONFIG")
+    `{**CONFIG}`, `dict(CONFIG)`, `f(**CONFIG)`) or not at all. The tuner moves these keys
+    first: a key the kernel does not read at this shape cannot change it. Reads that happen
+    outside the call (at import, in a default argument, cached from an earlier call) and
+    `pop`/`setdefault` (dict's own methods) are not seen; the tuner moves the other keys
+    after these. The recording changes nothing the kernel sees but CONFIG's type: a call that
+    raises under it runs again on the plain dict (and None is returned)."""
+    module = candidate.module.__dict__
+    config = module.get("CONFIG")
     if type(config) is not dict:
         call()
         return None
     recorder = _ReadRecorder(config)
-    candidate.module.__dict__["CONFIG"] = recorder
+    done = []
+
+    def restore():
+        # the plain dict back, unless the call replaced CONFIG (`global CONFIG`), with what
+        # the call wrote into it (a cache, a counter); dict's own methods, which the
+        # recorder does not count
+        if done:
+            return
+        done.append(True)
+        if module.get("CONFIG") is recorder:
+            module["CONFIG"] = config
+        written = {k: dict.__getitem__(recorder, k) for k in dict.keys(recorder)}
+        config.clear()
+        config.update(written)
+
+    module["CONFIG"] = recorder
     try:
         call()
+    except Exception:  # noqa: BLE001 - e.g. `type(CONFIG) is dict`; a real failure raises again
+        restore()
+        call()
+        return None
     finally:
-        candidate.module.__dict__["CONFIG"] = config
-        keys = None if recorder.whole or not recorder.read else sorted(map(str, recorder.read))
-        # what the call wrote into CONFIG (a cache, a counter) stays written; dict's own
-        # methods, which the recorder does not count
-        if not dict.__eq__(config, recorder):
-            config.clear()
-            config.update({k: dict.__getitem__(recorder, k) for k in dict.keys(recorder)})
-    return keys
+        restore()
+    return None if recorder.whole or not recorder.read else sorted(map(str, recorder.read))
 
 
 def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="contiguous"):

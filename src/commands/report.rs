@@ -62,8 +62,12 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
     // read-only: a workspace one may only read (another user's, a read-only mount) is
     // reported on, and a log a run is appending to is never repaired from here
     let rows = ResultsLog::read(ws.path("results.tsv"))?;
-    // a verify.json that cannot be read loses nothing else: the summary is still printed
-    let saved = SavedVerification::load(&ws);
+    // a verify.json that cannot be read loses nothing else: the summary is still printed.
+    // A `tune` workspace has no model to verify: a verify.json there is not read.
+    let saved = match ws.settings.tuned_kernel {
+        None => SavedVerification::load(&ws),
+        Some(_) => SavedVerification::None,
+    };
     if let SavedVerification::Unreadable(e) = &saved {
         #[allow(clippy::print_stderr)]
         {

@@ -27,8 +27,11 @@ use crate::{defaults, report};
   autokernel tune kernel.py --shape 64,1000 --device cpu --max-experiments 4   (exercise it on the CPU)
 
 Every configuration is judged by every correctness stage and timed at the shapes (the first
-one is timed); the keep rule is `run`'s. Run the same command again to resume; `git log` in
-the workspace lists the experiments, results.tsv measures each one.")]
+one is timed); the keep rule is `run`'s. The CONFIG keys that kernel_fn read in the best's
+timed call move first (`config_keys_read` in `autokernel bench --json`), then every key; a
+resumed tune, whose best was timed in an earlier run, moves every key. Run the same command
+again to resume; `git log` in the workspace lists the experiments, results.tsv measures
+each one.")]
 pub struct TuneArgs {
     /// The kernel.py to tune: it declares KERNEL_KIND, a one-line CONFIG and the TUNABLES
     /// the tuner may try (every starter does). It is not modified

@@ -167,8 +167,12 @@ fn tune_resumes_and_refuses_another_problem_or_a_run() {
         "{}",
         text(&verify)
     );
+    // a verify.json there (copied in, say) is not read: no warning pointing at `verify`,
+    // which refuses a tune workspace
+    std::fs::write(ws.join("verify.json"), "{bad").unwrap();
     let report = report(&ws);
     assert!(report.status.success(), "{}", text(&report));
+    assert!(!text(&report).contains("verify.json"), "{}", text(&report));
     assert!(
         !text(&report).contains("projected_speedup"),
         "{}",

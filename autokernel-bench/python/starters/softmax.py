@@ -223,9 +223,12 @@ def _smem_chunks(x, n_cols):
     where it does not apply: SMEM_CHUNK 0, a Triton without Gluon, off the GPU or before
     sm_80 (`cp.async`), under Triton's interpreter, x not 16-byte aligned (a view at an odd
     offset: the copies are 16 bytes wide), or a row too wide for shared memory."""
-    chunk = CONFIG["SMEM_CHUNK"]
-    if (chunk == 0 or not HAVE_GLUON or x.device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+    # CONFIG is read only where the path can run: a key read elsewhere would be tuned for nothing
+    if (not HAVE_GLUON or x.device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
             or x.data_ptr() % 16 != 0 or torch.cuda.get_device_capability(x.device)[0] < 8):
+        return 0
+    chunk = CONFIG["SMEM_CHUNK"]
+    if chunk == 0:
         return 0
     vec = 16 // x.element_size()
     n_chunks = triton.cdiv(n_cols + vec - 1, chunk)  # the row may start vec − 1 past the boundary

@@ -39,6 +39,26 @@ async fn the_timed_call_reports_the_config_keys_it_read() {
              assert len(_seen) < 2 or _seen[-1] > _seen[-2], f\"CONFIG lost a write: {_seen}\"",
             Some(vec!["n"]),
         ),
+        // a tensor written into CONFIG (a cache) is kept without comparing tensors
+        (
+            "caches_a_tensor",
+            "_ = CONFIG[\"A\"]\n    CONFIG[\"_last\"] = torch.tensor(list(x.shape))",
+            Some(vec!["A"]),
+        ),
+        // a kernel that tells the recorder from a dict runs again on the dict: PASS, reads unknown
+        (
+            "checks_the_type",
+            "assert type(CONFIG) is dict, \"CONFIG must be a plain dict\"",
+            None,
+        ),
+        // a CONFIG the call replaces stays replaced: the count never repeats
+        (
+            "replaces",
+            "global CONFIG\n    CONFIG = {**CONFIG, \"m\": CONFIG.get(\"m\", 0) + 1}\n    \
+             _seen.append(CONFIG[\"m\"])\n    \
+             assert len(_seen) < 2 or _seen[-1] > _seen[-2], f\"CONFIG lost a write: {_seen}\"",
+            None,
+        ),
     ];
     for (name, reads, want) in cases {
         let path = write(dir.path(), &format!("{name}.py"), &kernel(reads));
@@ -52,7 +72,7 @@ async fn the_timed_call_reports_the_config_keys_it_read() {
 
 /// The softmax starter reads different keys at rows held in registers and at wide rows;
 /// the lists follow `kernel_fn`'s branches (on the CPU the shared-memory path is ruled out
-/// after reading SMEM_CHUNK, and the loop's keys are read instead).
+/// before SMEM_CHUNK is read, and the loop's keys are read instead).
 #[tokio::test]
 async fn the_softmax_starter_reads_only_its_path_keys() {
     let b = PyWorkerBenchmarker::with_worker(worker());
@@ -65,7 +85,6 @@ async fn the_softmax_starter_reads_only_its_path_keys() {
                 "LOOP_PROGRAMS_PER_SM",
                 "LOOP_ROWS",
                 "LOOP_WARPS",
-                "SMEM_CHUNK",
                 "num_stages",
             ],
         ),
