@@ -194,9 +194,10 @@ pub struct Metrics {
     /// Peak device memory allocated during the candidate's calls, in MB (1e6 B).
     pub peak_vram_mb: f64,
     /// The keys of the file's `CONFIG` dict that `kernel_fn` read in one call at this
-    /// shape and dtype, sorted: the only keys that can change this timing (the tuner moves
-    /// only these). `None` when the file has no `CONFIG` dict, read it as a whole
-    /// (iterated, copied) or read none of it, or the result predates this field.
+    /// shape and dtype, sorted: the keys that surely can change this timing (the tuner
+    /// moves them first). Reads outside that call (at import, cached from an earlier call)
+    /// are not seen. `None` when the file has no `CONFIG` dict, read it as a whole
+    /// (iterated, copied, unpacked) or read none of it, or the result predates this field.
     #[serde(default)]
     pub config_keys_read: Option<Vec<String>>,
 }

@@ -1,5 +1,5 @@
 //! The timed call reports which `CONFIG` keys `kernel_fn` read (`Metrics::config_keys_read`),
-//! the keys the tuner moves.
+//! the keys the tuner moves first.
 
 use autokernel_bench::PyWorkerBenchmarker;
 use autokernel_core::{BenchRequest, DType, Device, Shape};
