@@ -48,14 +48,14 @@ def load(kind):
     return module
 
 
-def compile_sm90(fn, signature, constexprs, num_warps, divisible=None, num_stages=1):
+def compile_sm90(fn, signature, constexprs, num_warps, divisible=None, num_stages=1, source=ASTSource):
     """fn compiled by Triton for sm_90 (its `.asm` holds "ptx" and "cubin"). `divisible`:
     the indices of the arguments specialised as multiples of 16 (default: every pointer
-    and integer argument)."""
+    and integer argument). `source`: GluonASTSource for a `@gluon.jit` kernel."""
     if divisible is None:
         divisible = [i for i, t in enumerate(signature.values()) if t.startswith("*") or t == "i32"]
-    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
-                    attrs={(i,): DIV16 for i in divisible})
+    src = source(fn=fn, signature=signature, constexprs=constexprs,
+                 attrs={(i,): DIV16 for i in divisible})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": num_warps, "num_stages": num_stages})
 
@@ -177,10 +177,8 @@ def smem_row_failures():
     sig = {"x_ptr": F16, "y_ptr": F16, "n_cols": "i32", "n_total": "i32",
            "CHUNK": "constexpr", "N_CHUNKS": "constexpr", "VEC": "constexpr"}
     # 50257 is not a multiple of 16, 4096·50257 is: Triton specialises the same way at launch
-    src = GluonASTSource(fn=softmax._smem_row_kernel, signature=sig,
-                         constexprs={"CHUNK": chunk, "N_CHUNKS": n_chunks, "VEC": vec},
-                         attrs={(i,): DIV16 for i in (0, 1, 3)})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    kernel = compile_sm90(softmax._smem_row_kernel, sig, {"CHUNK": chunk, "N_CHUNKS": n_chunks, "VEC": vec},
+                          warps, divisible=[0, 1, 3], source=GluonASTSource)
     text = kernel.asm["ptx"]
     copies = re.findall(r"cp\.async\.\w+\.shared\.global[^;]*;", text)
     ops = count_global_ops(text)

@@ -1052,22 +1052,20 @@ impl Run<'_, '_> {
             &["large", "small", "mixed", "zeros", "constant"]
         };
         let all_edge_shapes = kind.shapes(ShapeSet::Edge);
-        let mut stability: Vec<Case> = modes
-            .iter()
-            .flat_map(|m| sweep_dtypes.iter().map(move |d| (*m, *d)))
-            .map(|(m, d)| case(&set[0], d, m, 1, false))
-            .collect();
-        // Every mode at the timing shape too, whose paths set[0] may never reach: the softmax
-        // starter's shared-memory rows (4096×50257 on a GPU) once lost float32's `large` rows
-        // to rounding in the exponent, where set[0]'s rows, held in registers, were right.
+        // Every mode at set[0] and at the timing shape, whose paths set[0] may never reach:
+        // the softmax starter's shared-memory rows (4096×50257 on a GPU) once lost float32's
+        // `large` rows to rounding in the exponent, where set[0]'s rows, held in registers,
+        // were right.
+        let mut stability_shapes = vec![&set[0]];
         if timing_shape != set[0] {
-            stability.extend(
-                modes
-                    .iter()
-                    .flat_map(|m| sweep_dtypes.iter().map(move |d| (*m, *d)))
-                    .map(|(m, d)| case(&timing_shape, d, m, 1, false)),
-            );
+            stability_shapes.push(&timing_shape);
         }
+        let mut stability: Vec<Case> = stability_shapes
+            .iter()
+            .flat_map(|s| modes.iter().map(move |m| (*s, *m)))
+            .flat_map(|(s, m)| sweep_dtypes.iter().map(move |d| (s, m, *d)))
+            .map(|(s, m, d)| case(s, d, m, 1, false))
+            .collect();
         // Masked rows (-inf columns at either end) at the timing shape, whose wide rows may
         // take chunked paths that set[0] never reaches, even when quick; otherwise also at
         // set[0] and the edge shapes, where width-specific bugs show.
