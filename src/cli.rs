@@ -48,6 +48,8 @@ pub enum Command {
     Tune(commands::tune::TuneArgs),
     /// Write report.md and progress.png for a workspace and print the summary
     Report(commands::report::ReportArgs),
+    /// List a workspace's experiments: decision, verdict, latency, speedup, commit
+    Log(commands::log::LogArgs),
     /// Plug a workspace's kept kernels into the model and check it end to end
     Verify(commands::verify::VerifyArgs),
     /// Internal: the bench worker process (started by autokernel itself)

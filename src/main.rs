@@ -48,6 +48,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// A line of information: on stdout with the summary it belongs to, or on stderr when
+/// stdout carries JSON (`--json`), which must stay one document a reader can parse.
+pub fn print_info(json: bool, text: &str) {
+    if json {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("{}", text.trim_end_matches('\n'));
+        }
+    } else {
+        print_stdout(text);
+    }
+}
+
 /// Writes data for the user to stdout (the one place the binary prints results).
 #[allow(clippy::print_stdout)]
 pub fn print_stdout(text: &str) {

@@ -1,13 +1,18 @@
-//! Progress on stderr: an indicatif spinner for the experiment in flight and one line per
-//! decision. Hidden under `--quiet`, `--no-progress`, or when stderr is not a terminal; the
-//! decision lines still go to the log.
+//! Progress on stderr: an indicatif spinner for the experiment in flight (its number, the
+//! target, the phase, and how much of the cap or the budget is left) and one line per
+//! decision. Without a terminal (a log file, CI) the spinner is not drawn and each phase
+//! change prints a line instead. `--quiet` hides everything but errors; the decision lines
+//! also go to the log.
 
 use std::io::IsTerminal;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use autokernel_core::keep::KeepVerdict;
 use autokernel_core::{
-    BenchResult, Decision, ExperimentRecord, MoveOn, Reporter, Target, TargetState,
+    BenchResult, Decision, ExperimentRecord, MoveOn, Phase, Reporter, ResumeSummary, Target,
+    TargetState,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -17,10 +22,20 @@ use crate::cli::GlobalArgs;
 pub struct ProgressReporter {
     bar: ProgressBar,
     quiet: bool,
+    /// No spinner can be drawn (stderr is no terminal, or bars are off): a line per phase.
+    phase_lines: bool,
     /// The keep rule's word on the experiment being decided, shown on its line.
-    verdict: std::sync::Mutex<Option<(u64, String)>>,
+    verdict: Mutex<Option<(u64, String)>>,
+    /// The description of the candidate being judged.
+    candidate: Mutex<String>,
     /// Whether the targets are a model's, with a share of its time to show (not `tune`'s).
     model_shares: bool,
+    /// This invocation's experiment cap, if any.
+    max_experiments: Option<u64>,
+    /// This invocation's budget, if any, and when it started.
+    budget: Option<(Duration, Instant)>,
+    /// Experiments started in this invocation, baselines not counted.
+    started_here: AtomicU64,
 }
 
 /// Whether bars may be drawn.
@@ -28,11 +43,19 @@ pub fn bars_enabled(global: &GlobalArgs) -> bool {
     !global.quiet && !global.no_progress && global.verbose == 0 && std::io::stderr().is_terminal()
 }
 
-/// A spinner with `message`, hidden when bars are disabled.
+/// A spinner with `message`, hidden when bars are disabled; then, unless `--quiet`, the
+/// message is printed once as a line, so that a log of a long step (a verification, a
+/// profile) says what is running.
 pub fn spinner(global: &GlobalArgs, message: &str) -> ProgressBar {
     let bar = if bars_enabled(global) {
         ProgressBar::new_spinner()
     } else {
+        if !global.quiet {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("{message}…");
+            }
+        }
         ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden())
     };
     bar.set_style(
@@ -44,20 +67,52 @@ pub fn spinner(global: &GlobalArgs, message: &str) -> ProgressBar {
     bar
 }
 
+/// A duration as people read it: `45s`, `12m04s`, `2h05m`.
+pub fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
 impl ProgressReporter {
     /// A reporter following the global flags, for a model's targets.
     pub fn new(global: &GlobalArgs) -> Self {
+        let bar = if bars_enabled(global) {
+            ProgressBar::new_spinner()
+        } else {
+            ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden())
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed:>4} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
         ProgressReporter {
-            bar: spinner(global, "starting"),
+            phase_lines: bar.is_hidden() && !global.quiet,
+            bar,
             quiet: global.quiet,
-            verdict: std::sync::Mutex::new(None),
+            verdict: Mutex::new(None),
+            candidate: Mutex::new(String::new()),
             model_shares: true,
+            max_experiments: None,
+            budget: None,
+            started_here: AtomicU64::new(0),
         }
     }
 
     /// The same for targets that are no model's (`tune`): no share of model time to show.
     pub fn without_model(mut self) -> Self {
         self.model_shares = false;
+        self
+    }
+
+    /// Shows how much of this invocation's experiment cap and budget is left.
+    pub fn with_limits(mut self, max_experiments: Option<u64>, budget: Option<Duration>) -> Self {
+        self.max_experiments = max_experiments;
+        self.budget = budget.map(|b| (b, Instant::now()));
         self
     }
 
@@ -76,9 +131,94 @@ impl ProgressReporter {
         }
     }
 
+    /// `3 of 10 this run, 12m04s of the budget left`, or empty without a cap or budget.
+    fn limits_text(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(cap) = self.max_experiments {
+            parts.push(format!(
+                "{} of {cap} this run",
+                self.started_here.load(Ordering::SeqCst)
+            ));
+        }
+        if let Some((budget, t0)) = self.budget {
+            parts.push(format!(
+                "{} of the budget left",
+                human_duration(budget.saturating_sub(t0.elapsed()))
+            ));
+        }
+        parts.join(", ")
+    }
+
     /// Removes the spinner.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// The line of a decided experiment. A compared candidate shows the head-to-head figures
+/// that decided it (the best's µs → the candidate's µs, their median ratio and spread), so
+/// that the line never contradicts its decision; an uncompared one (a baseline, a failure)
+/// shows its own timing. `rule`: the keep rule's word on a reverted PASS.
+pub fn decision_line(
+    r: &ExperimentRecord,
+    result: Option<&BenchResult>,
+    rule: Option<&str>,
+) -> String {
+    let timing = match (&r.head_to_head, r.latency_us, r.speedup_vs_reference) {
+        (Some(h), _, _) => {
+            let spread = if h.spread.is_finite() {
+                format!(", spread {:.1}%", h.spread * 100.0)
+            } else {
+                String::new()
+            };
+            format!(
+                " head to head {} → {} µs ({:.3}x the best{spread})",
+                latency_text(h.incumbent_latency_us),
+                latency_text(h.candidate_latency_us),
+                h.median_speedup
+            )
+        }
+        (None, Some(l), Some(s)) => format!(" {} µs, {s:.2}x vs PyTorch", latency_text(l)),
+        (None, Some(l), None) => format!(" {} µs", latency_text(l)),
+        _ => String::new(),
+    };
+    let why = result
+        .and_then(|res| {
+            res.correctness.reason().map(|reason| {
+                format!(
+                    " ({}{})",
+                    res.correctness
+                        .failed_stage()
+                        .map(|s| format!("{s}: "))
+                        .unwrap_or_default(),
+                    first_line(reason)
+                )
+            })
+        })
+        .unwrap_or_default();
+    // a PASS that was reverted says why (a failing one already did, above)
+    let rule = match rule {
+        Some(text) if why.is_empty() && r.decision == Decision::Revert => format!(" ({text})"),
+        _ => String::new(),
+    };
+    let mark = match r.decision {
+        Decision::Keep => "keep    ",
+        Decision::Revert => "revert  ",
+        Decision::Baseline => "baseline",
+        Decision::Invalid => "invalid ",
+    };
+    format!(
+        "[{:>3}] {mark} {} {}{timing}{why}{rule} · {}",
+        r.experiment, r.target, r.correctness, r.description
+    )
+}
+
+/// A latency with four or more significant digits.
+fn latency_text(us: f64) -> String {
+    if us >= 1000.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.2}")
     }
 }
 
@@ -98,17 +238,62 @@ impl Reporter for ProgressReporter {
         ));
     }
 
-    fn on_experiment_start(&self, target: &Target, experiment: u64) {
-        self.bar.set_message(format!(
-            "experiment {experiment} on {}: proposing",
-            target.id
-        ));
+    fn on_candidate(&self, _target: &Target, _experiment: u64, description: &str) {
+        if let Ok(mut slot) = self.candidate.lock() {
+            *slot = description.to_string();
+        }
     }
 
-    fn on_candidate(&self, target: &Target, experiment: u64, description: &str) {
-        self.bar.set_message(format!(
-            "experiment {experiment} on {}: benchmarking `{description}`",
-            target.id
+    fn on_phase(&self, target: &Target, experiment: u64, phase: Phase) {
+        if phase == Phase::Proposing {
+            self.started_here.fetch_add(1, Ordering::SeqCst);
+        }
+        let what = match phase {
+            Phase::Baseline => "baseline: judging the starting kernel".to_string(),
+            Phase::Judging | Phase::Comparing => {
+                let description = self.candidate.lock().map(|d| d.clone()).unwrap_or_default();
+                format!("{}: `{description}`", phase.label())
+            }
+            Phase::Proposing => phase.label().to_string(),
+        };
+        let limits = self.limits_text();
+        let limits = if limits.is_empty() {
+            String::new()
+        } else {
+            format!(" · {limits}")
+        };
+        let message = format!("experiment {experiment} on {}: {what}{limits}", target.id);
+        tracing::debug!("{message}");
+        if self.phase_lines {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("{message}");
+            }
+        } else {
+            self.bar.set_message(message);
+        }
+    }
+
+    fn on_resume(&self, s: &ResumeSummary) {
+        let mut limits = Vec::new();
+        if let Some(cap) = s.max_experiments {
+            limits.push(format!("up to {cap} experiments"));
+        }
+        if let Some(b) = s.budget {
+            limits.push(format!("a budget of {}", human_duration(b)));
+        }
+        let this_run = if limits.is_empty() {
+            String::new()
+        } else {
+            format!("; this run: {}", limits.join(" and "))
+        };
+        let next = s
+            .next_target
+            .as_deref()
+            .map_or_else(|| "every target is done".to_string(), |t| format!("next: {t}"));
+        self.line(format!(
+            "resuming: {} experiments done ({} kept), {} of {} targets done; {next}{this_run}",
+            s.experiments_done, s.kept, s.targets_done, s.targets
         ));
     }
 
@@ -123,44 +308,14 @@ impl Reporter for ProgressReporter {
     }
 
     fn on_decision(&self, r: &ExperimentRecord, result: Option<&BenchResult>) {
-        let timing = match (r.latency_us, r.speedup_vs_reference) {
-            (Some(l), Some(s)) => format!(" {l:.2} µs, {s:.2}x vs PyTorch"),
-            (Some(l), None) => format!(" {l:.2} µs"),
-            _ => String::new(),
-        };
-        let why = result
-            .and_then(|res| {
-                res.correctness.reason().map(|reason| {
-                    format!(
-                        " ({}{})",
-                        res.correctness
-                            .failed_stage()
-                            .map(|s| format!("{s}: "))
-                            .unwrap_or_default(),
-                        first_line(reason)
-                    )
-                })
-            })
-            .unwrap_or_default();
-        // a PASS that was reverted says why (a failing one already did, above)
         let rule = self
             .verdict
             .lock()
             .ok()
             .and_then(|mut slot| slot.take())
-            .filter(|(n, _)| *n == r.experiment && why.is_empty())
-            .map(|(_, text)| format!(" ({text})"))
-            .unwrap_or_default();
-        let mark = match r.decision {
-            Decision::Keep => "keep    ",
-            Decision::Revert => "revert  ",
-            Decision::Baseline => "baseline",
-            Decision::Invalid => "invalid ",
-        };
-        self.line(format!(
-            "[{:>3}] {mark} {} {}{timing}{why}{rule} · {}",
-            r.experiment, r.target, r.correctness, r.description
-        ));
+            .filter(|(n, _)| *n == r.experiment)
+            .map(|(_, text)| text);
+        self.line(decision_line(r, result, rule.as_deref()));
     }
 
     fn on_target_end(&self, target: &Target, why: &MoveOn) {
@@ -184,5 +339,77 @@ fn first_line(s: &str) -> String {
         )
     } else {
         l.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autokernel_core::{Comparison, KernelKind};
+
+    fn record(decision: Decision, latency: f64, h2h: Option<Comparison>) -> ExperimentRecord {
+        ExperimentRecord {
+            experiment: 2,
+            timestamp: "2026-12-01T21:00:00Z".into(),
+            target: "01-matmul".into(),
+            kind: KernelKind::Matmul,
+            agent: "tune".into(),
+            description: "tune: BLOCK_M=128".into(),
+            commit: None,
+            decision,
+            correctness: "PASS".into(),
+            latency_us: Some(latency),
+            throughput: None,
+            throughput_unit: String::new(),
+            pct_peak: None,
+            speedup_vs_reference: Some(0.8),
+            peak_vram_mb: None,
+            duration_s: 1.0,
+            head_to_head: h2h,
+        }
+    }
+
+    /// The seen contradiction: `[2] keep 01-matmul PASS 54812.57 µs` over a 45065 µs
+    /// baseline. The line now shows the head-to-head that kept it, in which the candidate
+    /// is the faster one, and not the standalone latency taken in another timing.
+    #[test]
+    fn a_keep_line_shows_the_figures_that_decided_it() {
+        let h = Comparison {
+            incumbent_latency_us: 45065.0,
+            candidate_latency_us: 40968.2,
+            median_speedup: 1.1,
+            repetitions: 5,
+            spread: 0.021,
+        };
+        let line = decision_line(&record(Decision::Keep, 54812.57, Some(h.clone())), None, None);
+        assert!(line.contains("head to head 45065.0 → 40968.2 µs"), "{line}");
+        assert!(line.contains("1.100x the best, spread 2.1%"), "{line}");
+        assert!(!line.contains("54812"), "{line}");
+        // a revert says the rule's reason beside the figures that gave it
+        let slower = Comparison {
+            incumbent_latency_us: 9176.0,
+            candidate_latency_us: 9250.0,
+            median_speedup: 0.992,
+            ..h
+        };
+        let rule = "0.8% slower over 5 repetitions (spread 2.1%), below the 1.0% threshold";
+        let line = decision_line(
+            &record(Decision::Revert, 13597.35, Some(slower)),
+            None,
+            Some(rule),
+        );
+        assert!(line.contains("9176.0 → 9250.0 µs (0.992x the best"), "{line}");
+        assert!(line.contains(rule), "{line}");
+        assert!(!line.contains("13597"), "{line}");
+        // without a head-to-head (a baseline) its own timing shows
+        let line = decision_line(&record(Decision::Baseline, 45065.0, None), None, None);
+        assert!(line.contains(" 45065.0 µs, 0.80x vs PyTorch"), "{line}");
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(human_duration(Duration::from_secs(45)), "45s");
+        assert_eq!(human_duration(Duration::from_secs(724)), "12m04s");
+        assert_eq!(human_duration(Duration::from_secs(7500)), "2h05m");
     }
 }

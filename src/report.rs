@@ -197,8 +197,8 @@ impl Verification {
     }
 }
 
-/// Per-target figures of the report.
-#[derive(Debug, Clone, PartialEq)]
+/// Per-target figures of the report (the `targets` of `run`, `tune` and `report --json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TargetSummary {
     /// Target id.
     pub id: String,
@@ -208,9 +208,10 @@ pub struct TargetSummary {
     pub fraction: f64,
     /// Baseline latency, µs.
     pub baseline_us: Option<f64>,
-    /// Best kept latency, µs.
+    /// Best kept latency, µs: its head-to-head figure when it has one.
     pub best_us: Option<f64>,
-    /// `baseline_us / best_us`.
+    /// The best's speedup over the baseline ([`speedups_vs_baseline`]): the product of the
+    /// head-to-head medians that kept each step.
     pub speedup: Option<f64>,
     /// Best kernel's % of roofline.
     pub pct_peak: Option<f64>,
@@ -223,31 +224,79 @@ pub struct TargetSummary {
     pub kept: usize,
 }
 
-/// Summarises each target from its rows (kept rows give the best; the baseline the start).
+/// One target's rows, oldest first, each with its speedup over the target's baseline and
+/// whether it became the best. The speedup of a compared row is the best's speedup times
+/// the row's head-to-head median (so a kept row is always faster than the best before it,
+/// as the keep rule measured it); a row without a head-to-head (a workspace made before
+/// they were kept) uses `baseline latency / its latency`. A baseline with a verdict other
+/// than PASS, or none yet, leaves every speedup unknown.
+pub fn speedups_vs_baseline<'a>(
+    rows: impl IntoIterator<Item = &'a ExperimentRecord>,
+) -> Vec<(&'a ExperimentRecord, Option<f64>, bool)> {
+    let mut out = Vec::new();
+    let mut baseline_us: Option<f64> = None;
+    let mut best: Option<f64> = None;
+    for r in rows {
+        if r.decision == Decision::Baseline {
+            // a baseline cut short has no verdict: a later one is the start
+            if !autokernel_core::is_verdict_word(&r.correctness) {
+                out.push((r, None, false));
+                continue;
+            }
+            let pass = r.correctness == "PASS";
+            baseline_us = r.latency_us.filter(|_| pass);
+            best = pass.then_some(1.0);
+            out.push((r, best, pass));
+            continue;
+        }
+        let speedup = match (&r.head_to_head, best, baseline_us, r.latency_us) {
+            _ if r.correctness != "PASS" => None,
+            (Some(h), Some(b), _, _) => Some(b * h.median_speedup),
+            (None, Some(_), Some(base), Some(l)) if l > 0.0 => Some(base / l),
+            _ => None,
+        };
+        let kept = r.decision == Decision::Keep && r.correctness == "PASS";
+        if kept {
+            best = speedup.or(best);
+        }
+        out.push((r, speedup, kept));
+    }
+    out
+}
+
+/// Summarises each target from its rows (kept rows give the best; the baseline the start;
+/// the speedup is [`speedups_vs_baseline`]'s, the head-to-head figures that kept each step).
 pub fn summarize(targets: &[Target], rows: &[ExperimentRecord]) -> Vec<TargetSummary> {
     targets
         .iter()
         .map(|t| {
             let mine: Vec<&ExperimentRecord> = rows.iter().filter(|r| r.target == t.id).collect();
-            let baseline = mine.iter().find(|r| r.decision == Decision::Baseline);
-            let best = mine
+            let chain = speedups_vs_baseline(mine.iter().copied());
+            let baseline = mine
                 .iter()
                 .rev()
-                .find(|r| r.decision == Decision::Keep)
-                .or(baseline)
-                .filter(|r| r.correctness == "PASS");
+                .find(|r| {
+                    r.decision == Decision::Baseline
+                        && autokernel_core::is_verdict_word(&r.correctness)
+                })
+                .copied();
+            let best_step = chain.iter().rev().find(|(_, _, became_best)| *became_best);
+            let best = best_step.map(|(r, _, _)| *r);
             let baseline_us = baseline.and_then(|r| r.latency_us);
-            let best_us = best.and_then(|r| r.latency_us);
+            // the best's latency as the keep rule measured it, head to head
+            let best_us = best.and_then(|r| {
+                r.head_to_head
+                    .as_ref()
+                    .map(|h| h.candidate_latency_us)
+                    .or(r.latency_us)
+            });
             TargetSummary {
                 id: t.id.clone(),
                 kind: t.kind.to_string(),
                 fraction: t.fraction,
                 baseline_us,
                 best_us,
-                speedup: match (baseline_us, best_us) {
-                    (Some(b), Some(x)) if x > 0.0 => Some(b / x),
-                    _ => None,
-                },
+                speedup: best_step.and_then(|(_, s, _)| *s),
                 pct_peak: best.and_then(|r| r.pct_peak),
                 vs_pytorch: best.and_then(|r| r.speedup_vs_reference),
                 experiments: mine
@@ -276,6 +325,38 @@ pub fn slower_than_pytorch(summaries: &[TargetSummary]) -> Vec<Excluded> {
                 reason: format!(
                     "slower than PyTorch at the model's shape ({x:.3}x): PyTorch's own op is kept"
                 ),
+                broken: false,
+            })
+        })
+        .collect()
+}
+
+/// Targets whose kernel was never judged PASS (a baseline cut short, failed or not run
+/// yet, and nothing kept since), with the reason: verification, the report's projection
+/// and an export never use such a kernel, whatever `kernel.py` holds.
+pub fn never_judged_pass(targets: &[Target], rows: &[ExperimentRecord]) -> Vec<Excluded> {
+    targets
+        .iter()
+        .filter_map(|t| {
+            let mine = rows.iter().filter(|r| r.target == t.id);
+            let chain = speedups_vs_baseline(mine);
+            if chain.iter().any(|(_, _, became_best)| *became_best) {
+                return None;
+            }
+            let last = chain
+                .iter()
+                .rev()
+                .find(|(r, _, _)| r.decision == Decision::Baseline)
+                .map(|(r, _, _)| r.correctness.clone());
+            let reason = match last {
+                Some(word) => format!(
+                    "never judged PASS (its baseline's verdict: {word}): not plugged in"
+                ),
+                None => "never judged: the run has not reached this target".to_string(),
+            };
+            Some(Excluded {
+                target: t.id.clone(),
+                reason,
                 broken: false,
             })
         })
@@ -459,25 +540,20 @@ pub fn draw_progress(
     let font = crate::fonts::register();
     let mut series: BTreeMap<String, Vec<Point>> = BTreeMap::new();
     for t in targets {
-        let mine: Vec<&ExperimentRecord> = rows.iter().filter(|r| r.target == t.id).collect();
-        let Some(base) = mine
-            .iter()
-            .find(|r| r.decision == Decision::Baseline)
-            .and_then(|r| r.latency_us)
-        else {
-            continue;
-        };
-        let points = mine
-            .iter()
-            .filter_map(|r| {
-                let l = r.latency_us.filter(|l| *l > 0.0)?;
-                (r.correctness == "PASS").then(|| Point {
+        // the speedups the keep rule measured (head to head), as `log` and the table show
+        let points: Vec<Point> = speedups_vs_baseline(rows.iter().filter(|r| r.target == t.id))
+            .into_iter()
+            .filter_map(|(r, speedup, became_best)| {
+                Some(Point {
                     experiment: r.experiment as f64,
-                    speedup: base / l,
-                    kept: matches!(r.decision, Decision::Keep | Decision::Baseline),
+                    speedup: speedup.filter(|s| s.is_finite() && *s > 0.0)?,
+                    kept: became_best,
                 })
             })
             .collect();
+        if points.is_empty() {
+            continue;
+        }
         series.insert(t.id.clone(), points);
     }
     let max_x = rows.iter().map(|r| r.experiment).max().unwrap_or(1) as f64 + 1.0;
@@ -578,6 +654,7 @@ mod tests {
             speedup_vs_reference: Some(100.0 / latency),
             peak_vram_mb: None,
             duration_s: 1.0,
+            head_to_head: None,
         }
     }
 

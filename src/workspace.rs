@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use autokernel_core::{ModelSource, ModelSpec, Target};
+use autokernel_core::{ExperimentRecord, ModelSource, ModelSpec, ResultsLog, Target};
 use serde::{Deserialize, Serialize};
 
 use crate::report::Verification;
@@ -257,15 +257,22 @@ impl Workspace {
         })?))
     }
 
-    /// Removes the saved verification, if any: it describes the kernels as they were, and
-    /// a verification or run that ends without a new one must not leave it as current.
-    pub fn forget_verification(&self) -> anyhow::Result<()> {
-        let p = self.path("verify.json");
-        match std::fs::remove_file(&p) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e)
-                .with_context(|| format!("cannot remove the last verification `{}`", p.display())),
-            _ => Ok(()),
+    /// Every row of `results.tsv` (read only: a log a run is appending to is never
+    /// repaired from here), each with the head-to-head timing that decided it, from the
+    /// experiment's note in the workspace's repository. Notes that cannot be read cost the
+    /// rows their head-to-head figures only, with a warning.
+    ///
+    /// # Errors
+    /// When `results.tsv` cannot be read or is not a results log.
+    pub fn rows(&self) -> anyhow::Result<Vec<ExperimentRecord>> {
+        let mut rows = ResultsLog::read(self.path("results.tsv"))?;
+        match autokernel_vcs::read_notes(&self.root) {
+            Ok(notes) => autokernel_vcs::merge_notes(&mut rows, &notes),
+            Err(e) => tracing::warn!(
+                "cannot read the experiments' notes (their head-to-head timings): {e}"
+            ),
         }
+        Ok(rows)
     }
 
     /// Saves the verification.

@@ -5,7 +5,9 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use async_trait::async_trait;
-use autokernel_core::{Agent, AgentError, Decision, ExperimentRecord, Proposal, ProposalContext};
+use autokernel_core::{
+    Agent, AgentError, Decision, ExperimentRecord, Proposal, ProposalContext, INTERRUPTED,
+};
 
 use crate::pyliteral::{parse_literal, PyValue, TunableSource};
 
@@ -236,6 +238,7 @@ fn measured_since_structure_change(
         .rposition(|r| matches!(r.decision, Decision::Keep | Decision::Baseline) && !is_tune(r))
         .map_or(0, |i| i + 1);
     let mut measured = Vec::new();
+    let mut interrupted: HashMap<String, u32> = HashMap::new();
     for r in history[start..]
         .iter()
         .filter(|r| is_tune(r) && r.decision != Decision::Invalid)
@@ -248,10 +251,23 @@ fn measured_since_structure_change(
         if let Some(from) = starting_point(&r.description, &config) {
             measured.push(from);
         }
+        // an experiment cut short (a kill, a second Ctrl-C) measured nothing: its
+        // configuration may be tried once more, not again and again (a configuration that
+        // itself brings the process down would otherwise be retried on every resume)
+        if r.correctness == INTERRUPTED {
+            let times = interrupted.entry(canonical(&config)).or_default();
+            *times += 1;
+            if *times < MAX_INTERRUPTED_TRIES {
+                continue;
+            }
+        }
         measured.push(config);
     }
     measured
 }
+
+/// How many times a configuration may be cut short before the tuner counts it as tried.
+const MAX_INTERRUPTED_TRIES: u32 = 2;
 
 /// The configuration a tuner proposal started from: `config` with each key of its
 /// `(KEY OLD -> NEW, KEY OLD -> NEW)` suffix set back to `OLD` (values are written without

@@ -112,13 +112,22 @@ pub enum Correctness {
         /// What it did.
         reason: String,
     },
-    /// Nothing was run (the agent produced nothing runnable, or the run was abandoned).
+    /// Nothing was run: the agent produced nothing runnable. (Rows of workspaces made
+    /// before [`Correctness::Interrupted`] also used it for an abandoned experiment.)
     NotRun,
+    /// The experiment was cut short before it had a verdict: a second Ctrl-C or SIGTERM
+    /// abandoned it, or the process was killed (found committed but never logged on
+    /// resume). Not the candidate's fault: a baseline cut short is judged again on resume,
+    /// and the tuner may try such a configuration once more.
+    Interrupted {
+        /// How it was cut short.
+        reason: String,
+    },
 }
 
 impl Correctness {
     /// The word used in `results.tsv` and JSON: `PASS`, `FAIL`, `TIMEOUT`, `CRASH`,
-    /// `TAMPER`, `NOT_RUN`.
+    /// `TAMPER`, `NOT_RUN`, `INTERRUPTED`.
     pub fn label(&self) -> &'static str {
         match self {
             Correctness::Pass => "PASS",
@@ -127,6 +136,7 @@ impl Correctness {
             Correctness::Crash { .. } => "CRASH",
             Correctness::Tamper { .. } => "TAMPER",
             Correctness::NotRun => "NOT_RUN",
+            Correctness::Interrupted { .. } => INTERRUPTED,
         }
     }
 
@@ -149,10 +159,21 @@ impl Correctness {
             Correctness::Fail { reason, .. }
             | Correctness::Timeout { reason }
             | Correctness::Crash { reason }
-            | Correctness::Tamper { reason } => Some(reason),
+            | Correctness::Tamper { reason }
+            | Correctness::Interrupted { reason } => Some(reason),
             Correctness::Pass | Correctness::NotRun => None,
         }
     }
+}
+
+/// The correctness word of an experiment cut short ([`Correctness::Interrupted`]).
+pub const INTERRUPTED: &str = "INTERRUPTED";
+
+/// Whether a `results.tsv` correctness word is a verdict on the kernel: not an experiment
+/// cut short (`INTERRUPTED`, or `NOT_RUN` on a measured row of a workspace made before
+/// `INTERRUPTED` existed) and not empty.
+pub fn is_verdict_word(word: &str) -> bool {
+    !matches!(word, INTERRUPTED | "NOT_RUN" | "")
 }
 
 /// The report of one stage.

@@ -44,8 +44,8 @@ mod version_store;
 
 pub use agent::{Agent, AgentError, Proposal, ProposalContext, TokenUsage};
 pub use benchmarker::{
-    BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest, Comparison, Correctness,
-    Device, Metrics, Stage, StageReport,
+    is_verdict_word, BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest,
+    Comparison, Correctness, Device, Metrics, Stage, StageReport, INTERRUPTED,
 };
 pub use gpu::{lookup_gpu, GpuLookup, GpuSpec};
 pub use kernel::{Bound, DType, KernelKind, ParseError, Shape, ShapeSet, Tolerance};
@@ -54,8 +54,9 @@ pub use results::{Decision, ExperimentRecord, ResultsError, ResultsLog, RESULTS_
 pub use run::keep;
 pub use run::orchestrator::{MoveOn, Orchestrator, OrchestratorOptions, TargetState};
 pub use run::{
-    Interrupt, LoopError, LoopOptions, LoopOutcome, NoReporter, OptimizationLoop, Reporter,
-    StopReason, INTERRUPTED_PROPOSING, UNCHANGED_REASON,
+    Interrupt, LoopError, LoopOptions, LoopOutcome, NoReporter, OptimizationLoop, Phase, Reporter,
+    ResumeSummary, StopReason, TimeoutScale, ABANDONED_REASON, INTERRUPTED_PROPOSING,
+    STARTER_AGENT, UNCHANGED_REASON,
 };
 pub use target::{Layout, Target};
 pub use version_store::{

@@ -88,7 +88,8 @@ pub struct ExperimentRecord {
     pub commit: Option<String>,
     /// The decision.
     pub decision: Decision,
-    /// `PASS`, `FAIL`, `TIMEOUT`, `CRASH`, `TAMPER` or `NOT_RUN`.
+    /// `PASS`, `FAIL`, `TIMEOUT`, `CRASH`, `TAMPER`, `NOT_RUN` or `INTERRUPTED`
+    /// ([`crate::Correctness::label`]).
     pub correctness: String,
     /// Median latency, in microseconds.
     pub latency_us: Option<f64>,
@@ -104,6 +105,13 @@ pub struct ExperimentRecord {
     pub peak_vram_mb: Option<f64>,
     /// Wall time of the whole experiment (propose + commit + bench + decide), in seconds.
     pub duration_s: f64,
+    /// The head-to-head timing that decided a benchmarked candidate (incumbent and
+    /// candidate in one worker, interleaved): the figures a keep or revert line shows.
+    /// Not a `results.tsv` column (its columns never change): the version store keeps it
+    /// in the experiment's note, and readers merge it back by commit. `None` for rows
+    /// without a comparison (baselines, failures) and for rows read from the TSV alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_to_head: Option<crate::Comparison>,
 }
 
 /// Errors reading or writing `results.tsv`.
@@ -212,6 +220,7 @@ impl ExperimentRecord {
             speedup_vs_reference: parse_opt(&f(13)),
             peak_vram_mb: parse_opt(&f(14)),
             duration_s: parse_opt(&f(15)).unwrap_or(0.0),
+            head_to_head: None,
         })
     }
 }
@@ -420,6 +429,7 @@ mod tests {
             speedup_vs_reference: Some(1.5),
             peak_vram_mb: Some(64.0),
             duration_s: 3.2,
+            head_to_head: None,
         }
     }
 

@@ -30,6 +30,7 @@ fn record(n: u64, commit: &CommitId, decision: Decision) -> ExperimentRecord {
         speedup_vs_reference: None,
         peak_vram_mb: None,
         duration_s: 0.0,
+        head_to_head: None,
     }
 }
 

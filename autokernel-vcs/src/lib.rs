@@ -11,9 +11,9 @@
 //! - a reverted experiment leaves the branch (which returns to the last kept commit; work
 //!   tree and index follow) and stays reachable as `refs/autokernel/reverted/<n>`, so
 //!   `git log --all` shows every attempt;
-//! - the verdict and key metrics of each decided experiment are a git note under
-//!   `refs/notes/autokernel` (`git log --notes=autokernel`): published commits are never
-//!   amended;
+//! - the verdict, key metrics and deciding head-to-head timing of each decided experiment
+//!   are a git note under `refs/notes/autokernel` (`git log --notes=autokernel`; read back
+//!   with [`read_notes`]): published commits are never amended;
 //! - `results.tsv`, logs, reports, profiles, `autokernel.toml`, `program.md` and the scratch
 //!   folder `.autokernel/` are listed in `.git/info/exclude`, so `git status` stays clean.
 //!
@@ -34,6 +34,7 @@
 
 mod lock;
 mod message;
+mod notes;
 mod store;
 mod worktree;
 
@@ -41,8 +42,9 @@ pub use lock::{RemovedLock, OWNER_PID_FILE, SCRATCH_DIR};
 pub use message::{
     format_message, parse_message, ParsedMessage, TRAILER_AGENT, TRAILER_EXPERIMENT, TRAILER_TARGET,
 };
+pub use notes::{merge_notes, parse_note, read_notes, ExperimentNote, NOTES_REF};
 pub use store::{
-    ExperimentCommit, GixStore, OpenReport, StoreOptions, BRANCH_PREFIX, NOTES_REF, REVERTED_PREFIX,
+    ExperimentCommit, GixStore, OpenReport, StoreOptions, BRANCH_PREFIX, REVERTED_PREFIX,
 };
 pub use worktree::EXCLUDES;
 

@@ -17,11 +17,9 @@ use gix::ObjectId;
 
 use crate::lock::{self, OwnerPid, RemovedLock, SCRATCH_DIR};
 use crate::message::{format_message, parse_message, ParsedMessage};
+use crate::notes::{note_text, NOTES_REF};
 use crate::worktree::{self, TreeError, TreeMap};
 
-/// The ref holding the store's notes: one note per decided experiment, with its verdict and
-/// key metrics (`git log --notes=autokernel` shows them).
-pub const NOTES_REF: &str = "refs/notes/autokernel";
 /// The prefix of the refs keeping reverted experiments reachable: `<prefix><n>`.
 pub const REVERTED_PREFIX: &str = "refs/autokernel/reverted/";
 /// The prefix of run branches: `<prefix><run_tag>`.
@@ -1024,21 +1022,6 @@ fn tree_err(operation: &str, repo: &Path, reference: &str, e: TreeError) -> Stor
             message,
         },
     }
-}
-
-/// The note attached to a decided experiment: `key: value` lines, units in the keys.
-fn note_text(record: &ExperimentRecord) -> String {
-    let opt = |v: Option<f64>| v.map(|x| format!("{x}")).unwrap_or_default();
-    format!(
-        "experiment: {}\ntarget: {}\ndecision: {}\ncorrectness: {}\nlatency_us: {}\nspeedup_vs_reference: {}\npct_peak: {}\n",
-        record.experiment,
-        record.target,
-        record.decision.label(),
-        record.correctness,
-        opt(record.latency_us),
-        opt(record.speedup_vs_reference),
-        opt(record.pct_peak),
-    )
 }
 
 #[async_trait]

@@ -50,14 +50,11 @@ pub struct LoopArgs {
     /// The Python interpreter whose torch and triton to use [default: $AUTOKERNEL_PYTHON, $VIRTUAL_ENV, python3]
     #[arg(long, value_name = "PATH", help_heading = "Bench")]
     pub python: Option<PathBuf>,
-    /// Time limit of one benchmark, in seconds
-    #[arg(
-        long,
-        default_value_t = 600,
-        value_name = "SECS",
-        help_heading = "Bench"
-    )]
-    pub bench_timeout: u64,
+    /// Time limit of every benchmark, in seconds [default: a baseline gets 600; a candidate
+    /// 10x the best's own evaluation time, at least 60 and at most 600, so that a hung
+    /// candidate costs minutes, not ten]
+    #[arg(long, value_name = "SECS", help_heading = "Bench")]
+    pub bench_timeout: Option<u64>,
 }
 
 impl LoopArgs {
@@ -78,7 +75,7 @@ impl LoopArgs {
         if self.plateau == Some(0) {
             bail!("--plateau 0 moves on from a target before any experiment counts; pass 1 or more (the default is 8)");
         }
-        if self.bench_timeout == 0 {
+        if self.bench_timeout == Some(0) {
             bail!(
                 "--bench-timeout 0 would time out every benchmark; pass a limit in seconds, e.g. 600"
             );
@@ -128,7 +125,18 @@ impl LoopArgs {
         options.device = self.device;
         options.max_experiments = self.max_experiments;
         options.budget = self.budget;
-        options.bench_timeout = Duration::from_secs(self.bench_timeout);
+        // a limit given is every request's; by default a candidate's limit follows the
+        // incumbent's own evaluation time, capped at the default limit
+        match self.bench_timeout {
+            Some(secs) => {
+                options.bench_timeout = Duration::from_secs(secs);
+                options.scale_timeout = None;
+            }
+            None => {
+                options.bench_timeout = Duration::from_secs(DEFAULT_BENCH_TIMEOUT_S);
+                options.scale_timeout = Some(autokernel_core::TimeoutScale::default());
+            }
+        }
         options.keep_threshold = self
             .keep_threshold_pct
             .map(|p| p / 100.0)
@@ -145,6 +153,10 @@ impl LoopArgs {
         options
     }
 }
+
+/// The time limit of a baseline, and the cap of a candidate's scaled limit, in seconds,
+/// when `--bench-timeout` is not given.
+pub const DEFAULT_BENCH_TIMEOUT_S: u64 = 600;
 
 /// Refuses bfloat16 when `on_cpu` (`--device cpu`, or what `auto` resolved to), the bench
 /// worker's rule, so that `run` and `tune` say it before they profile or create anything.
@@ -211,9 +223,10 @@ pub async fn run_experiments(
     if log.repaired_torn_line() {
         tracing::warn!("results.tsv had a torn last row (a killed run); it was cut off and saved to results.tsv.torn");
     }
+    let reporter = ProgressReporter::new(global).with_limits(args.max_experiments, args.budget);
     let reporter = match baselines.from {
-        Some(_) => ProgressReporter::new(global).without_model(),
-        None => ProgressReporter::new(global),
+        Some(_) => reporter.without_model(),
+        None => reporter,
     };
     let reporter = Arc::new(reporter);
     let mut options = args.options(ws);
@@ -231,9 +244,15 @@ pub async fn run_experiments(
     loop_over.store(true, Ordering::SeqCst);
     reporter.finish();
     let outcome = outcome?;
+    // rows of earlier invocations get back the head-to-head figures kept in their notes
+    let mut rows = the_loop.log().rows().to_vec();
+    match autokernel_vcs::read_notes(&ws.root) {
+        Ok(notes) => autokernel_vcs::merge_notes(&mut rows, &notes),
+        Err(e) => tracing::warn!("cannot read the experiments' notes: {e}"),
+    }
     Ok(Experiments {
         outcome,
-        rows: the_loop.log().rows().to_vec(),
+        rows,
         interrupt,
     })
 }
@@ -295,6 +314,12 @@ impl autokernel_core::Reporter for SharedReporter {
     }
     fn on_candidate(&self, t: &autokernel_core::Target, n: u64, d: &str) {
         self.0.on_candidate(t, n, d)
+    }
+    fn on_phase(&self, t: &autokernel_core::Target, n: u64, p: autokernel_core::Phase) {
+        self.0.on_phase(t, n, p)
+    }
+    fn on_resume(&self, s: &autokernel_core::ResumeSummary) {
+        self.0.on_resume(s)
     }
     fn on_verdict(&self, n: u64, v: &autokernel_core::keep::KeepVerdict) {
         self.0.on_verdict(n, v)

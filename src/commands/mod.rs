@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod experiments;
+pub mod log;
 pub mod new_kernel;
 pub mod profile;
 pub mod report;
@@ -24,6 +25,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(args, &global).await,
         Command::Tune(args) => tune::run(args, &global).await,
         Command::Report(args) => report::run(args, &global).await,
+        Command::Log(args) => log::run(args, &global).await,
         Command::Verify(args) => verify::run(args, &global).await,
         Command::Worker => unreachable!("handled in main before the runtime starts"),
     }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use autokernel_core::{ExperimentRecord, ResultsLog, Target};
+use autokernel_core::{ExperimentRecord, Target};
 
 use crate::cli::GlobalArgs;
 use crate::report::{self, SavedVerification};
@@ -33,6 +33,9 @@ pub struct ReportArgs {
         value_name = "DIR"
     )]
     pub workspace: PathBuf,
+    /// Print the summary as one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Writes `report.md` and `progress.png` into the workspace. `stale`: the targets whose
@@ -61,7 +64,7 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
     };
     // read-only: a workspace one may only read (another user's, a read-only mount) is
     // reported on, and a log a run is appending to is never repaired from here
-    let rows = ResultsLog::read(ws.path("results.tsv"))?;
+    let rows = ws.rows()?;
     // a verify.json that cannot be read loses nothing else: the summary is still printed.
     // A `tune` workspace has no model to verify: a verify.json there is not read.
     let saved = match ws.settings.tuned_kernel {
@@ -87,6 +90,42 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
     }
     let written = write_report(&ws, &targets, &rows, &saved, &stale);
     let summaries = report::summarize(&targets, &rows);
+    if args.json {
+        if let Err(e) = &written {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("warning: {e:#}; the summary is printed only");
+            }
+        }
+        let baselines = rows
+            .iter()
+            .filter(|r| r.decision == autokernel_core::Decision::Baseline)
+            .count();
+        let model = ws.settings.tuned_kernel.is_none();
+        let verification = match &saved {
+            _ if !model => serde_json::Value::Null,
+            SavedVerification::None => serde_json::json!({"state": "none"}),
+            SavedVerification::Unreadable(e) => {
+                serde_json::json!({"state": "unreadable", "error": e})
+            }
+            SavedVerification::Saved(v) => serde_json::json!({
+                "state": if !stale.is_empty() { "stale" } else if v.passed { "passed" } else { "failed" },
+                "stale_targets": stale,
+                "result": v,
+            }),
+        };
+        let summary = serde_json::json!({
+            "workspace": ws.root,
+            "experiments": rows.len() - baselines,
+            "baselines": baselines,
+            "targets": summaries,
+            "projected_speedup": model.then(|| report::projected(&summaries)),
+            "verification": verification,
+            "report": written.is_ok().then(|| ws.path("report.md")),
+        });
+        crate::print_stdout(&serde_json::to_string_pretty(&summary)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     crate::print_stdout(&report::summary_table(&summaries));
     // a `tune` workspace has no model: no end-to-end speedup to project, nothing to verify
     let model_lines = match ws.settings.tuned_kernel {

@@ -79,9 +79,13 @@ pub struct RunArgs {
     /// Branch name suffix: experiments go to the branch autokernel/TAG [default: date and model]
     #[arg(long, value_name = "TAG", help_heading = "Output")]
     pub run_tag: Option<String>,
-    /// Skip the end-to-end verification after the loop
+    /// Skip the end-to-end verification after the loop (the last one is kept, and reads
+    /// as stale once a kernel changed)
     #[arg(long, help_heading = "Output")]
     pub no_verify: bool,
+    /// Print the summary as one JSON object on stdout (progress stays on stderr)
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
 }
 
 /// Runs `autokernel run`.
@@ -231,7 +235,9 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         .to_string(),
     );
     ws.save_settings()?;
-    crate::print_stdout(&format!(
+    crate::print_info(
+        args.json,
+        &format!(
         "plan: {} target(s): {}",
         targets.len(),
         targets
@@ -239,7 +245,8 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
             .map(|t| t.id.as_str())
             .collect::<Vec<_>>()
             .join(", ")
-    ));
+    ),
+    );
 
     // 2–3. the loop
     let starters: Vec<_> = targets
@@ -255,9 +262,8 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         kernels: starters,
         from: None,
     };
-    // the last verification describes the kernels before this run: stale from here on (a run
-    // that ends without verifying must not report it as its own)
-    ws.forget_verification()?;
+    // the last verification stays: once this run changes a kernel, the report marks it stale
+    // (by the kernels' hashes), and a run that ends without verifying says so
     early_stop.abort();
     let experiments = run_experiments(
         &args.experiments,
@@ -300,6 +306,32 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     let stale = crate::report::stale_kernels(&ws, &targets, saved.get());
     crate::commands::report::write_report(&ws, &targets, rows, &saved, &stale)?;
     let summaries = report::summarize(&targets, rows);
+    let on_gpu = resolved_device.starts_with("cuda");
+    if args.json {
+        let verification = match (&verified_now, verify_interrupted) {
+            (Some(v), _) => serde_json::json!({"state": if v.passed { "passed" } else { "failed" }, "result": v}),
+            (None, true) => serde_json::json!({"state": "interrupted"}),
+            (None, false) => serde_json::json!({"state": "not_run"}),
+        };
+        let summary = serde_json::json!({
+            "workspace": ws.root,
+            "stop_reason": outcome.stop.label(),
+            "experiments": outcome.experiments,
+            "projected_speedup": report::projected(&summaries),
+            "timing_representative": on_gpu,
+            "targets": summaries,
+            "verification": verification,
+            "kernels_plugged_in": verified_now.as_ref().map(|v| v.included.len()),
+            "end_to_end_speedup": verified_now.as_ref().and_then(|v| v.speedup),
+            "left_out": verified_now.as_ref().map(|v| &v.excluded),
+            "report": ws.path("report.md"),
+        });
+        crate::print_stdout(&serde_json::to_string_pretty(&summary)?);
+        return Ok(exit_code(
+            experiments.exit_code("kernel"),
+            verified_now.as_ref(),
+        ));
+    }
     crate::print_stdout(&report::summary_table(&summaries));
     let stop = outcome.stop.label();
     let mut summary = format!(
@@ -307,7 +339,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         outcome.experiments,
         report::projected(&summaries)
     );
-    if !resolved_device.starts_with("cuda") {
+    if !on_gpu {
         // the CPU interpreter's latencies say nothing about speed; say so where they show
         summary.push_str("timings: Triton's interpreter on the CPU, not representative (the keep rule and the speedups above are only exercised, not meaningful)\n");
     }

@@ -70,6 +70,9 @@ pub struct TuneArgs {
     /// Overwrite -o's file when it exists (a resumed tuning overwrites its own without it)
     #[arg(long, help_heading = "Output")]
     pub force: bool,
+    /// Print the summary as one JSON object on stdout (progress stays on stderr)
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
 }
 
 /// Runs `autokernel tune`: exit 0 when a configuration passed the judge, 1 when none did
@@ -117,7 +120,14 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
     // before the plan is saved: a folder this command created is removed again
     refuse_bfloat16_on_cpu(dtype, !on_gpu)?;
     if !on_gpu {
-        warn_if_slow_on_cpu(kind, &args.shapes[0], dtype, args.experiments.bench_timeout);
+        warn_if_slow_on_cpu(
+            kind,
+            &args.shapes[0],
+            dtype,
+            args.experiments
+                .bench_timeout
+                .unwrap_or(crate::commands::experiments::DEFAULT_BENCH_TIMEOUT_S),
+        );
     }
     let target = Target {
         id: format!("01-{kind}"),
@@ -129,16 +139,15 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         op: format!("tune {}", args.path.display()),
         layout: args.layout,
     };
-    plan(&mut ws, &target, &args.path, &source)?;
+    plan(&mut ws, &target, &args.path, &source, args.json)?;
     created.keep();
     ws.settings.tuned_kernel = Some(std::path::absolute(&args.path)?);
     ws.settings.run_tag = Some(run_tag);
     ws.save_settings()?;
-    crate::print_stdout(&format!(
-        "tuning {} at {}",
-        args.path.display(),
-        describe(&target)
-    ));
+    crate::print_info(
+        args.json,
+        &format!("tuning {} at {}", args.path.display(), describe(&target)),
+    );
 
     let targets = vec![target.clone()];
     let baselines = Baselines {
@@ -172,9 +181,24 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
             .with_context(|| format!("cannot write the best kernel to `{}`", out.display()))?;
     }
     let summaries = report::summarize(&targets, rows);
-    crate::print_stdout(&report::summary_table(&summaries));
     let results = ws.path("results.tsv");
     let best = anything_passed.then_some(best.as_path());
+    if args.json {
+        let summary = serde_json::json!({
+            "workspace": ws.root,
+            "stop_reason": experiments.outcome.stop.label(),
+            "configurations_measured": rows.len(),
+            "kept": rows.iter().filter(|r| r.decision == Decision::Keep).count(),
+            "best": best,
+            "written_to": args.output.as_ref().filter(|_| best.is_some()),
+            "timing_representative": resolved_device.starts_with("cuda"),
+            "targets": summaries,
+            "results": results,
+        });
+        crate::print_stdout(&serde_json::to_string_pretty(&summary)?);
+        return Ok(experiments.exit_code("configuration"));
+    }
+    crate::print_stdout(&report::summary_table(&summaries));
     crate::print_stdout(&tune_summary(
         &experiments.outcome,
         rows,
@@ -248,7 +272,13 @@ fn check_output(out: &Path, kernel: &Path, overwrite: bool) -> anyhow::Result<()
 /// Saves the one-target plan in a new workspace; in one that has a plan, checks that it is
 /// this problem and this file's text (resuming from an edited file's old text would
 /// silently ignore the edit).
-fn plan(ws: &mut Workspace, target: &Target, path: &Path, source: &str) -> anyhow::Result<()> {
+fn plan(
+    ws: &mut Workspace,
+    target: &Target,
+    path: &Path,
+    source: &str,
+    json: bool,
+) -> anyhow::Result<()> {
     let blob = autokernel_vcs::blob_id(source.as_bytes());
     let start_over = "hint: pass another -w, or delete that folder to start over";
     match ws.load_plan()? {
@@ -280,7 +310,10 @@ fn plan(ws: &mut Workspace, target: &Target, path: &Path, source: &str) -> anyho
                 path.display()
             )
         }
-        Some(_) => crate::print_stdout(&format!("resuming the tuning in `{}`", ws.root.display())),
+        Some(_) => crate::print_info(
+            json,
+            &format!("resuming the tuning in `{}`", ws.root.display()),
+        ),
         None => {
             ws.save_plan(std::slice::from_ref(target))?;
             ws.settings.tuned_kernel_blob = Some(blob);

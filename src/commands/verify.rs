@@ -200,8 +200,10 @@ pub fn install_scripts(ws: &Workspace) -> anyhow::Result<PathBuf> {
 /// branch tip: the best kept kernel of each target), leaving out those that `rows` (the
 /// workspace's results) show slower than PyTorch at the model's shape, and those that kill
 /// or hang the worker when plugged in (found one by one after the worker died or `timeout`
-/// passed); targets without a kernel.py are listed as excluded. The workspace's last
-/// verification (`verify.json`) is removed first: it describes other kernels.
+/// passed); targets without a kernel.py, and those whose kernel was never judged PASS
+/// ([`report::never_judged_pass`]), are listed as excluded. The workspace's last
+/// verification (`verify.json`) is left as it is: the caller saves the new one, and one cut
+/// short leaves the last, which reads as stale once the kernels differ from it.
 pub async fn verify_workspace(
     services: &mut Services,
     ws: &Workspace,
@@ -210,9 +212,6 @@ pub async fn verify_workspace(
     rows: &[ExperimentRecord],
     timeout: Duration,
 ) -> anyhow::Result<Verification> {
-    // the last verification was of the kernels as they were then: gone from here on, so that
-    // one cut short (an error, Ctrl-C) leaves no stale verdict for report.md to show
-    ws.forget_verification()?;
     let scripts = install_scripts(ws)?;
     let script = scripts.join("verify_model.py");
     // a kernel slower than PyTorch at the model's shape is never plugged in (on a GPU: the
@@ -235,6 +234,11 @@ pub async fn verify_workspace(
             ))
         })
         .collect();
+    // a kernel the judge never passed is never plugged in, whatever kernel.py holds
+    let unjudged: Vec<report::Excluded> = report::never_judged_pass(targets, rows)
+        .into_iter()
+        .filter(|e| kernel_sha256.contains_key(&e.target))
+        .collect();
     let missing: Vec<report::Excluded> = targets
         .iter()
         .filter(|t| !kernel_sha256.contains_key(&t.id))
@@ -251,6 +255,7 @@ pub async fn verify_workspace(
         .iter()
         .filter(|t| kernel_sha256.contains_key(&t.id))
         .filter(|t| !slower.iter().any(|e| e.target == t.id))
+        .filter(|t| !unjudged.iter().any(|e| e.target == t.id))
         .map(|t| {
             let shapes: Vec<&[u64]> = t.shapes.iter().map(|s| s.0.as_slice()).collect();
             serde_json::json!({
@@ -325,6 +330,7 @@ pub async fn verify_workspace(
     }
     verification.excluded.extend(culprits);
     verification.excluded.extend(slower);
+    verification.excluded.extend(unjudged);
     verification.excluded.extend(missing);
     verification.kernel_sha256 = kernel_sha256;
     Ok(verification)

@@ -30,11 +30,21 @@ fn run_args(ws: &std::path::Path, cap: u32) -> Vec<String> {
 #[test]
 fn run_tiny_on_cpu_leaves_a_consistent_verified_workspace() {
     let (_dir, ws) = tempdir();
-    let out = autokernel().args(run_args(&ws, 6)).output().unwrap();
+    let mut args = run_args(&ws, 6);
+    args.push("--json".into());
+    let out = autokernel().args(args).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "run failed: {stderr}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("stop_reason: "), "{stdout}");
+    // --json: stdout is one JSON object; progress and the plan line went to stderr
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("run --json: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(summary["experiments"], 6, "{summary}");
+    assert_eq!(summary["verification"]["state"], "passed", "{summary}");
+    assert!(summary["targets"].as_array().is_some_and(|t| !t.is_empty()));
+    assert!(stderr.contains("plan: "), "{stderr}");
+    // without a terminal, each phase change is a line
+    assert!(stderr.contains(": judging: `tune: "), "{stderr}");
+    assert!(stderr.contains("verifying the kept kernels"), "{stderr}");
     let rows = assert_consistent(&ws);
     // a baseline per worked target, then 6 experiments (the cap), nothing else
     let experiments = rows.iter().filter(|r| r["decision"] != "baseline").count();
@@ -53,19 +63,109 @@ fn run_tiny_on_cpu_leaves_a_consistent_verified_workspace() {
     let report = std::fs::read_to_string(ws.join("report.md")).unwrap();
     assert!(report.contains("result: **PASS**"), "{report}");
 
-    // resumed with --no-verify and a higher cap: the kernels may change, so the last
-    // verification is not reported as this run's
+    // `log` agrees row for row with results.tsv
+    let out = autokernel()
+        .args(["log", "--json", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let log: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(log.len(), rows.len());
+    for (entry, row) in log.iter().zip(&rows) {
+        assert_eq!(entry["experiment"].to_string(), row["experiment"]);
+        assert_eq!(entry["target"], row["target"].as_str());
+        assert_eq!(entry["decision"], row["decision"].as_str());
+        assert_eq!(entry["correctness"], row["correctness"].as_str());
+        assert_eq!(entry["commit"], row["commit"].as_str());
+        assert_eq!(entry["description"], row["description"].as_str());
+        // a compared PASS candidate carries the head-to-head kept in its note
+        if row["decision"] == "keep" {
+            assert!(entry["head_to_head_speedup"].as_f64().unwrap() > 1.0, "{entry}");
+            assert_eq!(entry["best"], true);
+        }
+    }
+
+    // resumed with --no-verify and a higher cap: the last verification stays, stale when
+    // a kernel changed
     let mut args = run_args(&ws, 8);
     args.push("--no-verify".into());
     let out = autokernel().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("resuming: "), "{stderr}");
+    assert!(ws.join("verify.json").exists(), "--no-verify deleted verify.json");
+    let changed = verify["kernel_sha256"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .any(|(id, sha)| {
+            let now = std::fs::read(ws.join(format!("targets/{id}/kernel.py"))).unwrap();
+            let now = format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(&now));
+            sha.as_str() != Some(now.as_str())
+        });
+    let out = autokernel()
+        .args(["report", "--json", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let state = report["verification"]["state"].as_str().unwrap();
+    assert_eq!(state, if changed { "stale" } else { "passed" }, "{report}");
+    let experiments = crate::util::rows(&ws)
+        .iter()
+        .filter(|r| r["decision"] != "baseline")
+        .count();
+    assert_eq!(report["experiments"], experiments, "{report}");
+}
+
+/// A workspace whose target was never judged PASS (its baseline abandoned before
+/// `INTERRUPTED` existed: `NOT_RUN`, its kernel.py still on the branch) gets no kernel
+/// plugged in for that target (seen: `kernels_plugged_in: 2` with one never judged).
+#[test]
+fn a_kernel_never_judged_pass_is_not_plugged_in() {
+    let (_dir, ws) = tempdir();
+    let out = autokernel().args(run_args(&ws, 1)).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = rows(&ws);
+    let target = rows[0]["target"].clone();
+    // the target's rows as an older autokernel left them: an abandoned baseline only
+    let text = std::fs::read_to_string(ws.join("results.tsv")).unwrap();
+    let mut lines: Vec<String> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut f: Vec<String> = line.split('\t').map(str::to_string).collect();
+        if i > 0 && f[2] == target {
+            if f[7] != "baseline" {
+                continue;
+            }
+            f[8] = "NOT_RUN".into();
+        }
+        lines.push(f.join("\t"));
+    }
+    std::fs::write(ws.join("results.tsv"), lines.join("\n") + "\n").unwrap();
+    assert!(ws.join(format!("targets/{target}/kernel.py")).exists());
+    let out = autokernel()
+        .args(["verify", "--json", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        !v["included"].as_array().unwrap().iter().any(|t| t == target.as_str()),
+        "{v}"
     );
-    assert!(!ws.join("verify.json").exists());
-    let report = std::fs::read_to_string(ws.join("report.md")).unwrap();
-    assert!(!report.contains("result: **PASS**"), "{report}");
+    let why = v["excluded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["target"] == target.as_str())
+        .unwrap_or_else(|| panic!("{target} not excluded: {v}"));
+    assert!(
+        why["reason"].as_str().unwrap().contains("never judged PASS"),
+        "{why}"
+    );
 }
 
 #[test]

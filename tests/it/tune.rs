@@ -102,8 +102,18 @@ fn tune_resumes_and_refuses_another_problem_or_a_run() {
     ];
     let first = tune(&kernel, &ws, &args);
     assert!(first.status.success(), "{}", text(&first));
-    let again = tune(&kernel, &ws, &args);
+    // --json: the resumed tune's summary is one JSON object on stdout
+    let again = tune(&kernel, &ws, &[&args[..], &["--json"]].concat());
     assert!(again.status.success(), "{}", text(&again));
+    let summary: serde_json::Value = serde_json::from_slice(&again.stdout)
+        .unwrap_or_else(|e| panic!("tune --json: {e}: {}", text(&again)));
+    assert_eq!(summary["configurations_measured"], 3, "{summary}");
+    assert_eq!(summary["written_to"], best.to_str().unwrap(), "{summary}");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("resuming"),
+        "{}",
+        text(&again)
+    );
     assert!(best.is_file());
     let rows = assert_consistent(&ws);
     // one baseline across both invocations, one experiment each

@@ -93,8 +93,8 @@ pub fn run_branch(ws: &Path) -> String {
 
 /// Asserts what must hold of any workspace after a run, killed or not: experiment numbers
 /// are 1..=n with none lost or repeated; every row's commit resolves to a commit whose
-/// kernel.py is that target's; the branch holds exactly the baseline and kept commits, in
-/// order; `git status` is clean.
+/// kernel.py is that target's; the branch holds exactly the baseline (with a verdict) and
+/// kept commits, in order; `git status` is clean.
 pub fn assert_consistent(ws: &Path) -> Vec<std::collections::HashMap<String, String>> {
     let rows = rows(ws);
     let numbers: Vec<u64> = rows
@@ -116,7 +116,11 @@ pub fn assert_consistent(ws: &Path) -> Vec<std::collections::HashMap<String, Str
     }
     let on_branch: Vec<String> = rows
         .iter()
-        .filter(|r| r["decision"] == "keep" || r["decision"] == "baseline")
+        // a baseline cut short (INTERRUPTED) was taken off the branch, to be judged again
+        .filter(|r| {
+            r["decision"] == "keep"
+                || (r["decision"] == "baseline" && r["correctness"] != "INTERRUPTED")
+        })
         .map(|r| r["commit"].clone())
         .collect();
     let branch = run_branch(ws);

@@ -98,6 +98,7 @@ pub fn row(n: u64, decision: Decision, description: &str) -> ExperimentRecord {
         speedup_vs_reference: Some(1.2),
         peak_vram_mb: Some(64.0),
         duration_s: 1.0,
+        head_to_head: None,
     }
 }
 

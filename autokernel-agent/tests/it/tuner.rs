@@ -186,6 +186,25 @@ async fn a_restarted_tuner_skips_configurations_the_history_measured() {
     assert_eq!(later[5..], PAIRS_AROUND_THE_BASE);
 }
 
+/// An experiment cut short (a kill found on resume, a second Ctrl-C) measured nothing: its
+/// configuration is proposed once more, and after a second interruption it counts as
+/// tried (one workspace committed the same move four times when a kill was a `CRASH`).
+#[tokio::test]
+async fn an_interrupted_configuration_is_tried_once_more_not_again_and_again() {
+    let first_move = "tune: BLOCK_SIZE=2048 num_warps=4 num_stages=2 (BLOCK_SIZE 1024 -> 2048)";
+    let mut interrupted = row(2, Decision::Revert, first_move);
+    interrupted.correctness = "INTERRUPTED".into();
+    interrupted.latency_us = None;
+    let mut fx = Fixture::new(KERNEL);
+    fx.history.push(interrupted.clone());
+    let (_, source) = candidate(&mut TunerAgent::new(), &fx).await.unwrap();
+    assert_eq!(triple(&source), (2048, 4, 2), "tried once more");
+    interrupted.experiment = 3;
+    fx.history.push(interrupted);
+    let (_, source) = candidate(&mut TunerAgent::new(), &fx).await.unwrap();
+    assert_eq!(triple(&source), (1024, 8, 2), "twice cut short: counted as tried");
+}
+
 #[tokio::test]
 async fn configurations_measured_on_an_older_structure_may_be_tried_again() {
     let mut fx = Fixture::new(KERNEL);

@@ -12,9 +12,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
 use crate::{
-    Agent, AgentError, BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest,
-    Correctness, Decision, Device, ExperimentDraft, ExperimentRecord, GpuSpec, Proposal,
-    ProposalContext, ResultsError, ResultsLog, StoreError, Target, VersionStore,
+    is_verdict_word, Agent, AgentError, BenchError, BenchRequest, BenchResult, Benchmarker,
+    CompareRequest, Correctness, Decision, Device, ExperimentDraft, ExperimentRecord, GpuSpec,
+    Proposal, ProposalContext, ResultsError, ResultsLog, StoreError, Target, VersionStore,
 };
 use keep::{decide, KeepVerdict, DEFAULT_KEEP_THRESHOLD};
 use orchestrator::{MoveOn, Orchestrator, OrchestratorOptions, TargetState};
@@ -73,6 +73,50 @@ impl Interrupt {
     }
 }
 
+/// What the loop is doing for the experiment in flight, for progress displays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Judging a target's starting kernel: its baseline.
+    Baseline,
+    /// Waiting for the agent's proposal.
+    Proposing,
+    /// Judging the candidate: the correctness stages, then its timing.
+    Judging,
+    /// Timing the candidate head to head against the best, for the keep rule.
+    Comparing,
+}
+
+impl Phase {
+    /// The word a progress line shows: `baseline`, `proposing`, `judging`, `comparing`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Baseline => "baseline",
+            Phase::Proposing => "proposing",
+            Phase::Judging => "judging",
+            Phase::Comparing => "comparing",
+        }
+    }
+}
+
+/// What a resumed run starts from, said once before its first experiment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResumeSummary {
+    /// Experiments already in `results.tsv`, baselines not counted.
+    pub experiments_done: u64,
+    /// Of those, how many were kept.
+    pub kept: u64,
+    /// Targets already moved on from (plateau, budget, roofline goal, failed baseline).
+    pub targets_done: usize,
+    /// Targets in all.
+    pub targets: usize,
+    /// The target the loop works on next, if any is left.
+    pub next_target: Option<String>,
+    /// This invocation's experiment cap, if any (a resumed run counts afresh).
+    pub max_experiments: Option<u64>,
+    /// This invocation's wall-time budget, if any (a resumed run counts afresh).
+    pub budget: Option<Duration>,
+}
+
 /// Progress events of the loop. The binary draws them; libraries and tests can ignore them.
 /// Every method has a no-op default.
 pub trait Reporter: Send + Sync {
@@ -82,6 +126,13 @@ pub trait Reporter: Send + Sync {
     fn on_experiment_start(&self, _target: &Target, _experiment: u64) {}
     /// The agent proposed a candidate, now being benchmarked.
     fn on_candidate(&self, _target: &Target, _experiment: u64, _description: &str) {}
+    /// The experiment in flight entered `phase` (called in order: `Baseline` for a
+    /// target's first row; `Proposing`, `Judging`, then `Comparing` for a candidate that
+    /// passed the judge).
+    fn on_phase(&self, _target: &Target, _experiment: u64, _phase: Phase) {}
+    /// A run resumes a workspace that already has experiments: called once, before the
+    /// first new experiment.
+    fn on_resume(&self, _summary: &ResumeSummary) {}
     /// The keep rule decided on experiment `experiment` (called just before its
     /// [`Reporter::on_decision`], for candidates that were benchmarked): the measured
     /// speedup of a kept one, or why one was reverted (`0.6% faster over 5 repetitions,
@@ -113,8 +164,13 @@ pub struct LoopOptions {
     pub orchestrator: OrchestratorOptions,
     /// Where kernels run.
     pub device: Device,
-    /// Time limit of one bench request.
+    /// Time limit of one bench request: the limit of every baseline and head-to-head
+    /// comparison, and the cap of a scaled limit ([`LoopOptions::scale_timeout`]).
     pub bench_timeout: Duration,
+    /// Scales a candidate's limit to the incumbent's own measured evaluation time (the
+    /// baseline's, then the best's), so that a hung candidate costs seconds to minutes, not
+    /// `bench_timeout`; `None` gives every request `bench_timeout`.
+    pub scale_timeout: Option<TimeoutScale>,
     /// Interleaved repetitions of the head-to-head comparison (default 5).
     pub compare_repetitions: u32,
     /// A folder outside version control for the incumbent's copy during a comparison.
@@ -136,11 +192,43 @@ impl LoopOptions {
             orchestrator: OrchestratorOptions::default(),
             device: Device::Auto,
             bench_timeout: Duration::from_secs(300),
+            scale_timeout: Some(TimeoutScale::default()),
             compare_repetitions: 5,
             scratch_dir: scratch_dir.into(),
             gpu: None,
             baseline_source: None,
         }
+    }
+}
+
+/// How a candidate's time limit follows the incumbent's measured evaluation time:
+/// `clamp(factor × incumbent_s, floor, bench_timeout)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeoutScale {
+    /// Multiple of the incumbent's evaluation time (default 10: a candidate whose
+    /// configuration launches more programs may be several times slower on Triton's
+    /// interpreter, and is still no hang).
+    pub factor: f64,
+    /// The least limit (default 60 s: compiling a new configuration on a GPU takes seconds).
+    pub floor: Duration,
+}
+
+impl Default for TimeoutScale {
+    fn default() -> Self {
+        TimeoutScale {
+            factor: 10.0,
+            floor: Duration::from_secs(60),
+        }
+    }
+}
+
+impl TimeoutScale {
+    /// The limit for a candidate when the incumbent took `incumbent_s` seconds to judge,
+    /// capped at `cap`.
+    pub fn limit(&self, incumbent_s: f64, cap: Duration) -> Duration {
+        let scaled = Duration::try_from_secs_f64(self.factor * incumbent_s.max(0.0))
+            .unwrap_or(cap);
+        scaled.max(self.floor).min(cap)
     }
 }
 
@@ -214,6 +302,19 @@ struct Incumbent {
     source: String,
     result: Option<BenchResult>,
     baseline_latency_us: Option<f64>,
+    /// Seconds its own evaluation took (its bench request; on resume, its row's
+    /// duration), for the scaled limit of the next candidate.
+    eval_s: Option<f64>,
+}
+
+/// How a target's baseline ended.
+enum BaselineOutcome {
+    /// It passed: the target's first incumbent.
+    Ready(Incumbent),
+    /// It has a verdict other than PASS: nothing to improve on.
+    Failed(MoveOn),
+    /// It was cut short before a verdict: reverted, judged again on resume.
+    Interrupted,
 }
 
 /// The loop: for the target the [`Orchestrator`] picks, propose → commit → bench →
@@ -299,6 +400,23 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         for (target, _) in &targets {
             incumbents.push(self.restore(target, &mut orchestrator).await?);
         }
+        let done: Vec<&ExperimentRecord> = self
+            .log
+            .rows()
+            .iter()
+            .filter(|r| r.decision != Decision::Baseline)
+            .collect();
+        if !self.log.rows().is_empty() {
+            self.reporter.on_resume(&ResumeSummary {
+                experiments_done: done.len() as u64,
+                kept: done.iter().filter(|r| r.decision == Decision::Keep).count() as u64,
+                targets_done: orchestrator.states().iter().filter(|s| s.done.is_some()).count(),
+                targets: targets.len(),
+                next_target: orchestrator.next_target().map(|t| t.id.clone()),
+                max_experiments: self.options.max_experiments,
+                budget: self.options.budget,
+            });
+        }
         let mut experiments = 0u64;
         let stop = loop {
             if interrupt.stop_requested() {
@@ -331,11 +449,13 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                 }
                 let starter = &targets[index].1;
                 match self.baseline(&target, starter, interrupt).await? {
-                    Ok(inc) => incumbents[index] = Some(inc),
-                    Err(why) => {
+                    BaselineOutcome::Ready(inc) => incumbents[index] = Some(inc),
+                    BaselineOutcome::Failed(why) => {
                         orchestrator.finish(&target.id, why.clone());
                         self.reporter.on_target_end(&target, &why);
                     }
+                    // not done: the loop stops (the interrupt), and a resume judges it again
+                    BaselineOutcome::Interrupted => {}
                 }
                 continue;
             }
@@ -380,19 +500,24 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                 ));
                 continue;
             };
+            // the process was killed between the commit and the row: not the candidate's
+            // fault; its description stays the agent's (the tuner reads it back), and a
+            // baseline stays a baseline row, to be judged again
+            let decision = if lost.agent == STARTER_AGENT {
+                Decision::Baseline
+            } else {
+                Decision::Revert
+            };
             let record = unmeasured_record(
                 lost.experiment,
                 &lost.target,
                 kind,
                 &lost.agent,
-                format!(
-                    "interrupted before its result was logged: {}",
-                    lost.description
-                ),
+                lost.description.clone(),
                 Some(lost.commit.0.clone()),
-                Decision::Revert,
-                &Correctness::Crash {
-                    reason: String::new(),
+                decision,
+                &Correctness::Interrupted {
+                    reason: "killed before its result was logged".to_string(),
                 },
                 0.0,
             );
@@ -410,7 +535,13 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         orchestrator: &mut Orchestrator,
     ) -> Result<Option<Incumbent>, LoopError> {
         let rows = self.target_rows(&target.id);
-        let Some(baseline) = rows.iter().find(|r| r.decision == Decision::Baseline) else {
+        // the last baseline with a verdict: one cut short (INTERRUPTED, or NOT_RUN in a
+        // workspace made before that word) is judged again, so the target is not done
+        let Some(baseline) = rows
+            .iter()
+            .rev()
+            .find(|r| r.decision == Decision::Baseline && is_verdict_word(&r.correctness))
+        else {
             return Ok(None);
         };
         if baseline.correctness != "PASS" {
@@ -424,7 +555,15 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             return Ok(None);
         };
         let base = baseline.latency_us;
-        for r in rows.iter().filter(|r| r.decision != Decision::Baseline) {
+        let mut eval_s = Some(baseline.duration_s).filter(|d| *d > 0.0);
+        // an experiment cut short measured nothing: it does not count toward the plateau
+        for r in rows
+            .iter()
+            .filter(|r| r.decision != Decision::Baseline && is_verdict_word(&r.correctness))
+        {
+            if r.decision == Decision::Keep && r.duration_s > 0.0 {
+                eval_s = Some(r.duration_s);
+            }
             let kept = r.decision == Decision::Keep;
             let speedup = match (base, r.latency_us) {
                 (Some(b), Some(l)) if l > 0.0 => Some(b / l),
@@ -442,7 +581,17 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             source,
             result: None,
             baseline_latency_us: base,
+            eval_s,
         }))
+    }
+
+    /// The time limit of a candidate's bench request, from the incumbent's own evaluation
+    /// time when [`LoopOptions::scale_timeout`] is set.
+    fn candidate_timeout(&self, incumbent: &Incumbent) -> Duration {
+        match (self.options.scale_timeout, incumbent.eval_s) {
+            (Some(scale), Some(s)) => scale.limit(s, self.options.bench_timeout),
+            _ => self.options.bench_timeout,
+        }
     }
 
     fn bench_request(&self, target: &Target, path: PathBuf) -> BenchRequest {
@@ -466,11 +615,12 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         target: &Target,
         starter: &str,
         interrupt: &Interrupt,
-    ) -> Result<Result<Incumbent, MoveOn>, LoopError> {
+    ) -> Result<BaselineOutcome, LoopError> {
         let n = self.log.next_experiment();
         let t0 = Instant::now();
         self.reporter.on_experiment_start(target, n);
-        let agent = "starter".to_string();
+        self.reporter.on_phase(target, n, Phase::Baseline);
+        let agent = STARTER_AGENT.to_string();
         let description = match &self.options.baseline_source {
             Some(from) => format!("baseline: {} kernel from {from}", target.kind),
             None => format!("baseline: {} starter kernel", target.kind),
@@ -486,7 +636,9 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             })
             .await?;
         let request = self.bench_request(target, self.store.kernel_path(target));
+        let bench_t0 = Instant::now();
         let result = self.bench_or_abandon(&request, starter, interrupt).await?;
+        let eval_s = bench_t0.elapsed().as_secs_f64();
         let record = self.record(
             n,
             target,
@@ -497,6 +649,13 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             &result,
             t0,
         );
+        if let Correctness::Interrupted { .. } = result.correctness {
+            // no verdict: taken off the branch, and judged again when the run resumes
+            self.store.revert(&record).await?;
+            self.log.append(record.clone())?;
+            self.reporter.on_decision(&record, Some(&result));
+            return Ok(BaselineOutcome::Interrupted);
+        }
         // the baseline stays on the branch even when it fails: it is the target's start
         self.store.keep(&record).await?;
         self.log.append(record.clone())?;
@@ -511,16 +670,17 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                     .map(|r| format!(": {r}"))
                     .unwrap_or_default()
             );
-            return Ok(Err(MoveOn::BaselineFailed(why)));
+            return Ok(BaselineOutcome::Failed(MoveOn::BaselineFailed(why)));
         }
-        Ok(Ok(Incumbent {
+        Ok(BaselineOutcome::Ready(Incumbent {
             source: starter.to_string(),
             baseline_latency_us: result.metrics.as_ref().map(|m| m.latency_us),
             result: Some(result),
+            eval_s: Some(eval_s),
         }))
     }
 
-    /// Benches, or returns `NOT_RUN` when a second Ctrl-C abandons the request.
+    /// Benches, or returns `INTERRUPTED` when a second Ctrl-C abandons the request.
     async fn bench_or_abandon(
         &mut self,
         request: &BenchRequest,
@@ -532,7 +692,9 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             _ = interrupt.abandoned() => {
                 return Ok(BenchResult {
                     kind: request.kind.unwrap_or(crate::KernelKind::Matmul),
-                    correctness: Correctness::NotRun,
+                    correctness: Correctness::Interrupted {
+                        reason: ABANDONED_REASON.to_string(),
+                    },
                     stages: vec![],
                     metrics: None,
                     device: String::new(),
@@ -587,6 +749,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             speedup_vs_reference: m.map(|m| m.speedup_vs_reference),
             peak_vram_mb: m.map(|m| m.peak_vram_mb),
             duration_s: t0.elapsed().as_secs_f64(),
+            head_to_head: None,
         }
     }
 
@@ -643,6 +806,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         let n = self.log.next_experiment();
         let t0 = Instant::now();
         self.reporter.on_experiment_start(target, n);
+        self.reporter.on_phase(target, n, Phase::Proposing);
         let history = self.target_rows(&target.id);
         let context = ProposalContext {
             target,
@@ -695,6 +859,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             return Ok(Some((false, None, None)));
         }
         self.reporter.on_candidate(target, n, &description);
+        self.reporter.on_phase(target, n, Phase::Judging);
         // The store overwrites kernel.py; keep the incumbent's bytes for the comparison.
         let incumbent_path = self
             .options
@@ -717,7 +882,9 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             })
             .await?;
         let candidate_path = self.store.kernel_path(target);
-        let request = self.bench_request(target, candidate_path.clone());
+        let mut request = self.bench_request(target, candidate_path.clone());
+        request.timeout = self.candidate_timeout(incumbent);
+        let bench_t0 = Instant::now();
         let result = match self.bench_or_abandon(&request, &source, interrupt).await {
             Ok(r) => r,
             Err(e) => {
@@ -737,8 +904,10 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                 return Err(e);
             }
         };
+        let eval_s = bench_t0.elapsed().as_secs_f64();
         let comparison = match (&result.correctness, &result.metrics) {
             (Correctness::Pass, Some(m)) if !interrupt.abandon_requested() => {
+                self.reporter.on_phase(target, n, Phase::Comparing);
                 let req = CompareRequest {
                     incumbent: incumbent_path.clone(),
                     candidate: candidate_path,
@@ -767,14 +936,21 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             }
             _ => None,
         };
-        let verdict = decide(&result, comparison.as_ref(), self.options.keep_threshold);
-        let mut description = description;
-        // abandoned in the bench (NOT_RUN) or after it: never kept, said in the row
-        let abandoned =
-            matches!(result.correctness, Correctness::NotRun) || interrupt.abandon_requested();
-        if abandoned {
-            description = format!("abandoned (Ctrl-C): {description}");
+        let mut verdict = decide(&result, comparison.as_ref(), self.options.keep_threshold);
+        // abandoned in the bench or after it (during the head-to-head): never kept, and
+        // INTERRUPTED in the row, not the candidate's verdict
+        let mut result = result;
+        if interrupt.abandon_requested() {
+            if !matches!(result.correctness, Correctness::Interrupted { .. }) {
+                result.correctness = Correctness::Interrupted {
+                    reason: ABANDONED_REASON.to_string(),
+                };
+            }
+            verdict = KeepVerdict::Revert {
+                reason: ABANDONED_REASON.to_string(),
+            };
         }
+        let abandoned = matches!(result.correctness, Correctness::Interrupted { .. });
         let (decision, kept) = match &verdict {
             KeepVerdict::Keep { .. } if !abandoned => (Decision::Keep, true),
             KeepVerdict::Keep { .. } => (Decision::Revert, false),
@@ -783,7 +959,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                 (Decision::Revert, false)
             }
         };
-        let record = self.record(
+        let mut record = self.record(
             n,
             target,
             &agent,
@@ -793,13 +969,15 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             &result,
             t0,
         );
+        record.head_to_head = comparison.clone();
         if kept {
             self.store.keep(&record).await?;
         } else {
             self.store.revert(&record).await?;
         }
         self.log.append(record.clone())?;
-        if let Some(reason) = result.correctness.reason() {
+        // an experiment cut short says nothing about the candidate: not one of its failures
+        if let Some(reason) = result.correctness.reason().filter(|_| !abandoned) {
             let stage = result
                 .correctness
                 .failed_stage()
@@ -823,9 +1001,17 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         };
         incumbent.source = source;
         incumbent.result = Some(result);
+        incumbent.eval_s = Some(eval_s);
         Ok(Some((true, speedup, pct)))
     }
 }
+
+/// The agent name of a target's baseline row: its starting kernel, nobody's proposal.
+pub const STARTER_AGENT: &str = "starter";
+
+/// The reason of an experiment abandoned by a second Ctrl-C or SIGTERM
+/// ([`Correctness::Interrupted`]).
+pub const ABANDONED_REASON: &str = "abandoned by a second Ctrl-C or SIGTERM";
 
 /// The description of an experiment interrupted (Ctrl-C, SIGTERM) while the agent was
 /// proposing it: logged `invalid`, neither committed nor measured.
@@ -867,6 +1053,7 @@ fn unmeasured_record(
         speedup_vs_reference: None,
         peak_vram_mb: None,
         duration_s,
+        head_to_head: None,
     }
 }
 

@@ -276,7 +276,7 @@ async fn the_proposal_an_agent_gives_up_on_is_logged_then_the_run_stops() {
 }
 
 #[tokio::test]
-async fn a_resumed_run_logs_the_unlogged_commit_as_crash_and_continues_numbering() {
+async fn a_resumed_run_logs_the_unlogged_commit_as_interrupted_and_continues_numbering() {
     let fx = Fixture::new();
     let mut store = MemoryStore::new(fx.dir.path());
     let t = target("t", 1.0);
@@ -326,8 +326,10 @@ async fn a_resumed_run_logs_the_unlogged_commit_as_crash_and_continues_numbering
         rows.iter().map(|r| r.experiment).collect::<Vec<_>>(),
         vec![1, 2, 3]
     );
-    assert_eq!(rows[1].correctness, "CRASH");
+    // a kill is not the candidate's fault: INTERRUPTED, its description the agent's own
+    assert_eq!(rows[1].correctness, "INTERRUPTED");
     assert_eq!(rows[1].decision, Decision::Revert);
+    assert_eq!(rows[1].description, "half");
     assert_eq!(rows[2].description, "next");
     assert_eq!(rows[2].decision, Decision::Keep);
     // no second baseline
@@ -462,6 +464,58 @@ async fn the_reporter_hears_why_each_candidate_was_kept_or_reverted_before_its_r
         "{events:?}"
     );
     assert_eq!(events[4], "decision 3 revert");
+}
+
+/// The phases a progress line shows, in order: the baseline is `Baseline` (never
+/// "proposing"); a candidate is `Proposing`, `Judging`, and `Comparing` only when it
+/// passed; a kept row carries the head-to-head that decided it.
+#[tokio::test]
+async fn the_reporter_hears_each_phase_in_order_and_the_row_its_head_to_head() {
+    let fx = Fixture::new();
+    let agent = ScriptedAgent::candidates(&[
+        ("faster", &src(80.0, "")),
+        ("wrong", &src(10.0, "# verdict = FAIL")),
+    ]);
+    #[derive(Default)]
+    struct Phases(std::sync::Mutex<Vec<String>>);
+    struct Shared(std::sync::Arc<Phases>);
+    impl Reporter for Shared {
+        fn on_phase(&self, _t: &Target, n: u64, p: Phase) {
+            self.0 .0.lock().unwrap().push(format!("{n} {}", p.label()));
+        }
+        fn on_decision(&self, r: &ExperimentRecord, _b: Option<&BenchResult>) {
+            let h = r.head_to_head.as_ref().map(|h| h.median_speedup);
+            self.0 .0.lock().unwrap().push(format!("{n} {h:?}", n = r.experiment));
+        }
+    }
+    let phases = std::sync::Arc::new(Phases::default());
+    let mut l = OptimizationLoop::new(
+        agent,
+        FakeBenchmarker::from_comments(),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    )
+    .with_reporter(Box::new(Shared(phases.clone())));
+    l.run(vec![(target("t", 0.5), src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    let events = phases.0.lock().unwrap().clone();
+    assert_eq!(
+        events,
+        vec![
+            "1 baseline",
+            "1 None",
+            "2 proposing",
+            "2 judging",
+            "2 comparing",
+            "2 Some(1.25)",
+            "3 proposing",
+            "3 judging",
+            "3 None",
+            "4 proposing",
+        ]
+    );
 }
 
 #[tokio::test]
@@ -618,9 +672,189 @@ async fn a_second_interrupt_during_the_head_to_head_abandons_the_experiment() {
     let rows = l.log().rows();
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert_eq!(rows[1].decision, Decision::Revert, "{:?}", rows[1]);
-    assert!(
-        rows[1].description.starts_with("abandoned (Ctrl-C): "),
-        "{:?}",
-        rows[1]
+    assert_eq!(rows[1].correctness, "INTERRUPTED", "{:?}", rows[1]);
+    assert_eq!(rows[1].description, "faster");
+}
+
+/// A benchmarker whose bench waits until the test's interrupt has been requested twice
+/// (two Ctrl-C a second apart during a baseline), for the baseline of `slow_source` only.
+struct InterruptedBaseline {
+    inner: FakeBenchmarker,
+    interrupt: std::sync::Arc<Interrupt>,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Benchmarker for InterruptedBaseline {
+    async fn bench(&self, r: &BenchRequest) -> Result<BenchResult, BenchError> {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            self.interrupt.request();
+            self.interrupt.request();
+            // a bench that never ends on its own: only the abandon can cut it short
+            std::future::pending::<()>().await;
+        }
+        self.inner.bench(r).await
+    }
+    async fn compare(&self, r: &CompareRequest) -> Result<Comparison, BenchError> {
+        self.inner.compare(r).await
+    }
+}
+
+/// Two interrupts during a target's baseline (seen: `[1] baseline NOT_RUN`, the target
+/// marked done, and `tune` resumed exiting 1 for good): the baseline is INTERRUPTED,
+/// taken off the branch, the target is not done, and a resume judges it again.
+#[tokio::test]
+async fn an_abandoned_baseline_is_judged_again_on_resume() {
+    let fx = Fixture::new();
+    let t = target("t", 1.0);
+    let interrupt = std::sync::Arc::new(Interrupt::new());
+    let bench = InterruptedBaseline {
+        inner: FakeBenchmarker::from_comments(),
+        interrupt: interrupt.clone(),
+        armed: std::sync::atomic::AtomicBool::new(true),
+    };
+    let mut l = OptimizationLoop::new(
+        ScriptedAgent::default(),
+        bench,
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
     );
+    let out = l
+        .run(vec![(t.clone(), src(100.0, ""))], &interrupt)
+        .await
+        .unwrap();
+    assert_eq!(out.stop, StopReason::Interrupted);
+    assert!(out.states[0].done.is_none(), "{:?}", out.states[0].done);
+    let rows = l.log().rows().to_vec();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].decision, Decision::Baseline);
+    assert_eq!(rows[0].correctness, "INTERRUPTED");
+    assert_eq!(l.store().reverted, vec![1], "taken off the branch");
+    let store = std::mem::replace(&mut l.store, MemoryStore::new(fx.dir.path()));
+    drop(l);
+
+    // the resume: the baseline is judged again (a new row), then the agent's candidate
+    let agent = ScriptedAgent::candidates(&[("faster", &src(50.0, ""))]);
+    let mut l = OptimizationLoop::new(
+        agent,
+        FakeBenchmarker::from_comments(),
+        store,
+        fx.log(),
+        fx.options(),
+    );
+    l.run(vec![(t, src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    let rows = l.log().rows();
+    let words: Vec<(u64, &str, &str)> = rows
+        .iter()
+        .map(|r| (r.experiment, r.decision.label(), r.correctness.as_str()))
+        .collect();
+    assert_eq!(
+        words,
+        vec![
+            (1, "baseline", "INTERRUPTED"),
+            (2, "baseline", "PASS"),
+            (3, "keep", "PASS")
+        ]
+    );
+}
+
+/// A workspace made before `INTERRUPTED`: its abandoned baseline row reads `NOT_RUN`
+/// (and stayed on the branch). A resume judges it again instead of ending the target.
+#[tokio::test]
+async fn an_old_not_run_baseline_is_judged_again_on_resume() {
+    let fx = Fixture::new();
+    let t = target("t", 1.0);
+    let mut store = MemoryStore::new(fx.dir.path());
+    let starter = src(100.0, "");
+    let commit = store
+        .commit(&ExperimentDraft {
+            experiment: 1,
+            target: &t,
+            description: "baseline: softmax starter kernel",
+            agent: "starter",
+            source: &starter,
+        })
+        .await
+        .unwrap();
+    let mut log = fx.log();
+    log.append(unmeasured_record(
+        1,
+        "t",
+        KernelKind::Softmax,
+        "starter",
+        "abandoned (Ctrl-C): baseline: softmax starter kernel".into(),
+        Some(commit.0),
+        Decision::Baseline,
+        &Correctness::NotRun,
+        0.5,
+    ))
+    .unwrap();
+    let mut l = OptimizationLoop::new(
+        ScriptedAgent::default(),
+        FakeBenchmarker::from_comments(),
+        store,
+        log,
+        fx.options(),
+    );
+    l.run(vec![(t, starter)], &Interrupt::new()).await.unwrap();
+    let rows = l.log().rows();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[1].decision, Decision::Baseline);
+    assert_eq!(rows[1].correctness, "PASS");
+}
+
+/// With a scaled limit, a candidate's bench request gets `factor ×` the incumbent's own
+/// evaluation time, between the floor and `bench_timeout`; a baseline gets `bench_timeout`.
+#[test]
+fn a_candidate_limit_follows_the_incumbents_evaluation_time() {
+    let scale = TimeoutScale {
+        factor: 10.0,
+        floor: Duration::from_secs(60),
+    };
+    let cap = Duration::from_secs(600);
+    assert_eq!(scale.limit(2.0, cap), Duration::from_secs(60), "floor");
+    assert_eq!(scale.limit(12.5, cap), Duration::from_secs(125));
+    assert_eq!(scale.limit(300.0, cap), cap, "cap");
+    assert_eq!(scale.limit(f64::INFINITY, cap), cap);
+}
+
+#[tokio::test]
+async fn candidates_get_the_scaled_limit_and_baselines_the_full_one() {
+    let fx = Fixture::new();
+    struct Limits(FakeBenchmarker, std::sync::Mutex<Vec<Duration>>);
+    #[async_trait::async_trait]
+    impl Benchmarker for Limits {
+        async fn bench(&self, r: &BenchRequest) -> Result<BenchResult, BenchError> {
+            self.1.lock().unwrap().push(r.timeout);
+            self.0.bench(r).await
+        }
+        async fn compare(&self, r: &CompareRequest) -> Result<Comparison, BenchError> {
+            self.0.compare(r).await
+        }
+    }
+    let mut options = fx.options();
+    options.bench_timeout = Duration::from_secs(600);
+    options.scale_timeout = Some(TimeoutScale {
+        factor: 10.0,
+        floor: Duration::from_secs(5),
+    });
+    let agent = ScriptedAgent::candidates(&[("a", &src(90.0, ""))]);
+    let mut l = OptimizationLoop::new(
+        agent,
+        Limits(FakeBenchmarker::from_comments(), Default::default()),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        options,
+    );
+    l.run(vec![(target("t", 1.0), src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    let limits = l.bench.1.lock().unwrap().clone();
+    assert_eq!(limits.len(), 2);
+    assert_eq!(limits[0], Duration::from_secs(600), "the baseline");
+    // the fake judges in microseconds: 10 x that is below the floor
+    assert_eq!(limits[1], Duration::from_secs(5), "the candidate");
 }

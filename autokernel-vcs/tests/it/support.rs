@@ -114,6 +114,7 @@ pub fn record(n: u64, target: &str, commit: &CommitId, decision: Decision) -> Ex
         speedup_vs_reference: Some(1.0 + n as f64 / 100.0),
         peak_vram_mb: None,
         duration_s: 0.1,
+        head_to_head: None,
     }
 }
 
