@@ -1,3 +1,7 @@
+//! The LLM agent against an in-test HTTP server: the LLM regression cases (in-repo, and
+//! the shared ones when present), retries, timeouts, malformed bodies, streaming, and the
+//! streaks that make the agent give up.
+
 use std::time::{Duration, Instant};
 
 use autokernel_agent::{OpenAiAgent, OpenAiConfig, DEFAULT_PROGRAM_MD};
@@ -6,7 +10,7 @@ use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::support::{case, row, Fixture, KERNEL};
+use crate::support::{case, cases_dir, row, shared_case, Fixture, KERNEL};
 
 const ENDPOINT: &str = "/v1/chat/completions";
 
@@ -100,15 +104,25 @@ fn candidate(p: Proposal) -> (String, String, Option<TokenUsage>) {
     }
 }
 
-/// Shared case: empty content, reasoning only, finish_reason length. Truncated, one retry
-/// with twice the budget, then a reason naming the limit; reasoning never searched.
-#[tokio::test]
-async fn truncated_reply_case_is_retried_once_with_double_budget_then_named() {
+// ---- the LLM regression cases -------------------------------------------------------------
+// Each check runs over an in-repo case of tests/cases/llm/ (always) and over the matching
+// case of ../shared/cases/llm/ (when that folder is present), with expected values worked
+// out from each file.
+
+/// A reply with empty content, reasoning only and `finish_reason: "length"`: truncated, one
+/// retry with twice the budget, then a reason naming the limit and the reasoning's
+/// `reasoning_chars` characters (never searched for code); both attempts' `usage` (the
+/// file's `prompt`/`completion` tokens each time) counted.
+async fn check_reasoning_only_reply_is_truncated(
+    body: String,
+    reasoning_chars: usize,
+    prompt: u64,
+    completion: u64,
+) {
     let server = MockServer::start().await;
     mount(
         &server,
-        ResponseTemplate::new(200)
-            .set_body_raw(case("llm", "truncated_reply.json"), "application/json"),
+        ResponseTemplate::new(200).set_body_raw(body, "application/json"),
     )
     .await;
     let mut s = setup(&server, |_| {});
@@ -120,13 +134,15 @@ async fn truncated_reply_case_is_retried_once_with_double_budget_then_named() {
         "{reason}"
     );
     assert!(reason.contains("AUTOKERNEL_LLM_MAX_TOKENS"), "{reason}");
-    assert!(reason.contains("reasoning"), "{reason}");
-    // both attempts' tokens are counted (the case reports 1800 + 8192 each time)
+    assert!(
+        reason.contains(&format!("{reasoning_chars} characters of reasoning")),
+        "{reason}"
+    );
     assert_eq!(
         usage,
         Some(TokenUsage {
-            prompt_tokens: 3600,
-            completion_tokens: 16384
+            prompt_tokens: 2 * prompt,
+            completion_tokens: 2 * completion
         })
     );
     let sent = bodies(&server).await;
@@ -135,15 +151,14 @@ async fn truncated_reply_case_is_retried_once_with_double_budget_then_named() {
     assert_eq!(sent[1]["max_tokens"], 2000);
 }
 
-/// The same case behind a prompt of over 5000 tokens (a kernel with a long comment) against
-/// the 1800 the case reports: still `truncated`, not blamed on the server's context window.
-#[tokio::test]
-async fn truncated_reply_case_is_truncated_even_when_the_server_counted_a_short_prompt() {
+/// The same reply behind a prompt of over 5000 estimated tokens (a kernel with a long
+/// comment), more than twice what the reply's usage counts: still `truncated`, not blamed
+/// on the server's context window.
+async fn check_truncated_even_when_the_server_counted_a_short_prompt(body: String) {
     let server = MockServer::start().await;
     mount(
         &server,
-        ResponseTemplate::new(200)
-            .set_body_raw(case("llm", "truncated_reply.json"), "application/json"),
+        ResponseTemplate::new(200).set_body_raw(body, "application/json"),
     )
     .await;
     let mut s = setup(&server, |c| c.program_md.set_file_name("shipped.md"));
@@ -157,21 +172,184 @@ async fn truncated_reply_case_is_truncated_even_when_the_server_counted_a_short_
     );
 }
 
-/// Shared case: content cut inside a code fence, finish_reason length: truncated, and
-/// the partial block is never offered as a candidate.
-#[tokio::test]
-async fn cut_mid_fence_case_is_truncated_not_a_candidate() {
+/// Content cut inside a code fence with `finish_reason: "length"`: truncated (retried
+/// once), and the partial block is never offered as a candidate.
+async fn check_cut_mid_fence_is_truncated(body: String, prompt: u64, completion: u64) {
     let server = MockServer::start().await;
     mount(
         &server,
-        ResponseTemplate::new(200)
-            .set_body_raw(case("llm", "cut_mid_fence.json"), "application/json"),
+        ResponseTemplate::new(200).set_body_raw(body, "application/json"),
     )
     .await;
     let mut s = setup(&server, |_| {});
-    let (reason, _) = invalid(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
+    let (reason, usage) = invalid(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
     assert!(reason.starts_with("truncated:"), "{reason}");
+    assert!(reason.contains("the reply was cut off"), "{reason}");
+    assert_eq!(
+        usage,
+        Some(TokenUsage {
+            prompt_tokens: 2 * prompt,
+            completion_tokens: 2 * completion
+        })
+    );
     assert_eq!(bodies(&server).await.len(), 2);
+}
+
+/// A reply with a draft block before the final one: the candidate is `source`, the last
+/// complete python block that defines `kernel_fn`; the description is its first line.
+async fn check_last_block_is_taken(reply: String, source: &str, description: &str) {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(&reply, "stop", Some((900, 60)))),
+    )
+    .await;
+    let mut s = setup(&server, |_| {});
+    let (got_description, got_source, usage) =
+        candidate(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
+    assert_eq!(got_source, source);
+    assert_eq!(got_description, description);
+    assert_eq!(
+        usage,
+        Some(TokenUsage {
+            prompt_tokens: 900,
+            completion_tokens: 60
+        })
+    );
+}
+
+/// A reply whose final fence (opened on reply line `line`) is never closed although
+/// `finish_reason` is `stop`: refused as an unterminated code block, not retried.
+async fn check_unterminated_fence_is_refused(reply: String, line: usize) {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        ResponseTemplate::new(200).set_body_json(completion(&reply, "stop", Some((900, 30)))),
+    )
+    .await;
+    let mut s = setup(&server, |_| {});
+    let (reason, usage) = invalid(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
+    assert!(reason.starts_with("unterminated_fence:"), "{reason}");
+    assert!(reason.contains("unterminated code block"), "{reason}");
+    assert!(reason.contains(&format!("reply line {line} ")), "{reason}");
+    assert!(usage.is_some());
+    assert_eq!(bodies(&server).await.len(), 1, "not retried");
+}
+
+/// length_cut_with_reasoning_only.json: usage 2100 + 1000 tokens a reply; its reasoning
+/// (with a complete fenced `kernel_fn` in it, which must not be taken) is 257 characters,
+/// counted on the decoded JSON string (all ASCII).
+#[tokio::test]
+async fn reasoning_only_reply_is_retried_once_with_double_budget_then_named() {
+    let body = case("llm", "length_cut_with_reasoning_only.json");
+    check_reasoning_only_reply_is_truncated(body, 257, 2100, 1000).await;
+}
+
+/// length_cut_with_reasoning_only.json counts 2100 prompt tokens, under half the long
+/// prompt's estimate.
+#[tokio::test]
+async fn reasoning_only_reply_is_truncated_even_when_the_server_counted_a_short_prompt() {
+    let body = case("llm", "length_cut_with_reasoning_only.json");
+    check_truncated_even_when_the_server_counted_a_short_prompt(body).await;
+}
+
+/// length_cut_inside_code_block.json: its open block already holds a whole `kernel_fn`
+/// (the cut falls in a CONFIG line after it); usage 1900 + 1000 tokens a reply.
+#[tokio::test]
+async fn reply_cut_inside_a_code_block_is_truncated_not_a_candidate() {
+    let body = case("llm", "length_cut_inside_code_block.json");
+    check_cut_mid_fence_is_truncated(body, 1900, 1000).await;
+}
+
+/// last_complete_python_block_wins.md: a ```python draft, the final ~~~py block, then a
+/// ```bash block whose `kernel_fn=softmax` line would count as defining `kernel_fn` but is
+/// not python. The final block's body, copied from the file:
+#[tokio::test]
+async fn draft_then_final_reply_takes_the_last_python_block() {
+    let reply = case("llm", "last_complete_python_block_wins.md");
+    check_last_block_is_taken(
+        reply,
+        "import torch\n\ndef kernel_fn(x):\n    xf = x.float()\n    e = (xf - xf.amax(dim=-1, keepdim=True)).exp()\n    return (e / e.sum(dim=-1, keepdim=True)).to(x.dtype)\n",
+        "Accumulate the row sum in float32 before the division.",
+    )
+    .await;
+}
+
+/// final_fence_never_closed.md: a complete draft block (lines 3–8), then a block opened on
+/// line 12 and never closed; the draft must not be taken instead.
+#[tokio::test]
+async fn reply_with_its_final_fence_never_closed_is_refused() {
+    let reply = case("llm", "final_fence_never_closed.md");
+    check_unterminated_fence_is_refused(reply, 12).await;
+}
+
+/// Every file in tests/cases/llm/ is listed in its README.
+#[test]
+fn every_in_repo_llm_case_is_listed_in_the_readme() {
+    let dir = cases_dir("llm");
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name != "README.md" {
+            assert!(readme.contains(&format!("`{name}`")), "{name} not listed");
+        }
+    }
+}
+
+/// Shared truncated_reply.json: usage 1800 + 8192 tokens a reply; its reasoning "Tile K
+/// by 64, then unroll the inner loop and ..." is 48 characters (all ASCII).
+#[tokio::test]
+async fn shared_truncated_reply_is_retried_once_with_double_budget_then_named() {
+    let Some(body) = shared_case("llm", "truncated_reply.json", "shared_truncated_reply") else {
+        return;
+    };
+    check_reasoning_only_reply_is_truncated(body, 48, 1800, 8192).await;
+}
+
+/// Shared truncated_reply.json counts 1800 prompt tokens.
+#[tokio::test]
+async fn shared_truncated_reply_is_truncated_even_when_the_server_counted_a_short_prompt() {
+    let Some(body) = shared_case(
+        "llm",
+        "truncated_reply.json",
+        "shared_truncated_reply_short_prompt",
+    ) else {
+        return;
+    };
+    check_truncated_even_when_the_server_counted_a_short_prompt(body).await;
+}
+
+/// Shared cut_mid_fence.json: usage 1800 + 4096 tokens a reply.
+#[tokio::test]
+async fn shared_cut_mid_fence_is_truncated_not_a_candidate() {
+    let Some(body) = shared_case("llm", "cut_mid_fence.json", "shared_cut_mid_fence") else {
+        return;
+    };
+    check_cut_mid_fence_is_truncated(body, 1800, 4096).await;
+}
+
+/// Shared draft_then_final.md: the ```py block with `return x * 2.0` wins.
+#[tokio::test]
+async fn shared_draft_then_final_takes_the_last_block() {
+    let Some(reply) = shared_case("llm", "draft_then_final.md", "shared_draft_then_final") else {
+        return;
+    };
+    check_last_block_is_taken(
+        reply,
+        "import torch\ndef kernel_fn(x):\n    return x * 2.0\n",
+        "Here is a first attempt",
+    )
+    .await;
+}
+
+/// Shared unterminated_fence.md: the block opens on line 2 and is never closed.
+#[tokio::test]
+async fn shared_unterminated_fence_is_refused() {
+    let Some(reply) = shared_case("llm", "unterminated_fence.md", "shared_unterminated_fence")
+    else {
+        return;
+    };
+    check_unterminated_fence_is_refused(reply, 2).await;
 }
 
 /// A reply cut once and complete on the retry is used.
@@ -203,52 +381,6 @@ async fn a_reply_complete_on_the_larger_budget_is_a_candidate() {
             completion_tokens: 1040
         })
     );
-}
-
-/// Shared case: a draft block, then the final one: the last complete block with
-/// kernel_fn wins.
-#[tokio::test]
-async fn draft_then_final_case_takes_the_last_block() {
-    let server = MockServer::start().await;
-    let reply = case("llm", "draft_then_final.md");
-    mount(
-        &server,
-        ResponseTemplate::new(200).set_body_json(completion(&reply, "stop", Some((900, 60)))),
-    )
-    .await;
-    let mut s = setup(&server, |_| {});
-    let (description, source, usage) =
-        candidate(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
-    assert_eq!(
-        source,
-        "import torch\ndef kernel_fn(x):\n    return x * 2.0\n"
-    );
-    assert_eq!(description, "Here is a first attempt");
-    assert_eq!(
-        usage,
-        Some(TokenUsage {
-            prompt_tokens: 900,
-            completion_tokens: 60
-        })
-    );
-}
-
-/// Shared case: the final fence is never closed although finish_reason is stop.
-#[tokio::test]
-async fn unterminated_fence_case_is_refused() {
-    let server = MockServer::start().await;
-    let reply = case("llm", "unterminated_fence.md");
-    mount(
-        &server,
-        ResponseTemplate::new(200).set_body_json(completion(&reply, "stop", Some((900, 30)))),
-    )
-    .await;
-    let mut s = setup(&server, |_| {});
-    let (reason, usage) = invalid(s.agent.propose(&Fixture::new(KERNEL).ctx()).await.unwrap());
-    assert!(reason.starts_with("unterminated_fence:"), "{reason}");
-    assert!(reason.contains("unterminated code block"), "{reason}");
-    assert!(usage.is_some());
-    assert_eq!(bodies(&server).await.len(), 1, "not retried");
 }
 
 #[tokio::test]
@@ -827,8 +959,10 @@ async fn replies_without_code_make_the_agent_give_up_after_eight_proposals_in_a_
     for _ in 0..2 {
         mount_once(
             &server,
-            ResponseTemplate::new(200)
-                .set_body_raw(case("llm", "truncated_reply.json"), "application/json"),
+            ResponseTemplate::new(200).set_body_raw(
+                case("llm", "length_cut_with_reasoning_only.json"),
+                "application/json",
+            ),
         )
         .await;
     }

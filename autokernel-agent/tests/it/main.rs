@@ -2,8 +2,8 @@
 
 /// The hybrid agent's turn-taking.
 mod hybrid;
-/// The LLM agent against an in-test HTTP server: the shared LLM cases, retries, timeouts,
-/// malformed bodies, streaming.
+/// The LLM agent against an in-test HTTP server: the LLM cases (in-repo, and shared when
+/// present), retries, timeouts, malformed bodies, streaming.
 mod llm_cases;
 /// The LLM agent against a real llama.cpp server (feature `llm-server-tests`).
 #[cfg(feature = "llm-server-tests")]
@@ -14,7 +14,7 @@ mod llm_server;
 mod llm_server_portable;
 /// The user message the LLM agent sends.
 mod prompt;
-/// Fixtures: targets, contexts, the shared cases, program.md in a temp dir.
+/// Fixtures: the regression cases (in-repo and shared), targets, contexts, rows.
 mod support;
 /// The tuner on a starter-like file and on the real starters.
 mod tuner;

@@ -1,3 +1,6 @@
+//! Fixtures: the LLM regression cases (in-repo and shared), targets, contexts, rows, a
+//! starter-like kernel.
+
 use std::path::{Path, PathBuf};
 
 use autokernel_core::{
@@ -5,22 +8,63 @@ use autokernel_core::{
     Metrics, ProposalContext, Shape, Target,
 };
 
-/// The shared cases folder of `area`; fails loudly with the path it tried.
+/// The in-repo regression cases of `area` (`tests/cases/<area>/`, see its README); they
+/// ship with the repository, so a missing folder is a broken checkout and fails loudly.
 pub fn cases_dir(area: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/cases")
+        .join("tests/cases")
         .join(area);
     assert!(
         dir.is_dir(),
-        "shared cases folder not found at `{}`",
+        "in-repo cases folder not found at `{}`",
         dir.display()
     );
     dir
 }
 
+/// The text of the in-repo case `area/name`.
 pub fn case(area: &str, name: &str) -> String {
-    let p = cases_dir(area).join(name);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("cannot read `{}`: {e}", p.display()))
+    read(&cases_dir(area).join(name))
+}
+
+/// The shared cases folder of `area`, an extra suite that CI keeps beside the clone:
+/// `$AUTOKERNEL_SHARED_CASES/<area>` when that variable is set (an empty value or a missing
+/// path disables the suite), else `<workspace>/../shared/cases/<area>`. `None`, after
+/// printing why `test` was skipped, when the folder is absent: a plain clone has no
+/// `../shared`, and the in-repo cases cover the same behaviour.
+// the skip line is the test's own output (libtest shows it with --nocapture or on failure)
+#[allow(clippy::print_stdout)]
+pub fn shared_cases_dir(area: &str, test: &str) -> Option<PathBuf> {
+    let root = match std::env::var_os("AUTOKERNEL_SHARED_CASES") {
+        Some(v) if v.is_empty() => {
+            println!(
+                "skipped {test}: AUTOKERNEL_SHARED_CASES is set empty (shared cases disabled)"
+            );
+            return None;
+        }
+        Some(v) => PathBuf::from(v),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cases"),
+    };
+    let dir = root.join(area);
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        println!(
+            "skipped {test}: no shared cases folder at `{}` (set AUTOKERNEL_SHARED_CASES to use \
+             another); the in-repo cases in tests/cases/{area}/ still run",
+            dir.display()
+        );
+        None
+    }
+}
+
+/// The text of the shared case `area/name`, or `None` (skipped) without the shared folder.
+pub fn shared_case(area: &str, name: &str, test: &str) -> Option<String> {
+    shared_cases_dir(area, test).map(|d| read(&d.join(name)))
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("cannot read `{}`: {e}", p.display()))
 }
 
 /// A starter-like softmax kernel.py: CONFIG on one line with a trailing comment,

@@ -1,5 +1,8 @@
-//! Git locks: bounded waits, stale locks, a kill in the middle of a commit.
+//! Git locks: bounded waits, stale locks (the in-repo case of `tests/cases/git/` always,
+//! the shared `../shared/cases/git/stale_lock.sh` when present), a kill in the middle of a
+//! commit.
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -38,11 +41,12 @@ fn capture_logs<T>(f: impl FnOnce() -> T) -> (T, String) {
     (out, text)
 }
 
-fn stale_lock_repo(fx: &Fixture) -> std::path::PathBuf {
+/// Runs the case `script` to build the workspace of `fx`, and checks that it left `locks`
+/// (paths relative to the workspace).
+fn stale_lock_repo(fx: &Fixture, script: &Path, locks: &[&str]) -> PathBuf {
     let ws = fx.ws();
-    let script = cases_dir().join("git/stale_lock.sh");
     let out = std::process::Command::new("sh")
-        .arg(&script)
+        .arg(script)
         .arg(&ws)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -53,15 +57,22 @@ fn stale_lock_repo(fx: &Fixture) -> std::path::PathBuf {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(ws.join(".git/index.lock").exists() && ws.join(".git/refs/heads/main.lock").exists());
+    for lock in locks {
+        assert!(
+            ws.join(lock).exists(),
+            "{lock} not made by {}",
+            script.display()
+        );
+    }
     ws
 }
 
-#[test]
-fn stale_lock_case_young_locks_fail_in_bounded_time_naming_path_and_age() {
-    // shared/cases/git/stale_lock.sh: a writer killed while holding index.lock and main.lock
+/// Young locks left by a killed writer: the open fails within about the 0.5 s timeout
+/// (not before it, never hanging) with `Locked`, naming one of `locks` and its age (0 s:
+/// just made), and removes none of them.
+fn check_young_locks_fail_in_bounded_time(script: &Path, locks: &[&str]) {
     let fx = Fixture::new();
-    let ws = stale_lock_repo(&fx);
+    let ws = stale_lock_repo(&fx, script, locks);
     let t0 = Instant::now();
     let err = GixStore::open(&ws, options("s")).unwrap_err();
     let waited = t0.elapsed();
@@ -73,29 +84,37 @@ fn stale_lock_case_young_locks_fail_in_bounded_time_naming_path_and_age() {
     let StoreError::Locked { path, age_s, .. } = &err else {
         panic!("expected Locked, got {err:?}");
     };
-    assert!(path.ends_with(".git/index.lock"), "{}", path.display());
+    assert!(
+        locks.iter().any(|l| path.ends_with(l)),
+        "{} is none of {locks:?}",
+        path.display()
+    );
     assert!(*age_s < 5, "{age_s}");
+    let name = path.file_name().unwrap().to_str().unwrap();
     let text = err.to_string();
     assert!(
-        text.contains("index.lock") && text.contains("age 0 s") && text.contains("rm "),
+        text.contains(name) && text.contains("age 0 s") && text.contains("rm "),
         "{text}"
     );
-    assert!(
-        ws.join(".git/index.lock").exists(),
-        "a young lock is never removed"
-    );
+    for lock in locks {
+        assert!(
+            ws.join(lock).exists(),
+            "a young lock ({lock}) is never removed"
+        );
+    }
 }
 
-#[tokio::test]
-async fn stale_lock_case_old_locks_without_a_live_owner_are_removed_with_a_warning() {
+/// The same locks aged an hour (older than the timeout, no live owner): all removed at
+/// open, each with its age and a WARN line, and the run then commits on a clean tree.
+async fn check_old_locks_are_removed_with_a_warning(script: &Path, locks: &[&str]) {
     let fx = Fixture::new();
-    let ws = stale_lock_repo(&fx);
-    for lock in [".git/index.lock", ".git/refs/heads/main.lock"] {
+    let ws = stale_lock_repo(&fx, script, locks);
+    for lock in locks {
         age(&ws.join(lock), Duration::from_secs(3600));
     }
     let (store, logs) = capture_logs(|| GixStore::open(&ws, options("s")));
     let mut store = store.unwrap();
-    let removed: Vec<(String, bool)> = store
+    let mut removed: Vec<(String, bool)> = store
         .open_report()
         .removed_locks
         .iter()
@@ -104,25 +123,76 @@ async fn stale_lock_case_old_locks_without_a_live_owner_are_removed_with_a_warni
             (rel.display().to_string(), r.age_s >= 3600)
         })
         .collect();
-    assert_eq!(
-        removed,
-        vec![
-            (".git/index.lock".into(), true),
-            (".git/refs/heads/main.lock".into(), true)
-        ]
-    );
+    removed.sort();
+    let mut expected: Vec<(String, bool)> = locks.iter().map(|l| (l.to_string(), true)).collect();
+    expected.sort();
+    assert_eq!(removed, expected);
     assert!(
         logs.contains("WARN") && logs.contains("removed a stale git lock"),
         "{logs}"
     );
-    assert!(
-        logs.contains("index.lock") && logs.contains("main.lock"),
-        "{logs}"
-    );
-    assert!(!ws.join(".git/index.lock").exists());
+    for lock in locks {
+        let name = Path::new(lock).file_name().unwrap().to_str().unwrap();
+        assert!(logs.contains(name), "{name} not in {logs}");
+        assert!(!ws.join(lock).exists(), "{lock} still there");
+    }
     let c1 = experiment(&mut store, 1, "t", true).await;
     assert_eq!(git(&ws, &["rev-parse", "HEAD"]).trim(), c1.0);
     assert_clean(&ws);
+}
+
+/// The in-repo case: HEAD.lock, index.lock and the `trunk` branch's ref lock.
+const KILLED_WRITER_LOCKS: [&str; 3] = [
+    ".git/HEAD.lock",
+    ".git/index.lock",
+    ".git/refs/heads/trunk.lock",
+];
+
+fn killed_writer_script() -> PathBuf {
+    cases_dir("git").join("killed_writer_left_head_index_and_branch_locks.sh")
+}
+
+#[test]
+fn killed_writer_young_locks_fail_in_bounded_time_naming_path_and_age() {
+    check_young_locks_fail_in_bounded_time(&killed_writer_script(), &KILLED_WRITER_LOCKS);
+}
+
+#[tokio::test]
+async fn killed_writer_old_locks_without_a_live_owner_are_removed_with_a_warning() {
+    check_old_locks_are_removed_with_a_warning(&killed_writer_script(), &KILLED_WRITER_LOCKS).await;
+}
+
+/// Every file in tests/cases/git/ is listed in its README.
+#[test]
+fn every_in_repo_git_case_is_listed_in_the_readme() {
+    let dir = cases_dir("git");
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name != "README.md" {
+            assert!(readme.contains(&format!("`{name}`")), "{name} not listed");
+        }
+    }
+}
+
+/// The shared case: `git/stale_lock.sh` leaves index.lock and the `main` branch's lock.
+const SHARED_STALE_LOCKS: [&str; 2] = [".git/index.lock", ".git/refs/heads/main.lock"];
+
+#[test]
+fn shared_stale_lock_young_locks_fail_in_bounded_time_naming_path_and_age() {
+    let Some(dir) = shared_cases_dir("git", "shared_stale_lock_young") else {
+        return;
+    };
+    check_young_locks_fail_in_bounded_time(&dir.join("stale_lock.sh"), &SHARED_STALE_LOCKS);
+}
+
+#[tokio::test]
+async fn shared_stale_lock_old_locks_without_a_live_owner_are_removed_with_a_warning() {
+    let Some(dir) = shared_cases_dir("git", "shared_stale_lock_old") else {
+        return;
+    };
+    check_old_locks_are_removed_with_a_warning(&dir.join("stale_lock.sh"), &SHARED_STALE_LOCKS)
+        .await;
 }
 
 #[tokio::test]

@@ -6,8 +6,9 @@ use crate::support::*;
 
 #[tokio::test]
 async fn revert_removes_the_stray_file_restores_kernel_and_index_and_keeps_results_tsv() {
-    // case (described) in shared/cases/README.md: the experiment also created
-    // kernel_utils.py next to kernel.py while results.tsv gained a row
+    // the described case of tests/cases/git/README.md (and of the shared cases' README):
+    // the experiment also created kernel_utils.py next to kernel.py while results.tsv
+    // gained a row
     let fx = Fixture::new();
     let ws = fx.ws();
     let mut store = fx.open("case");

@@ -1,4 +1,4 @@
-//! Helpers: a `git` runner, fixtures, records.
+//! Helpers: a `git` runner, where the regression cases live, fixtures, records.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -43,15 +43,49 @@ pub fn git_lines(dir: &Path, args: &[&str]) -> Vec<String> {
     git(dir, args).lines().map(String::from).collect()
 }
 
-/// The shared cases folder, failing loudly with the path it tried.
-pub fn cases_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cases");
+/// The in-repo regression cases of `area` (`tests/cases/<area>/`, see its README); they
+/// ship with the repository, so a missing folder is a broken checkout and fails loudly.
+pub fn cases_dir(area: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/cases")
+        .join(area);
     assert!(
         dir.is_dir(),
-        "shared cases folder not found at `{}`",
+        "in-repo cases folder not found at `{}`",
         dir.display()
     );
     dir
+}
+
+/// The shared cases folder of `area`, an extra suite that CI keeps beside the clone:
+/// `$AUTOKERNEL_SHARED_CASES/<area>` when that variable is set (an empty value or a missing
+/// path disables the suite), else `<workspace>/../shared/cases/<area>`. `None`, after
+/// printing why `test` was skipped, when the folder is absent: a plain clone has no
+/// `../shared`, and the in-repo cases cover the same behaviour.
+// the skip line is the test's own output (libtest shows it with --nocapture or on failure)
+#[allow(clippy::print_stdout)]
+pub fn shared_cases_dir(area: &str, test: &str) -> Option<PathBuf> {
+    let root = match std::env::var_os("AUTOKERNEL_SHARED_CASES") {
+        Some(v) if v.is_empty() => {
+            println!(
+                "skipped {test}: AUTOKERNEL_SHARED_CASES is set empty (shared cases disabled)"
+            );
+            return None;
+        }
+        Some(v) => PathBuf::from(v),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/cases"),
+    };
+    let dir = root.join(area);
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        println!(
+            "skipped {test}: no shared cases folder at `{}` (set AUTOKERNEL_SHARED_CASES to use \
+             another); the in-repo cases in tests/cases/{area}/ still run",
+            dir.display()
+        );
+        None
+    }
 }
 
 pub fn target(id: &str) -> Target {
