@@ -287,10 +287,10 @@ impl Reporter for ProgressReporter {
         } else {
             format!("; this run: {}", limits.join(" and "))
         };
-        let next = s
-            .next_target
-            .as_deref()
-            .map_or_else(|| "every target is done".to_string(), |t| format!("next: {t}"));
+        let next = s.next_target.as_deref().map_or_else(
+            || "every target is done".to_string(),
+            |t| format!("next: {t}"),
+        );
         self.line(format!(
             "resuming: {} experiments done ({} kept), {} of {} targets done; {next}{this_run}",
             s.experiments_done, s.kept, s.targets_done, s.targets
@@ -381,7 +381,11 @@ mod tests {
             repetitions: 5,
             spread: 0.021,
         };
-        let line = decision_line(&record(Decision::Keep, 54812.57, Some(h.clone())), None, None);
+        let line = decision_line(
+            &record(Decision::Keep, 54812.57, Some(h.clone())),
+            None,
+            None,
+        );
         assert!(line.contains("head to head 45065.0 → 40968.2 µs"), "{line}");
         assert!(line.contains("1.100x the best, spread 2.1%"), "{line}");
         assert!(!line.contains("54812"), "{line}");
@@ -398,7 +402,10 @@ mod tests {
             None,
             Some(rule),
         );
-        assert!(line.contains("9176.0 → 9250.0 µs (0.992x the best"), "{line}");
+        assert!(
+            line.contains("9176.0 → 9250.0 µs (0.992x the best"),
+            "{line}"
+        );
         assert!(line.contains(rule), "{line}");
         assert!(!line.contains("13597"), "{line}");
         // without a head-to-head (a baseline) its own timing shows

@@ -349,9 +349,9 @@ pub fn never_judged_pass(targets: &[Target], rows: &[ExperimentRecord]) -> Vec<E
                 .find(|(r, _, _)| r.decision == Decision::Baseline)
                 .map(|(r, _, _)| r.correctness.clone());
             let reason = match last {
-                Some(word) => format!(
-                    "never judged PASS (its baseline's verdict: {word}): not plugged in"
-                ),
+                Some(word) => {
+                    format!("never judged PASS (its baseline's verdict: {word}): not plugged in")
+                }
                 None => "never judged: the run has not reached this target".to_string(),
             };
             Some(Excluded {

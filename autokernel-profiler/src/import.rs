@@ -601,9 +601,12 @@ impl Collector {
         id
     }
 
-    fn intern(&mut self, name: &[u8]) -> u32 {
+    /// The name's id; counts the event repaired when its name was invalid UTF-8, unless
+    /// `counted` says the event was counted already (a raw control character in the same
+    /// name: one event, one repair).
+    fn intern(&mut self, name: &[u8], counted: bool) -> u32 {
         let (id, repaired) = self.interner.get(&mut self.trace.names, name);
-        if repaired {
+        if repaired && !counted {
             self.trace.repaired_events += 1;
         }
         id
@@ -656,7 +659,8 @@ impl Collector {
         let name_bytes: &[u8] = e.name.as_ref().map_or(b"", |b| &b.0);
         // serde_json passes raw control characters through in byte mode: count them as
         // repaired, as the tolerant path would
-        if fast && name_bytes.iter().any(|&b| b < 0x20) {
+        let control_chars = fast && name_bytes.iter().any(|&b| b < 0x20);
+        if control_chars {
             self.trace.repaired_events += 1;
         }
         let name = name_bytes;
@@ -673,7 +677,7 @@ impl Collector {
             "kernel" if name.starts_with(b"Memcpy") => add(&mut self.trace.memcpy, dur),
             "kernel" if name.starts_with(b"Memset") => add(&mut self.trace.memset, dur),
             "kernel" => {
-                let name = self.intern(name);
+                let name = self.intern(name, control_chars);
                 self.trace.kernels.push(Kernel {
                     ts,
                     dur,
@@ -723,7 +727,7 @@ impl Collector {
                     }
                     _ => (0, None),
                 };
-                let name = self.intern(name);
+                let name = self.intern(name, control_chars);
                 self.trace.ranges.push(CpuRange {
                     ts,
                     end: ts + dur,

@@ -18,7 +18,8 @@ use crate::workspace::Workspace;
 
 /// Arguments of `autokernel log`.
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Columns: the experiment's number, its target, the decision (baseline,
+#[command(
+    after_long_help = "Columns: the experiment's number, its target, the decision (baseline,
 keep, revert, invalid), the judge's verdict (PASS, FAIL, TIMEOUT, CRASH, TAMPER, NOT_RUN,
 INTERRUPTED), its latency in µs, its speedup over the target's baseline, `*` when it
 became the best, the commit (7 digits) and the description. A compared candidate's latency
@@ -28,7 +29,8 @@ best's speedup times the median ratio; an uncompared one shows its own timing.
 Examples:
   autokernel log -w autokernel-workspace
   autokernel log -w autokernel-workspace --target 01-matmul
-  autokernel log --json | jq '.[] | select(.best)'")]
+  autokernel log --json | jq '.[] | select(.best)'"
+)]
 pub struct LogArgs {
     /// The workspace whose experiments to list
     #[arg(

@@ -238,14 +238,14 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     crate::print_info(
         args.json,
         &format!(
-        "plan: {} target(s): {}",
-        targets.len(),
-        targets
-            .iter()
-            .map(|t| t.id.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ),
+            "plan: {} target(s): {}",
+            targets.len(),
+            targets
+                .iter()
+                .map(|t| t.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     );
 
     // 2–3. the loop
@@ -309,7 +309,9 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     let on_gpu = resolved_device.starts_with("cuda");
     if args.json {
         let verification = match (&verified_now, verify_interrupted) {
-            (Some(v), _) => serde_json::json!({"state": if v.passed { "passed" } else { "failed" }, "result": v}),
+            (Some(v), _) => {
+                serde_json::json!({"state": if v.passed { "passed" } else { "failed" }, "result": v})
+            }
             (None, true) => serde_json::json!({"state": "interrupted"}),
             (None, false) => serde_json::json!({"state": "not_run"}),
         };

@@ -69,7 +69,11 @@ fn run_tiny_on_cpu_leaves_a_consistent_verified_workspace() {
         .arg(&ws)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let log: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(log.len(), rows.len());
     for (entry, row) in log.iter().zip(&rows) {
@@ -81,7 +85,10 @@ fn run_tiny_on_cpu_leaves_a_consistent_verified_workspace() {
         assert_eq!(entry["description"], row["description"].as_str());
         // a compared PASS candidate carries the head-to-head kept in its note
         if row["decision"] == "keep" {
-            assert!(entry["head_to_head_speedup"].as_f64().unwrap() > 1.0, "{entry}");
+            assert!(
+                entry["head_to_head_speedup"].as_f64().unwrap() > 1.0,
+                "{entry}"
+            );
             assert_eq!(entry["best"], true);
         }
     }
@@ -94,7 +101,10 @@ fn run_tiny_on_cpu_leaves_a_consistent_verified_workspace() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("resuming: "), "{stderr}");
-    assert!(ws.join("verify.json").exists(), "--no-verify deleted verify.json");
+    assert!(
+        ws.join("verify.json").exists(),
+        "--no-verify deleted verify.json"
+    );
     let changed = verify["kernel_sha256"]
         .as_object()
         .unwrap()
@@ -109,7 +119,11 @@ fn run_tiny_on_cpu_leaves_a_consistent_verified_workspace() {
         .arg(&ws)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let state = report["verification"]["state"].as_str().unwrap();
     assert_eq!(state, if changed { "stale" } else { "passed" }, "{report}");
@@ -127,7 +141,11 @@ fn run_tiny_on_cpu_leaves_a_consistent_verified_workspace() {
 fn a_kernel_never_judged_pass_is_not_plugged_in() {
     let (_dir, ws) = tempdir();
     let out = autokernel().args(run_args(&ws, 1)).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rows = rows(&ws);
     let target = rows[0]["target"].clone();
     // the target's rows as an older autokernel left them: an abandoned baseline only
@@ -153,7 +171,11 @@ fn a_kernel_never_judged_pass_is_not_plugged_in() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert!(
-        !v["included"].as_array().unwrap().iter().any(|t| t == target.as_str()),
+        !v["included"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == target.as_str()),
         "{v}"
     );
     let why = v["excluded"]
@@ -163,7 +185,10 @@ fn a_kernel_never_judged_pass_is_not_plugged_in() {
         .find(|e| e["target"] == target.as_str())
         .unwrap_or_else(|| panic!("{target} not excluded: {v}"));
     assert!(
-        why["reason"].as_str().unwrap().contains("never judged PASS"),
+        why["reason"]
+            .as_str()
+            .unwrap()
+            .contains("never judged PASS"),
         "{why}"
     );
 }

@@ -202,7 +202,11 @@ async fn an_interrupted_configuration_is_tried_once_more_not_again_and_again() {
     interrupted.experiment = 3;
     fx.history.push(interrupted);
     let (_, source) = candidate(&mut TunerAgent::new(), &fx).await.unwrap();
-    assert_eq!(triple(&source), (1024, 8, 2), "twice cut short: counted as tried");
+    assert_eq!(
+        triple(&source),
+        (1024, 8, 2),
+        "twice cut short: counted as tried"
+    );
 }
 
 #[tokio::test]

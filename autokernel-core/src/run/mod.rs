@@ -226,8 +226,7 @@ impl TimeoutScale {
     /// The limit for a candidate when the incumbent took `incumbent_s` seconds to judge,
     /// capped at `cap`.
     pub fn limit(&self, incumbent_s: f64, cap: Duration) -> Duration {
-        let scaled = Duration::try_from_secs_f64(self.factor * incumbent_s.max(0.0))
-            .unwrap_or(cap);
+        let scaled = Duration::try_from_secs_f64(self.factor * incumbent_s.max(0.0)).unwrap_or(cap);
         scaled.max(self.floor).min(cap)
     }
 }
@@ -410,7 +409,11 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             self.reporter.on_resume(&ResumeSummary {
                 experiments_done: done.len() as u64,
                 kept: done.iter().filter(|r| r.decision == Decision::Keep).count() as u64,
-                targets_done: orchestrator.states().iter().filter(|s| s.done.is_some()).count(),
+                targets_done: orchestrator
+                    .states()
+                    .iter()
+                    .filter(|s| s.done.is_some())
+                    .count(),
                 targets: targets.len(),
                 next_target: orchestrator.next_target().map(|t| t.id.clone()),
                 max_experiments: self.options.max_experiments,

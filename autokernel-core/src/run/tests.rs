@@ -485,7 +485,11 @@ async fn the_reporter_hears_each_phase_in_order_and_the_row_its_head_to_head() {
         }
         fn on_decision(&self, r: &ExperimentRecord, _b: Option<&BenchResult>) {
             let h = r.head_to_head.as_ref().map(|h| h.median_speedup);
-            self.0 .0.lock().unwrap().push(format!("{n} {h:?}", n = r.experiment));
+            self.0
+                 .0
+                .lock()
+                .unwrap()
+                .push(format!("{n} {h:?}", n = r.experiment));
         }
     }
     let phases = std::sync::Arc::new(Phases::default());
