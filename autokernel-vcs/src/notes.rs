@@ -103,7 +103,7 @@ pub fn read_notes(workspace: &Path) -> Result<BTreeMap<String, ExperimentNote>, 
     };
     let tree = reference
         .peel_to_commit()
-        .and_then(|c| c.tree().map_err(Into::into))
+        .and_then(|c| c.tree())
         .map_err(|e| err("read notes", &e))?;
     let mut notes = BTreeMap::new();
     for entry in tree.iter() {

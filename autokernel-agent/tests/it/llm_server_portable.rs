@@ -129,8 +129,8 @@ fn the_scanner_finds_avx512_in_code_built_for_it() {
         compile(&["-mavx512f", "-mprefer-vector-width=512"], "wide.o"),
         compile(&["-mavx2", "-mfma"], "narrow.o"),
     ) else {
-        eprintln!("skipped: no C compiler with -mavx512f here");
-        return;
+        // the test stack compiles llama.cpp with the same compiler: it is there
+        panic!("`cc` could not compile with -mavx512f or -mavx2 (gcc 12 can both)");
     };
     assert!(!forbidden_instructions(&wide, 1).is_empty());
     assert!(forbidden_instructions(&narrow, 1).is_empty());

@@ -309,7 +309,7 @@ struct Incumbent {
 /// How a target's baseline ended.
 enum BaselineOutcome {
     /// It passed: the target's first incumbent.
-    Ready(Incumbent),
+    Ready(Box<Incumbent>),
     /// It has a verdict other than PASS: nothing to improve on.
     Failed(MoveOn),
     /// It was cut short before a verdict: reverted, judged again on resume.
@@ -452,7 +452,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                 }
                 let starter = &targets[index].1;
                 match self.baseline(&target, starter, interrupt).await? {
-                    BaselineOutcome::Ready(inc) => incumbents[index] = Some(inc),
+                    BaselineOutcome::Ready(inc) => incumbents[index] = Some(*inc),
                     BaselineOutcome::Failed(why) => {
                         orchestrator.finish(&target.id, why.clone());
                         self.reporter.on_target_end(&target, &why);
@@ -675,12 +675,12 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             );
             return Ok(BaselineOutcome::Failed(MoveOn::BaselineFailed(why)));
         }
-        Ok(BaselineOutcome::Ready(Incumbent {
+        Ok(BaselineOutcome::Ready(Box::new(Incumbent {
             source: starter.to_string(),
             baseline_latency_us: result.metrics.as_ref().map(|m| m.latency_us),
             result: Some(result),
             eval_s: Some(eval_s),
-        }))
+        })))
     }
 
     /// Benches, or returns `INTERRUPTED` when a second Ctrl-C abandons the request.
