@@ -357,7 +357,7 @@ mod tests {
             description: "tune: BLOCK_M=128".into(),
             commit: None,
             decision,
-            correctness: "PASS".into(),
+            correctness: autokernel_core::Verdict::Pass,
             latency_us: Some(latency),
             throughput: None,
             throughput_unit: String::new(),

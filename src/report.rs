@@ -239,23 +239,23 @@ pub fn speedups_vs_baseline<'a>(
     for r in rows {
         if r.decision == Decision::Baseline {
             // a baseline cut short has no verdict: a later one is the start
-            if !autokernel_core::is_verdict_word(&r.correctness) {
+            if !r.correctness.is_judged() {
                 out.push((r, None, false));
                 continue;
             }
-            let pass = r.correctness == "PASS";
+            let pass = r.correctness.is_pass();
             baseline_us = r.latency_us.filter(|_| pass);
             best = pass.then_some(1.0);
             out.push((r, best, pass));
             continue;
         }
         let speedup = match (&r.head_to_head, best, baseline_us, r.latency_us) {
-            _ if r.correctness != "PASS" => None,
+            _ if !r.correctness.is_pass() => None,
             (Some(h), Some(b), _, _) => Some(b * h.median_speedup),
             (None, Some(_), Some(base), Some(l)) if l > 0.0 => Some(base / l),
             _ => None,
         };
-        let kept = r.decision == Decision::Keep && r.correctness == "PASS";
+        let kept = r.decision == Decision::Keep && r.correctness.is_pass();
         if kept {
             best = speedup.or(best);
         }
@@ -275,10 +275,7 @@ pub fn summarize(targets: &[Target], rows: &[ExperimentRecord]) -> Vec<TargetSum
             let baseline = mine
                 .iter()
                 .rev()
-                .find(|r| {
-                    r.decision == Decision::Baseline
-                        && autokernel_core::is_verdict_word(&r.correctness)
-                })
+                .find(|r| r.decision == Decision::Baseline && r.correctness.is_judged())
                 .copied();
             let best_step = chain.iter().rev().find(|(_, _, became_best)| *became_best);
             let best = best_step.map(|(r, _, _)| *r);
@@ -347,7 +344,7 @@ pub fn never_judged_pass(targets: &[Target], rows: &[ExperimentRecord]) -> Vec<E
                 .iter()
                 .rev()
                 .find(|(r, _, _)| r.decision == Decision::Baseline)
-                .map(|(r, _, _)| r.correctness.clone());
+                .map(|(r, _, _)| r.correctness);
             let reason = match last {
                 Some(word) => {
                     format!("never judged PASS (its baseline's verdict: {word}): not plugged in")
@@ -645,7 +642,7 @@ mod tests {
             description: String::new(),
             commit: None,
             decision,
-            correctness: "PASS".into(),
+            correctness: autokernel_core::Verdict::Pass,
             latency_us: Some(latency),
             throughput: None,
             throughput_unit: String::new(),

@@ -168,7 +168,7 @@ fn best_section(ctx: &ProposalContext<'_>) -> String {
 }
 
 fn row_metrics(r: &ExperimentRecord) -> String {
-    let mut parts = vec![r.correctness.clone()];
+    let mut parts = vec![r.correctness.label().to_string()];
     if let Some(l) = r.latency_us {
         parts.push(format!("{} us", fmt_num(l)));
     }

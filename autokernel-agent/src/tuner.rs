@@ -6,7 +6,7 @@ use std::hash::{Hash, Hasher};
 
 use async_trait::async_trait;
 use autokernel_core::{
-    Agent, AgentError, Decision, ExperimentRecord, Proposal, ProposalContext, INTERRUPTED,
+    Agent, AgentError, Decision, ExperimentRecord, Proposal, ProposalContext, Verdict,
 };
 
 use crate::pyliteral::{parse_literal, PyValue, TunableSource};
@@ -254,7 +254,7 @@ fn measured_since_structure_change(
         // an experiment cut short (a kill, a second Ctrl-C) measured nothing: its
         // configuration may be tried once more, not again and again (a configuration that
         // itself brings the process down would otherwise be retried on every resume)
-        if r.correctness == INTERRUPTED {
+        if r.correctness == Verdict::Interrupted {
             let times = interrupted.entry(canonical(&config)).or_default();
             *times += 1;
             if *times < MAX_INTERRUPTED_TRIES {

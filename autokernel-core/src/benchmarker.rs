@@ -129,14 +129,19 @@ impl Correctness {
     /// The word used in `results.tsv` and JSON: `PASS`, `FAIL`, `TIMEOUT`, `CRASH`,
     /// `TAMPER`, `NOT_RUN`, `INTERRUPTED`.
     pub fn label(&self) -> &'static str {
+        self.verdict().label()
+    }
+
+    /// The verdict without its reason, as an experiment's row keeps it.
+    pub fn verdict(&self) -> Verdict {
         match self {
-            Correctness::Pass => "PASS",
-            Correctness::Fail { .. } => "FAIL",
-            Correctness::Timeout { .. } => "TIMEOUT",
-            Correctness::Crash { .. } => "CRASH",
-            Correctness::Tamper { .. } => "TAMPER",
-            Correctness::NotRun => "NOT_RUN",
-            Correctness::Interrupted { .. } => INTERRUPTED,
+            Correctness::Pass => Verdict::Pass,
+            Correctness::Fail { .. } => Verdict::Fail,
+            Correctness::Timeout { .. } => Verdict::Timeout,
+            Correctness::Crash { .. } => Verdict::Crash,
+            Correctness::Tamper { .. } => Verdict::Tamper,
+            Correctness::NotRun => Verdict::NotRun,
+            Correctness::Interrupted { .. } => Verdict::Interrupted,
         }
     }
 
@@ -166,14 +171,79 @@ impl Correctness {
     }
 }
 
-/// The correctness word of an experiment cut short ([`Correctness::Interrupted`]).
-pub const INTERRUPTED: &str = "INTERRUPTED";
+/// The judge's word on an experiment, as `results.tsv` writes it (the `correctness`
+/// column): [`Correctness`] without its reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    /// Every stage passed.
+    Pass,
+    /// A stage failed.
+    Fail,
+    /// No reply within the time limit.
+    Timeout,
+    /// The worker died.
+    Crash,
+    /// The candidate interfered with the harness.
+    Tamper,
+    /// Nothing was run: the agent produced nothing runnable (and, in workspaces made before
+    /// [`Verdict::Interrupted`], an abandoned experiment).
+    NotRun,
+    /// The experiment was cut short before a verdict (a second Ctrl-C, a kill).
+    Interrupted,
+}
 
-/// Whether a `results.tsv` correctness word is a verdict on the kernel: not an experiment
-/// cut short (`INTERRUPTED`, or `NOT_RUN` on a measured row of a workspace made before
-/// `INTERRUPTED` existed) and not empty.
-pub fn is_verdict_word(word: &str) -> bool {
-    !matches!(word, INTERRUPTED | "NOT_RUN" | "")
+impl Verdict {
+    /// Every verdict, in the order of the words above.
+    pub const ALL: [Verdict; 7] = [
+        Verdict::Pass,
+        Verdict::Fail,
+        Verdict::Timeout,
+        Verdict::Crash,
+        Verdict::Tamper,
+        Verdict::NotRun,
+        Verdict::Interrupted,
+    ];
+
+    /// The word in `results.tsv` and JSON.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Timeout => "TIMEOUT",
+            Verdict::Crash => "CRASH",
+            Verdict::Tamper => "TAMPER",
+            Verdict::NotRun => "NOT_RUN",
+            Verdict::Interrupted => "INTERRUPTED",
+        }
+    }
+
+    /// Whether it is `PASS`.
+    pub fn is_pass(self) -> bool {
+        self == Verdict::Pass
+    }
+
+    /// Whether it is a verdict on the kernel: not an experiment cut short
+    /// (`INTERRUPTED`, or `NOT_RUN` on a measured row of a workspace made before that word).
+    pub fn is_judged(self) -> bool {
+        !matches!(self, Verdict::Interrupted | Verdict::NotRun)
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+impl std::str::FromStr for Verdict {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Verdict::ALL
+            .into_iter()
+            .find(|v| v.label() == s)
+            .ok_or_else(|| format!("unknown correctness `{s}`"))
+    }
 }
 
 /// The report of one stage.

@@ -44,8 +44,8 @@ mod version_store;
 
 pub use agent::{Agent, AgentError, Proposal, ProposalContext, TokenUsage};
 pub use benchmarker::{
-    is_verdict_word, BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest,
-    Comparison, Correctness, Device, Metrics, Stage, StageReport, INTERRUPTED,
+    BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest, Comparison, Correctness,
+    Device, Metrics, Stage, StageReport, Verdict,
 };
 pub use gpu::{lookup_gpu, GpuLookup, GpuSpec};
 pub use kernel::{Bound, DType, KernelKind, ParseError, Shape, ShapeSet, Tolerance};

@@ -88,9 +88,9 @@ pub struct ExperimentRecord {
     pub commit: Option<String>,
     /// The decision.
     pub decision: Decision,
-    /// `PASS`, `FAIL`, `TIMEOUT`, `CRASH`, `TAMPER`, `NOT_RUN` or `INTERRUPTED`
-    /// ([`crate::Correctness::label`]).
-    pub correctness: String,
+    /// The judge's verdict (`PASS`, `FAIL`, `TIMEOUT`, `CRASH`, `TAMPER`), `NOT_RUN` or
+    /// `INTERRUPTED` in the file.
+    pub correctness: crate::Verdict,
     /// Median latency, in microseconds.
     pub latency_us: Option<f64>,
     /// Throughput in `throughput_unit`.
@@ -181,7 +181,7 @@ impl ExperimentRecord {
             one_line(&self.description),
             self.commit.clone().unwrap_or_default(),
             self.decision.label().to_string(),
-            self.correctness.clone(),
+            self.correctness.label().to_string(),
             fmt_opt(self.latency_us, 3),
             fmt_opt(self.throughput, 3),
             self.throughput_unit.clone(),
@@ -212,7 +212,7 @@ impl ExperimentRecord {
             description: f(5),
             commit: Some(f(6)).filter(|c| !c.is_empty()),
             decision: f(7).parse()?,
-            correctness: f(8),
+            correctness: f(8).parse()?,
             latency_us: parse_opt(&f(9)),
             throughput: parse_opt(&f(10)),
             throughput_unit: f(11),
@@ -421,7 +421,7 @@ mod tests {
             description: format!("try {n}\twith a tab\u{0}, a NUL and \u{1b}[31man ESC"),
             commit: Some(format!("{n:040}")),
             decision,
-            correctness: "PASS".into(),
+            correctness: crate::Verdict::Pass,
             latency_us: Some(12.3456),
             throughput: Some(3000.0),
             throughput_unit: "GB/s".into(),
@@ -542,6 +542,51 @@ mod tests {
         let empty = dir.path().join("empty.tsv");
         std::fs::write(&empty, "").unwrap();
         assert!(ResultsLog::read(&empty).unwrap().is_empty());
+    }
+
+    /// Every verdict word reads back as the verdict written (the TSV keeps its words), and
+    /// an unknown word is an error naming its line, never a silent default.
+    #[test]
+    fn every_verdict_word_round_trips_and_an_unknown_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.tsv");
+        let mut log = ResultsLog::open(&p).unwrap();
+        for (i, v) in crate::Verdict::ALL.into_iter().enumerate() {
+            let mut r = row(i as u64 + 1, Decision::Revert);
+            r.correctness = v;
+            log.append(r).unwrap();
+        }
+        drop(log);
+        let text = std::fs::read_to_string(&p).unwrap();
+        let words: Vec<&str> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split('\t').nth(8).unwrap())
+            .collect();
+        assert_eq!(
+            words,
+            [
+                "PASS",
+                "FAIL",
+                "TIMEOUT",
+                "CRASH",
+                "TAMPER",
+                "NOT_RUN",
+                "INTERRUPTED"
+            ]
+        );
+        let back: Vec<crate::Verdict> = ResultsLog::read(&p)
+            .unwrap()
+            .iter()
+            .map(|r| r.correctness)
+            .collect();
+        assert_eq!(back, crate::Verdict::ALL);
+        let text = std::fs::read_to_string(&p)
+            .unwrap()
+            .replace("\tTAMPER\t", "\tMAYBE\t");
+        std::fs::write(&p, text).unwrap();
+        let err = ResultsLog::read(&p).unwrap_err().to_string();
+        assert!(err.contains("line 6: unknown correctness `MAYBE`"), "{err}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ fn record(n: u64, commit: &CommitId, decision: Decision) -> ExperimentRecord {
         description: String::new(),
         commit: Some(commit.0.clone()),
         decision,
-        correctness: "PASS".into(),
+        correctness: autokernel_core::Verdict::Pass,
         latency_us: Some(1.0),
         throughput: None,
         throughput_unit: String::new(),

@@ -144,7 +144,7 @@ mod tests {
             description: "tune: BLOCK=256".into(),
             commit: Some("ab".repeat(20)),
             decision: Decision::Keep,
-            correctness: "PASS".into(),
+            correctness: autokernel_core::Verdict::Pass,
             latency_us: Some(54812.57),
             throughput: None,
             throughput_unit: String::new(),

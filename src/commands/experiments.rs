@@ -266,7 +266,7 @@ impl Experiments {
         if self.outcome.stop == StopReason::Interrupted || self.interrupt.stop_requested() {
             return ExitCode::from(130);
         }
-        if self.rows.iter().any(|r| r.correctness == "PASS") {
+        if self.rows.iter().any(|r| r.correctness.is_pass()) {
             return ExitCode::SUCCESS;
         }
         tracing::error!("no {what} passed the judge in this workspace: every one failed or timed out (see results.tsv and autokernel.log)");

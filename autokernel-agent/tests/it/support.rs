@@ -130,11 +130,10 @@ pub fn row(n: u64, decision: Decision, description: &str) -> ExperimentRecord {
         commit: (decision != Decision::Invalid).then(|| format!("{n:040}")),
         decision,
         correctness: if decision == Decision::Invalid {
-            "NOT_RUN"
+            autokernel_core::Verdict::NotRun
         } else {
-            "PASS"
-        }
-        .into(),
+            autokernel_core::Verdict::Pass
+        },
         latency_us: Some(10.0 + n as f64),
         throughput: Some(2000.0),
         throughput_unit: "GB/s".into(),

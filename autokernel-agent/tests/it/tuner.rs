@@ -193,7 +193,7 @@ async fn a_restarted_tuner_skips_configurations_the_history_measured() {
 async fn an_interrupted_configuration_is_tried_once_more_not_again_and_again() {
     let first_move = "tune: BLOCK_SIZE=2048 num_warps=4 num_stages=2 (BLOCK_SIZE 1024 -> 2048)";
     let mut interrupted = row(2, Decision::Revert, first_move);
-    interrupted.correctness = "INTERRUPTED".into();
+    interrupted.correctness = autokernel_core::Verdict::Interrupted;
     interrupted.latency_us = None;
     let mut fx = Fixture::new(KERNEL);
     fx.history.push(interrupted.clone());

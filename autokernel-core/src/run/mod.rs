@@ -12,9 +12,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
 use crate::{
-    is_verdict_word, Agent, AgentError, BenchError, BenchRequest, BenchResult, Benchmarker,
-    CompareRequest, Correctness, Decision, Device, ExperimentDraft, ExperimentRecord, GpuSpec,
-    Proposal, ProposalContext, ResultsError, ResultsLog, StoreError, Target, VersionStore,
+    Agent, AgentError, BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest,
+    Correctness, Decision, Device, ExperimentDraft, ExperimentRecord, GpuSpec, Proposal,
+    ProposalContext, ResultsError, ResultsLog, StoreError, Target, VersionStore,
 };
 use keep::{decide, KeepVerdict, DEFAULT_KEEP_THRESHOLD};
 use orchestrator::{MoveOn, Orchestrator, OrchestratorOptions, TargetState};
@@ -543,11 +543,11 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         let Some(baseline) = rows
             .iter()
             .rev()
-            .find(|r| r.decision == Decision::Baseline && is_verdict_word(&r.correctness))
+            .find(|r| r.decision == Decision::Baseline && r.correctness.is_judged())
         else {
             return Ok(None);
         };
-        if baseline.correctness != "PASS" {
+        if !baseline.correctness.is_pass() {
             orchestrator.finish(
                 &target.id,
                 MoveOn::BaselineFailed(format!("baseline verdict {}", baseline.correctness)),
@@ -562,7 +562,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         // an experiment cut short measured nothing: it does not count toward the plateau
         for r in rows
             .iter()
-            .filter(|r| r.decision != Decision::Baseline && is_verdict_word(&r.correctness))
+            .filter(|r| r.decision != Decision::Baseline && r.correctness.is_judged())
         {
             if r.decision == Decision::Keep && r.duration_s > 0.0 {
                 eval_s = Some(r.duration_s);
@@ -744,7 +744,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             description: crate::results::one_line(description),
             commit,
             decision,
-            correctness: result.correctness.label().to_string(),
+            correctness: result.correctness.verdict(),
             latency_us: m.map(|m| m.latency_us),
             throughput: m.map(|m| m.throughput),
             throughput_unit: m.map(|m| m.throughput_unit.clone()).unwrap_or_default(),
@@ -1048,7 +1048,7 @@ fn unmeasured_record(
         description,
         commit,
         decision,
-        correctness: correctness.label().to_string(),
+        correctness: correctness.verdict(),
         latency_us: None,
         throughput: None,
         throughput_unit: String::new(),

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::testing::{FakeBenchmarker, MemoryStore, ScriptedAgent};
-use crate::{Comparison, DType, KernelKind};
+use crate::{Comparison, DType, KernelKind, Verdict};
 
 fn target(id: &str, fraction: f64) -> Target {
     Target {
@@ -75,8 +75,8 @@ async fn kept_failed_crashed_and_noisy_candidates_are_decided_and_logged() {
             ("noise".to_string(), "revert"),
         ]
     );
-    assert_eq!(l.log().rows()[2].correctness, "FAIL");
-    assert_eq!(l.log().rows()[3].correctness, "CRASH");
+    assert_eq!(l.log().rows()[2].correctness.label(), "FAIL");
+    assert_eq!(l.log().rows()[3].correctness.label(), "CRASH");
     assert_eq!(l.store().reverted, vec![3, 4, 5]);
     // the work tree holds the kept kernel again after the reverts
     let on_disk = std::fs::read_to_string(fx.dir.path().join("targets/t/kernel.py")).unwrap();
@@ -197,7 +197,7 @@ async fn an_invalid_proposal_is_logged_without_commit_or_bench() {
         .unwrap();
     let row = &l.log().rows()[1];
     assert_eq!(row.decision, Decision::Invalid);
-    assert_eq!(row.correctness, "NOT_RUN");
+    assert_eq!(row.correctness.label(), "NOT_RUN");
     assert_eq!(row.commit, None);
     assert!(row.description.starts_with("truncated"));
     assert_eq!(
@@ -258,7 +258,7 @@ async fn the_proposal_an_agent_gives_up_on_is_logged_then_the_run_stops() {
     );
     let last = &rows[3];
     assert_eq!(last.decision, Decision::Invalid);
-    assert_eq!(last.correctness, "NOT_RUN");
+    assert_eq!(last.correctness.label(), "NOT_RUN");
     assert_eq!(last.commit, None);
     assert_eq!(last.agent, "gives-up");
     assert_eq!(
@@ -327,7 +327,7 @@ async fn a_resumed_run_logs_the_unlogged_commit_as_interrupted_and_continues_num
         vec![1, 2, 3]
     );
     // a kill is not the candidate's fault: INTERRUPTED, its description the agent's own
-    assert_eq!(rows[1].correctness, "INTERRUPTED");
+    assert_eq!(rows[1].correctness, Verdict::Interrupted);
     assert_eq!(rows[1].decision, Decision::Revert);
     assert_eq!(rows[1].description, "half");
     assert_eq!(rows[2].description, "next");
@@ -400,7 +400,7 @@ async fn a_result_for_other_source_bytes_is_not_kept() {
     )
     .await
     .unwrap();
-    assert_eq!(l.log().rows()[1].correctness, "TAMPER");
+    assert_eq!(l.log().rows()[1].correctness.label(), "TAMPER");
     assert_eq!(l.log().rows()[1].decision, Decision::Revert);
 }
 
@@ -579,7 +579,7 @@ async fn a_proposal_identical_to_the_best_is_not_measured() {
     let rows = l.log().rows();
     assert_eq!(rows[1].decision, Decision::Invalid);
     assert_eq!(rows[1].commit, None);
-    assert_eq!(rows[1].correctness, "NOT_RUN");
+    assert_eq!(rows[1].correctness.label(), "NOT_RUN");
     assert_eq!(
         rows[1].description,
         format!("{UNCHANGED_REASON}: same again")
@@ -676,7 +676,7 @@ async fn a_second_interrupt_during_the_head_to_head_abandons_the_experiment() {
     let rows = l.log().rows();
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert_eq!(rows[1].decision, Decision::Revert, "{:?}", rows[1]);
-    assert_eq!(rows[1].correctness, "INTERRUPTED", "{:?}", rows[1]);
+    assert_eq!(rows[1].correctness, Verdict::Interrupted, "{:?}", rows[1]);
     assert_eq!(rows[1].description, "faster");
 }
 
@@ -733,7 +733,7 @@ async fn an_abandoned_baseline_is_judged_again_on_resume() {
     let rows = l.log().rows().to_vec();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].decision, Decision::Baseline);
-    assert_eq!(rows[0].correctness, "INTERRUPTED");
+    assert_eq!(rows[0].correctness, Verdict::Interrupted);
     assert_eq!(l.store().reverted, vec![1], "taken off the branch");
     let store = std::mem::replace(&mut l.store, MemoryStore::new(fx.dir.path()));
     drop(l);
@@ -753,7 +753,7 @@ async fn an_abandoned_baseline_is_judged_again_on_resume() {
     let rows = l.log().rows();
     let words: Vec<(u64, &str, &str)> = rows
         .iter()
-        .map(|r| (r.experiment, r.decision.label(), r.correctness.as_str()))
+        .map(|r| (r.experiment, r.decision.label(), r.correctness.label()))
         .collect();
     assert_eq!(
         words,
@@ -807,7 +807,7 @@ async fn an_old_not_run_baseline_is_judged_again_on_resume() {
     let rows = l.log().rows();
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert_eq!(rows[1].decision, Decision::Baseline);
-    assert_eq!(rows[1].correctness, "PASS");
+    assert_eq!(rows[1].correctness, Verdict::Pass);
 }
 
 /// With a scaled limit, a candidate's bench request gets `factor ×` the incumbent's own

@@ -43,7 +43,8 @@ async fn an_optimization_loop_leaves_a_repository_that_agrees_with_results_tsv()
         ["baseline", "keep", "revert", "revert", "keep", "revert"]
     );
     assert!(
-        rows.iter().all(|r| r.correctness != "TAMPER"),
+        rows.iter()
+            .all(|r| r.correctness != autokernel_core::Verdict::Tamper),
         "benched bytes = committed bytes"
     );
 

@@ -136,11 +136,10 @@ pub fn record(n: u64, target: &str, commit: &CommitId, decision: Decision) -> Ex
         commit: Some(commit.0.clone()),
         decision,
         correctness: if decision == Decision::Revert {
-            "FAIL"
+            autokernel_core::Verdict::Fail
         } else {
-            "PASS"
-        }
-        .into(),
+            autokernel_core::Verdict::Pass
+        },
         latency_us: Some(100.0 - n as f64),
         throughput: None,
         throughput_unit: "GB/s".into(),
