@@ -75,9 +75,9 @@ pub struct BenchArgs {
         help_heading = "Bench"
     )]
     pub layout: Layout,
-    /// The Python interpreter whose environment (torch, triton) the worker adopts
-    /// [default: $AUTOKERNEL_PYTHON, $VIRTUAL_ENV, python3]
-    #[arg(long, value_name = "PATH", help_heading = "Bench")]
+    /// The Python interpreter whose environment (torch, triton) the worker adopts: a path,
+    /// or a command name on PATH [default: $AUTOKERNEL_PYTHON, $VIRTUAL_ENV, python3]
+    #[arg(long, value_name = "PATH|NAME", help_heading = "Bench")]
     pub python: Option<PathBuf>,
     /// Time limit of each evaluation (one file at one shape), in seconds; the worker is killed
     /// after it. A kernel that hangs while loading or in smoke is not waited for again at its

@@ -41,9 +41,9 @@ pub struct ProfileArgs {
         help_heading = "Model"
     )]
     pub device: String,
-    /// Python interpreter whose torch runs the model [env: AUTOKERNEL_PYTHON, else
-    /// $VIRTUAL_ENV/bin/python, else python3]
-    #[arg(long, value_name = "PATH", help_heading = "Model")]
+    /// Python interpreter whose torch runs the model: a path, or a command name on PATH
+    /// [env: AUTOKERNEL_PYTHON, else $VIRTUAL_ENV/bin/python, else python3]
+    #[arg(long, value_name = "PATH|NAME", help_heading = "Model")]
     pub python: Option<PathBuf>,
     /// Where to write the Chrome trace of the model run
     #[arg(

@@ -691,6 +691,70 @@ fn a_missing_autokernel_python_is_refused_by_every_command_in_its_own_name() {
     );
 }
 
+/// `AUTOKERNEL_PYTHON=NAME` (no slash) is looked up on PATH, as a shell would: with the
+/// venv's bin folder on PATH (behind a folder that lacks the name), the venv's interpreter
+/// is found by its bare file name and hosts the worker (`bench` passes). It used to be
+/// refused as "python `python3` does not exist".
+#[test]
+fn an_autokernel_python_given_as_a_name_is_found_on_path() {
+    let python = match std::env::var_os("AUTOKERNEL_PYTHON") {
+        Some(_) => autokernel_bench::resolve_python(None).expect("the tests' python"),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"),
+    };
+    let bin = std::path::absolute(python.parent().unwrap()).unwrap();
+    let name = python.file_name().unwrap();
+    let (keep, _) = tempdir();
+    let kernel = keep.path().join("softmax.py");
+    new_kernel("softmax", &kernel);
+    let empty = keep.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let mut path = vec![empty, bin];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let out = autokernel()
+        .env("AUTOKERNEL_PYTHON", name)
+        .env("PATH", std::env::join_paths(&path).unwrap())
+        .env_remove("VIRTUAL_ENV")
+        .arg("bench")
+        .arg(&kernel)
+        .args(["--device", "cpu", "--quick", "--json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(v["correctness"], "PASS");
+
+    // a name on no folder of PATH: refused, each folder's candidate listed with why
+    let (code, err) = {
+        let out = autokernel()
+            .env("AUTOKERNEL_PYTHON", "no-such-python-name")
+            .env("PATH", &path[0])
+            .arg("bench")
+            .arg(&kernel)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "error: python `no-such-python-name` (from AUTOKERNEL_PYTHON) is not on PATH; tried:\n  `{}/no-such-python-name`: does not exist\n",
+            path[0].display()
+        )),
+        "{err}"
+    );
+}
+
 /// The scripts Python imports (the harness, the profiling script) are written under
 /// `$TMPDIR/autokernel-<uid>`; a folder there that others can write to is refused, with a
 /// hint, before Python runs, by the bench worker and by the profiler alike.
