@@ -283,6 +283,75 @@ fn a_kernel_that_kills_the_worker_before_naming_its_kind_is_a_crash_verdict() {
     assert!(reason.contains("no literal KERNEL_KIND"), "{reason}");
 }
 
+/// A TAMPER names the stage that caught it in `bench --json`'s `failed_stage`, as the
+/// table's `failed_stage:` line and its stage rows do: a kernel that writes its answer
+/// into its input is caught in smoke, one that patches `torch.equal` when imported at load.
+/// `failed_stage` was null for every TAMPER.
+#[test]
+fn a_tamper_verdict_names_its_stage_in_json_and_table_alike() {
+    let (keep, _) = tempdir();
+    let header = "import torch\nKERNEL_KIND = \"softmax\"\nCONFIG = {}\nTUNABLES = {}\n";
+    let writes_input = keep.path().join("writes_input.py");
+    std::fs::write(
+        &writes_input,
+        format!("{header}def kernel_fn(x):\n    e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n    x.copy_(e / e.sum(-1, keepdim=True))\n    return x.clone()\n"),
+    )
+    .unwrap();
+    let patches = keep.path().join("patches_equal.py");
+    std::fs::write(
+        &patches,
+        format!("{header}torch.equal = lambda a, b: True\ndef kernel_fn(x):\n    return torch.zeros_like(x)\n"),
+    )
+    .unwrap();
+    let bench = |json: bool| {
+        let mut cmd = autokernel();
+        cmd.arg("bench")
+            .args([&writes_input, &patches])
+            .args(["--device", "cpu", "--quick"]);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let lines = json_lines(&bench(true));
+    let got: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|v| {
+            (
+                v["correctness"].as_str().unwrap(),
+                v["failed_stage"].as_str().unwrap_or("null"),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("TAMPER", "smoke"), ("TAMPER", "load")], "{lines:?}");
+    for v in &lines {
+        // the stage named is the one whose row failed
+        let failed: Vec<&str> = v["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["passed"] == false)
+            .map(|s| s["stage"].as_str().unwrap())
+            .collect();
+        assert_eq!(failed, [v["failed_stage"].as_str().unwrap()], "{v}");
+    }
+    let table = bench(false);
+    let stages: Vec<&str> = table
+        .lines()
+        .filter_map(|l| l.strip_prefix("failed_stage: "))
+        .collect();
+    assert_eq!(stages, ["smoke", "load"], "{table}");
+    assert!(table.contains("\nload         FAIL"), "{table}");
+}
+
 #[test]
 fn model_errors_name_the_file_and_line_in_the_users_code() {
     let profile = |source: &str| {
