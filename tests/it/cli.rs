@@ -1183,3 +1183,39 @@ fn a_module_beside_the_current_folder_gets_a_hint_to_pass_the_file() {
         "{stderr}"
     );
 }
+
+/// `new-kernel -o PATH` says on stderr what it wrote and what to run next; stdout stays
+/// empty. Without `-o` the starter alone goes to stdout (it is the data) and stderr stays
+/// empty; `-q` silences the message.
+#[test]
+fn new_kernel_says_what_it_wrote_on_stderr_only() {
+    let (keep, _) = tempdir();
+    let path = keep.path().join("k.py");
+    let out = autokernel()
+        .args(["new-kernel", "softmax", "-o"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    let p = path.display();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("wrote {p}: softmax starter, kernel_fn(x); judge it with `autokernel bench {p}`, tune it with `autokernel tune {p} --shape rows,cols`\n")
+    );
+    let written = std::fs::read_to_string(&path).unwrap();
+    let out = autokernel()
+        .args(["new-kernel", "softmax"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), written);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let out = autokernel()
+        .args(["-q", "new-kernel", "softmax", "--force", "-o"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
