@@ -272,7 +272,8 @@ fn clip(s: &str, width: usize) -> String {
 
 impl ImportedTrace {
     /// A readable ranked table of the first `top` ops (all when `top` is 0), with a header
-    /// naming the device and coverage and the warnings below it.
+    /// naming the device and coverage, and a line under it saying what its
+    /// `amdahl_ceiling` column is. The report's warnings are not in it.
     pub fn table(&self, top: usize) -> String {
         let r = &self.report;
         let mut s = String::new();
@@ -291,8 +292,8 @@ impl ImportedTrace {
         );
         let _ = writeln!(
             s,
-            "{:>4}  {:<36} {:<16} {:<7} {:<28} {:>12} {:>7} {:>6} {:>6} {:>8}",
-            "rank", "op", "kind", "bound", "shapes", unit, "calls", "%", "cum%", "ceiling"
+            "{:>4}  {:<36} {:<16} {:<7} {:<28} {:>12} {:>7} {:>6} {:>6} {:>14}",
+            "rank", "op", "kind", "bound", "shapes", unit, "calls", "%", "cum%", "amdahl_ceiling"
         );
         let n = if top == 0 {
             r.ops.len()
@@ -307,7 +308,7 @@ impl ImportedTrace {
             };
             let _ = writeln!(
                 s,
-                "{:>4}  {:<36} {:<16} {:<7} {:<28} {:>12.3} {:>7} {:>6.1} {:>6.1} {:>8}",
+                "{:>4}  {:<36} {:<16} {:<7} {:<28} {:>12.3} {:>7} {:>6.1} {:>6.1} {:>14}",
                 op.rank,
                 clip(&op.op, 36),
                 op.kind.map_or("other", KernelKind::name),
@@ -330,6 +331,11 @@ impl ImportedTrace {
                 r.ops.len() - n
             );
         }
+        // "ceiling" alone reads as a roofline's; say what this one bounds
+        let _ = writeln!(
+            s,
+            "amdahl_ceiling: the whole model's speedup if that op took no time, 1/(1 - %/100)"
+        );
         if self.memcpy.events + self.memset.events > 0 {
             let _ = writeln!(
                 s,

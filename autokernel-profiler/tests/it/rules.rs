@@ -536,3 +536,38 @@ fn large_traces_parse_the_same_on_two_threads() {
     assert!(close(t.report.coverage, 1.0));
     assert!(t.report.warnings.is_empty(), "{:?}", t.report.warnings);
 }
+
+/// One call of `name` at `ts` (External id `ext`) launching kernels of the given durations,
+/// each its own launch (correlation `ext * 10 + i`), placed on the stream after `ts + 1000`.
+fn call(name: &str, ts: f64, ext: u64, dims: &str, kernel_us: &[f64]) -> Vec<String> {
+    let mut ev = vec![cpu_op(name, ts, 10.0, ext, dims)];
+    for (i, &dur) in kernel_us.iter().enumerate() {
+        let corr = ext * 10 + i as u64;
+        ev.push(launch("cuda_runtime", ts + 1.0 + i as f64, corr, Some(ext)));
+        ev.push(kernel("k", ts + 1000.0 + 30.0 * i as f64, dur, corr));
+    }
+    ev
+}
+
+/// The table's per-op Amdahl column has the JSON's name and a line saying what it is: two
+/// ops of half the time each could at most double the model's speed.
+#[test]
+fn the_table_names_and_explains_the_amdahl_ceiling() {
+    let mut ev = Vec::new();
+    ev.extend(call("aten::mm", 0.0, 1, "[[4,4],[4,4]]", &[5.0]));
+    ev.extend(call("aten::relu", 100.0, 2, "[[4,4]]", &[5.0]));
+    let t = import_text(&trace(&ev));
+    let table = t.table(0);
+    let header = table.lines().find(|l| l.contains("rank")).unwrap();
+    assert!(
+        header.trim_end().ends_with("cum% amdahl_ceiling"),
+        "{table}"
+    );
+    let mm = table.lines().find(|l| l.contains("aten::mm")).unwrap();
+    assert!(mm.trim_end().ends_with(" 2.00x"), "{table}");
+    assert!(
+        table.contains("\namdahl_ceiling: the whole model's speedup if that op took no time"),
+        "{table}"
+    );
+    assert_eq!(t.to_json(0)["ops"][0]["amdahl_ceiling"], 2.0);
+}
