@@ -1219,3 +1219,47 @@ fn new_kernel_says_what_it_wrote_on_stderr_only() {
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
+
+/// `--iterations 0` would record no forward pass: `profile` and `run` refuse it (exit 2)
+/// before starting anything, saying why; `profile --import` refuses the flag outright.
+#[test]
+fn profile_iterations_zero_is_refused_with_the_reason() {
+    let (_d, ws) = tempdir();
+    let w = ws.to_str().unwrap();
+    for args in [
+        vec![
+            "profile",
+            "--example",
+            "tiny",
+            "--device",
+            "cpu",
+            "--iterations",
+            "0",
+        ],
+        vec![
+            "run",
+            "--example",
+            "tiny",
+            "--device",
+            "cpu",
+            "-w",
+            w,
+            "--iterations",
+            "0",
+        ],
+    ] {
+        let (code, err) = stderr_of(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("invalid value '0' for '--iterations <N>': 0 forward passes would record nothing to rank; pass 1 or more"),
+            "{args:?}: {err}"
+        );
+        assert!(!ws.exists(), "{args:?} created {}", ws.display());
+    }
+    let (code, err) = stderr_of(&["profile", "--import", "t.json", "--iterations", "5"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("'--import <TRACE>' cannot be used with '--iterations <N>'"),
+        "{err}"
+    );
+}
