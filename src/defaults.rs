@@ -98,19 +98,26 @@ impl Services {
         Ok(reply["device"].as_str().unwrap_or("cpu").to_string())
     }
 
-    /// Profiles `spec`, writing the trace to `trace_out`; returns the imported trace and
-    /// the dtype the model ran in (a default half dtype runs as float32 on the CPU).
+    /// Profiles `spec` over `iterations` recorded forward passes, writing the trace to
+    /// `trace_out`; returns the imported trace and the dtype the model ran in (a default
+    /// half dtype runs as float32 on the CPU). Timings too noisy to rank by are warned
+    /// about ([`ImportedTrace::spread_warning`]).
     pub async fn profile(
         &self,
         spec: &ModelSpec,
         dtype_is_default: bool,
+        iterations: u32,
         scripts: &Path,
         trace_out: &Path,
     ) -> anyhow::Result<(ImportedTrace, DType)> {
         let profiler = ChromeTraceProfiler::new(self.worker.clone())
             .with_cache_dir(scripts)
-            .with_dtype_is_default(dtype_is_default);
+            .with_dtype_is_default(dtype_is_default)
+            .with_iterations(autokernel_profiler::DEFAULT_WARMUP, iterations);
         let (imported, run) = profiler.profile_imported(spec, trace_out).await?;
+        if let Some(w) = imported.spread_warning() {
+            tracing::warn!("{w}");
+        }
         let dtype = run["dtype"]
             .as_str()
             .and_then(|d| d.parse().ok())

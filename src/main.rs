@@ -8,6 +8,7 @@ mod defaults;
 
 mod fonts;
 mod model_args;
+mod numfmt;
 mod progress;
 mod report;
 mod workspace;

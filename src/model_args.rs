@@ -1,5 +1,5 @@
-//! The model flags shared by `run` and `verify`: which model, its constructor arguments,
-//! its input shape and dtype.
+//! The model flags shared by `run` and `profile`: which model, its constructor arguments,
+//! its input shape and dtype, and how many forward passes to profile.
 
 use std::path::PathBuf;
 
@@ -36,6 +36,30 @@ pub struct ModelArgs {
     /// Dtype to run the model in [default: float16 on a GPU, float32 on the CPU]
     #[arg(long, value_name = "float16|bfloat16|float32", help_heading = "Model")]
     pub dtype: Option<String>,
+    /// Forward passes recorded by the profiler, after 2 unrecorded warm-up passes; more
+    /// passes average out noisy timings (CPU ones above all)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = autokernel_profiler::DEFAULT_ITERATIONS,
+        value_parser = parse_iterations,
+        help_heading = "Model"
+    )]
+    pub iterations: u32,
+}
+
+/// Parses `--iterations`: a whole number of forward passes, at least 1.
+fn parse_iterations(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(0) => Err(
+            "0 forward passes would record nothing to rank; pass 1 or more (more average out noisy timings)"
+                .into(),
+        ),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "`{text}` is not a whole number of forward passes, e.g. 10"
+        )),
+    }
 }
 
 impl ModelArgs {
@@ -127,7 +151,19 @@ mod tests {
             model_kwargs: None,
             input_shape: None,
             dtype: None,
+            iterations: autokernel_profiler::DEFAULT_ITERATIONS,
         }
+    }
+
+    #[test]
+    fn iterations_must_be_a_positive_count() {
+        assert_eq!(parse_iterations("10"), Ok(10));
+        assert!(parse_iterations("0")
+            .unwrap_err()
+            .starts_with("0 forward passes would record nothing"));
+        assert!(parse_iterations("-1")
+            .unwrap_err()
+            .contains("not a whole number"));
     }
 
     #[test]

@@ -11,19 +11,23 @@ use autokernel_core::BenchError;
 #[non_exhaustive]
 pub enum WorkerError {
     /// No interpreter could be found.
-    #[error("no python interpreter found (tried {tried})\nhint: pass `--python PATH`, set AUTOKERNEL_PYTHON, or activate a virtualenv")]
+    #[error("no python interpreter found; tried:\n  {tried}\nhint: pass `--python` a path or a command name on PATH, set AUTOKERNEL_PYTHON, or activate a virtualenv")]
     PythonNotFound {
-        /// What was tried, in order.
+        /// What was tried, in order, one `` `path`: why it was passed over `` per line.
         tried: String,
     },
     /// The interpreter the user named (`--python`, or `AUTOKERNEL_PYTHON` when no
-    /// `--python` is given) does not exist. No other interpreter is tried in its place.
-    #[error("python `{path}` (from {origin}) does not exist\nhint: point {origin} at an interpreter with torch, triton and numpy, e.g. `.venv/bin/python`")]
+    /// `--python` is given) cannot be used: a path that is not an executable file, or a
+    /// name found in no folder of `PATH`. No other interpreter is tried in its place.
+    #[error("python `{path}` (from {origin}) {reason}\nhint: point {origin} at an interpreter with torch, triton and numpy: a path such as `.venv/bin/python`, or a command name on PATH such as `python3`")]
     PythonMissing {
-        /// The path given.
+        /// The value given: a path, or a name looked up on `PATH`.
         path: PathBuf,
         /// Where it was given: `--python` or `AUTOKERNEL_PYTHON`.
         origin: &'static str,
+        /// Why it was refused, e.g. `does not exist`, or `is not on PATH; tried:` with one
+        /// line per folder.
+        reason: String,
     },
     /// The interpreter could not be run to ask its version.
     #[error("cannot run python at `{path}`: {message}")]

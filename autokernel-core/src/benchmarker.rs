@@ -150,7 +150,8 @@ impl Correctness {
         matches!(self, Correctness::Pass)
     }
 
-    /// The failed stage, when the verdict names one.
+    /// The failed stage, when the verdict names one (only `FAIL` does;
+    /// [`BenchResult::failed_stage`] also finds the stage that caught a `TAMPER`).
     pub fn failed_stage(&self) -> Option<Stage> {
         match self {
             Correctness::Fail { stage, .. } => Some(*stage),
@@ -310,6 +311,25 @@ pub struct BenchResult {
     pub timing_representative: bool,
     /// sha256 of the exact source the worker ran, lower-case hex.
     pub source_sha256: String,
+}
+
+impl BenchResult {
+    /// The stage the verdict failed in: a `FAIL`'s own stage; for any other verdict but
+    /// `PASS`, the last stage whose report did not pass (a `TAMPER` carries no stage of
+    /// its own, but the stage that caught it is reported failed); `None` when no stage
+    /// failed (a `PASS`, or a worker that died before reporting any).
+    pub fn failed_stage(&self) -> Option<Stage> {
+        if self.correctness.is_pass() {
+            return None;
+        }
+        self.correctness.failed_stage().or_else(|| {
+            self.stages
+                .iter()
+                .rev()
+                .find(|s| !s.passed)
+                .map(|s| s.stage)
+        })
+    }
 }
 
 /// What to judge and how.
@@ -475,5 +495,64 @@ impl<T: Benchmarker + ?Sized> Benchmarker for std::sync::Arc<T> {
     }
     async fn compare(&self, request: &CompareRequest) -> Result<Comparison, BenchError> {
         (**self).compare(request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(stage: Stage, passed: bool) -> StageReport {
+        StageReport {
+            stage,
+            passed,
+            cases: 1,
+            detail: String::new(),
+            duration_s: 0.0,
+        }
+    }
+
+    fn result(correctness: Correctness, stages: Vec<StageReport>) -> BenchResult {
+        BenchResult {
+            kind: crate::KernelKind::Softmax,
+            correctness,
+            stages,
+            metrics: None,
+            device: "cpu".into(),
+            timing_representative: false,
+            source_sha256: String::new(),
+        }
+    }
+
+    /// A TAMPER names no stage itself; the stage whose report failed is the one that caught
+    /// it (`bench --json` had `failed_stage: null` while its table showed that stage FAIL).
+    #[test]
+    fn a_tamper_verdict_fails_in_the_stage_that_reported_it() {
+        let tamper = Correctness::Tamper {
+            reason: "modified its input `x`".into(),
+        };
+        let stages = vec![report(Stage::Load, true), report(Stage::Smoke, false)];
+        assert_eq!(
+            result(tamper.clone(), stages).failed_stage(),
+            Some(Stage::Smoke)
+        );
+        // no failed report (a worker that died mid-request): no stage to name
+        assert_eq!(
+            result(tamper, vec![report(Stage::Load, true)]).failed_stage(),
+            None
+        );
+        // a FAIL keeps its own stage; a PASS has none
+        let fail = Correctness::Fail {
+            stage: Stage::Edge,
+            reason: "masking bug".into(),
+        };
+        assert_eq!(
+            result(fail, vec![report(Stage::Load, true)]).failed_stage(),
+            Some(Stage::Edge)
+        );
+        assert_eq!(
+            result(Correctness::Pass, vec![report(Stage::Load, true)]).failed_stage(),
+            None
+        );
     }
 }

@@ -16,8 +16,10 @@ What it does, in order:
 3. wraps each leaf module's forward (and any SwiGLU-style MLP module, as a whole) in a
    `record_function` range named `nn.Module: <Class>`, so that an op written as several
    aten calls (an RMSNorm made of pow/mean/rsqrt/mul) is attributed to its module;
-4. warms up, then records a few iterations under torch.profiler with CUDA activity on a
-   GPU (CPU activity otherwise), `record_shapes=True` and no Python stacks;
+4. warms up (`warmup` forward passes), then records `iterations` forward passes under
+   torch.profiler with CUDA activity on a GPU (CPU activity otherwise), `record_shapes=True`
+   and no Python stacks (`autokernel profile --iterations N` sets `iterations`: CPU
+   timings are noisy, and more passes average them out);
 5. exports the Chrome trace to `trace_path` and returns a small JSON-serialisable summary.
 
 Errors the user can fix (file or class not found, constructor failed, input shape
@@ -320,6 +322,8 @@ def main(argv=None):
     p.add_argument("--dtype", default="float32")
     p.add_argument("--device", default="auto")
     p.add_argument("--out", required=True)
+    p.add_argument("--warmup", type=int, default=2, help="forward passes before recording")
+    p.add_argument("--iterations", type=int, default=3, help="forward passes recorded")
     a = p.parse_args(argv)
     if a.example:
         model = {"source": "example", "name": a.example}
@@ -330,7 +334,7 @@ def main(argv=None):
         model = {"source": "import", "module": module, "class": cls}
     shape = [int(s) for s in a.input_shape.split(",") if s.strip()]
     print(json.dumps(profile(model, a.out, json.loads(a.model_kwargs), shape, a.dtype, a.device,
-                             a.examples_dir)))
+                             a.examples_dir, warmup=a.warmup, iterations=a.iterations)))
 
 
 if __name__ == "__main__":

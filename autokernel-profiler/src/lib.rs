@@ -11,8 +11,9 @@
 //!   launch to its CPU op, groups device time by the op a user recognises (module range,
 //!   else outermost aten op, else user annotation, else kernel name) and classifies each
 //!   group into a [`KernelKind`](autokernel_core::KernelKind) ([`classify_group`]).
-//! - [`ImportedTrace`] carries the report with per-op cumulative fractions, Amdahl ceilings
-//!   and memory/compute bounds, and renders as a table or JSON.
+//! - [`ImportedTrace`] carries the report with per-op cumulative fractions, Amdahl ceilings,
+//!   memory/compute bounds and the range of each op's call times (a wide one is warned
+//!   about: [`ImportedTrace::spread_warning`]), and renders as a table or JSON.
 //! - [`ChromeTraceProfiler`] profiles a model through the bench worker with
 //!   `python/profile_model.py` and imports the trace it writes.
 //!
@@ -43,8 +44,13 @@ pub use classify::{
 };
 pub use import::TransferStats;
 pub use link::MODULE_PREFIX;
-pub use profiler::{ChromeTraceProfiler, ModelRun, EXAMPLES, PROFILE_MODEL_PY};
-pub use rank::{plan, plan_for_model, unpluggable_ops, ImportedTrace, RankedOp};
+pub use profiler::{
+    ChromeTraceProfiler, ModelRun, DEFAULT_ITERATIONS, DEFAULT_WARMUP, EXAMPLES, PROFILE_MODEL_PY,
+};
+pub use rank::{
+    plan, plan_for_model, unpluggable_ops, ImportedTrace, RankedOp, SPREAD_LIMIT,
+    SPREAD_MIN_FRACTION,
+};
 
 /// Imports a Chrome trace file (`.json`, or gzip-compressed, detected by its magic bytes).
 ///

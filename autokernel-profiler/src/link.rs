@@ -37,6 +37,10 @@ pub(crate) struct Group {
     pub dtype: Option<DType>,
     pub time_us: f64,
     pub calls: u64,
+    /// The time of each call of the op (one range that names the group: a module's
+    /// forward, an outermost aten op, an annotation), in µs, in the order first seen; a
+    /// kernel with no such range is a call of its own. Sums to `time_us`.
+    pub call_us: Vec<f64>,
     pub kernels: Vec<String>,
     /// Names of the ops and modules seen on the chains of its kernels.
     pub chain_ops: BTreeSet<String>,
@@ -236,8 +240,9 @@ struct GroupKey {
     dims: u32,
 }
 
-/// The group an attribution chain names, with its dtype.
-fn name_group(index: &Index<'_>, chain: &[usize]) -> Option<(GroupKey, Option<DType>)> {
+/// The group an attribution chain names, with its dtype and the range that names it (one
+/// call of the op).
+fn name_group(index: &Index<'_>, chain: &[usize]) -> Option<(GroupKey, Option<DType>, usize)> {
     let trace = index.trace;
     let ranges = &trace.ranges;
     let name = |i: usize| trace.names[ranges[i].name as usize].as_str();
@@ -251,7 +256,7 @@ fn name_group(index: &Index<'_>, chain: &[usize]) -> Option<(GroupKey, Option<DT
             name: ranges[m].name,
             dims,
         };
-        return Some((key, dtype));
+        return Some((key, dtype, m));
     }
     // outermost aten (or custom) op
     if let Some(&o) = chain
@@ -264,7 +269,7 @@ fn name_group(index: &Index<'_>, chain: &[usize]) -> Option<(GroupKey, Option<DT
             name: ranges[o].name,
             dims: ranges[o].dims,
         };
-        return Some((key, ranges[o].dtype));
+        return Some((key, ranges[o].dtype, o));
     }
     // innermost user annotation
     if let Some(&a) = chain
@@ -276,7 +281,7 @@ fn name_group(index: &Index<'_>, chain: &[usize]) -> Option<(GroupKey, Option<DT
             name: ranges[a].name,
             dims: 0,
         };
-        return Some((key, None));
+        return Some((key, None, a));
     }
     None
 }
@@ -287,22 +292,41 @@ struct RawGroup {
     dtype: Option<DType>,
     time_us: f64,
     calls: u64,
+    /// The ranges that named it (its calls), in the order first seen.
+    call_ranges: Vec<u32>,
+    /// Times of the kernels that no range named, one call each.
+    loose_call_us: Vec<f64>,
     kernels: Vec<u32>,
     chain_ids: rustc_hash::FxHashSet<u32>,
 }
 
-#[derive(Default)]
 struct Groups {
     index: HashMap<GroupKey, usize>,
     list: Vec<RawGroup>,
+    /// Time gathered under each range of the trace as the range naming a group (one call),
+    /// NaN until it names one: a flat vector costs 8 bytes a range, where a map per group
+    /// would cost several times that on traces of millions of events.
+    range_us: Vec<f64>,
 }
 
 impl Groups {
+    /// Groups for a trace of `ranges` ranges.
+    fn new(ranges: usize) -> Self {
+        Groups {
+            index: HashMap::default(),
+            list: Vec::new(),
+            range_us: vec![f64::NAN; ranges],
+        }
+    }
+
+    /// Adds `time_us` to the group `key`, as part of the call named by range `call` (or as
+    /// a call of its own when no range names it).
     fn add(
         &mut self,
         key: GroupKey,
         dtype: Option<DType>,
         time_us: f64,
+        call: Option<usize>,
         kernel: Option<u32>,
         chain_names: impl Iterator<Item = u32>,
     ) {
@@ -313,6 +337,8 @@ impl Groups {
                 dtype,
                 time_us: 0.0,
                 calls: 0,
+                call_ranges: Vec::new(),
+                loose_call_us: Vec::new(),
                 kernels: Vec::new(),
                 chain_ids: Default::default(),
             });
@@ -321,6 +347,14 @@ impl Groups {
         let g = &mut self.list[i];
         g.time_us += time_us;
         g.calls += 1;
+        match call {
+            Some(r) if self.range_us[r].is_nan() => {
+                self.range_us[r] = time_us;
+                g.call_ranges.push(r as u32);
+            }
+            Some(r) => self.range_us[r] += time_us,
+            None => g.loose_call_us.push(time_us),
+        }
         if g.dtype.is_none() {
             g.dtype = dtype;
         }
@@ -352,6 +386,7 @@ impl Groups {
                     dtype: None,
                     time_us: 0.0,
                     calls: 0,
+                    call_us: Vec::new(),
                     kernels: Vec::new(),
                     chain_ops: BTreeSet::new(),
                 });
@@ -360,6 +395,9 @@ impl Groups {
             let o = &mut out[i];
             o.time_us += g.time_us;
             o.calls += g.calls;
+            o.call_us
+                .extend(g.call_ranges.iter().map(|&r| self.range_us[r as usize]));
+            o.call_us.extend(g.loose_call_us);
             o.dtype = o.dtype.or(g.dtype);
             for k in g.kernels {
                 let k = &names[k as usize];
@@ -386,7 +424,7 @@ fn chain_names<'c>(trace: &'c Trace, chain: &'c [usize]) -> impl Iterator<Item =
 pub(crate) fn link(trace: &Trace) -> Linked {
     let index = Index::new(trace);
     let mut linked = Linked::default();
-    let mut groups = Groups::default();
+    let mut groups = Groups::new(trace.ranges.len());
     let mut chain: Vec<usize> = Vec::new();
 
     // launches by correlation, including those found only through flow events
@@ -445,16 +483,26 @@ pub(crate) fn link(trace: &Trace) -> Linked {
                 Some(r) => index.chain_into(r, &mut chain),
                 None => chain.clear(),
             }
-            let (key, dtype) = name_group(&index, &chain).unwrap_or_else(|| {
-                linked.kernels_unattributed += 1;
-                let key = GroupKey {
-                    module: false,
-                    name: k.name,
-                    dims: 0,
-                };
-                (key, None)
-            });
-            groups.add(key, dtype, k.dur, Some(k.name), chain_names(trace, &chain));
+            let (key, dtype, call) = match name_group(&index, &chain) {
+                Some((key, dtype, range)) => (key, dtype, Some(range)),
+                None => {
+                    linked.kernels_unattributed += 1;
+                    let key = GroupKey {
+                        module: false,
+                        name: k.name,
+                        dims: 0,
+                    };
+                    (key, None, None)
+                }
+            };
+            groups.add(
+                key,
+                dtype,
+                k.dur,
+                call,
+                Some(k.name),
+                chain_names(trace, &chain),
+            );
         }
         linked.launches_with_kernel = launches
             .iter()
@@ -498,10 +546,10 @@ fn link_cpu_self_time(trace: &Trace, index: &Index<'_>, groups: &mut Groups, lin
         }
         let t = self_us[i].max(0.0);
         let chain = index.chain(i);
-        let Some((key, dtype)) = name_group(index, &chain) else {
+        let Some((key, dtype, call)) = name_group(index, &chain) else {
             continue;
         };
         linked.total_us += t;
-        groups.add(key, dtype, t, None, chain_names(trace, &chain));
+        groups.add(key, dtype, t, Some(call), None, chain_names(trace, &chain));
     }
 }

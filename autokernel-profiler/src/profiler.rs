@@ -23,6 +23,14 @@ pub const EXAMPLES: [(&str, &str); 4] = [
     ("bert", include_str!("../../examples/models/bert.py")),
 ];
 
+/// Forward passes run before recording, by default: the first calls pay for lazy
+/// initialisation (allocator, cuBLAS handles, Triton compiles) a steady model does not.
+pub const DEFAULT_WARMUP: u32 = 2;
+
+/// Forward passes recorded, by default (`autokernel profile --iterations`). CPU timings
+/// are noisy enough that more are worth it there ([`ImportedTrace::spread_warning`]).
+pub const DEFAULT_ITERATIONS: u32 = 3;
+
 /// Prefix of the Python exception message that means "the model is at fault".
 const MODEL_ERROR: &str = "ModelError: ";
 
@@ -47,15 +55,15 @@ pub struct ChromeTraceProfiler {
 impl ChromeTraceProfiler {
     /// A profiler using `worker`; scripts go to a private cache folder of the user under
     /// the system's temporary directory (`autokernel_bench::private_temp_dir`: Python
-    /// imports them, so no other user may write there); 600 s limit, 2 warm-up and 3
-    /// recorded iterations.
+    /// imports them, so no other user may write there); 600 s limit, [`DEFAULT_WARMUP`]
+    /// warm-up and [`DEFAULT_ITERATIONS`] recorded iterations (forward passes).
     pub fn new(worker: Arc<Worker>) -> Self {
         ChromeTraceProfiler {
             worker,
             cache_dir: None,
             timeout: Duration::from_secs(600),
-            warmup: 2,
-            iterations: 3,
+            warmup: DEFAULT_WARMUP,
+            iterations: DEFAULT_ITERATIONS,
             dtype_is_default: false,
         }
     }
@@ -73,7 +81,8 @@ impl ChromeTraceProfiler {
         self
     }
 
-    /// Warm-up iterations (not recorded) and recorded iterations.
+    /// Warm-up iterations (not recorded) and recorded iterations (at least 1), each one
+    /// forward pass of the model.
     pub fn with_iterations(mut self, warmup: u32, iterations: u32) -> Self {
         self.warmup = warmup;
         self.iterations = iterations.max(1);

@@ -29,6 +29,31 @@ pub struct RankedOp {
     pub problem_shape: Option<Shape>,
     /// Memory- or compute-bound on the trace's GPU, for classified ops.
     pub bound: Option<Bound>,
+    /// The shortest and the longest call of the op, in µs (device time, or CPU self time in
+    /// a trace without kernels), over its calls that took any time; `None` with fewer than
+    /// two such calls. One call is one range naming the op (a module's forward, an
+    /// outermost aten op), whatever kernels it launched.
+    pub call_us_range: Option<(f64, f64)>,
+}
+
+/// The spread (longest call over shortest) above which an op's timings are called noisy.
+pub const SPREAD_LIMIT: f64 = 2.0;
+
+/// The share of the total time an op must hold for its spread to be warned about: smaller
+/// ops move the plan too little to matter.
+pub const SPREAD_MIN_FRACTION: f64 = 0.01;
+
+/// The shortest and longest of `call_us` that are above zero, when there are two or more.
+fn call_range(call_us: &[f64]) -> Option<(f64, f64)> {
+    let mut timed = call_us.iter().copied().filter(|&t| t > 0.0);
+    let first = timed.next()?;
+    let (mut lo, mut hi, mut n) = (first, first, 1);
+    for t in timed {
+        lo = lo.min(t);
+        hi = hi.max(t);
+        n += 1;
+    }
+    (n >= 2).then_some((lo, hi))
 }
 
 /// An imported trace: the report and what else the import found.
@@ -147,6 +172,7 @@ pub(crate) fn build(trace: Trace, linked: Linked) -> ImportedTrace {
             dtype: g.dtype,
             bound: kind.map(|k| bound(k, problem.as_ref(), dtype, gpu.as_ref())),
             problem_shape: problem,
+            call_us_range: call_range(&g.call_us),
         });
         ops.push(OpProfile {
             rank: i + 1,
@@ -159,7 +185,7 @@ pub(crate) fn build(trace: Trace, linked: Linked) -> ImportedTrace {
             kernels: g.kernels,
         });
     }
-    ImportedTrace {
+    let mut imported = ImportedTrace {
         report: ProfileReport {
             device,
             total_device_time_us: total,
@@ -174,7 +200,11 @@ pub(crate) fn build(trace: Trace, linked: Linked) -> ImportedTrace {
         memset: trace.memset,
         gpu_annotations: trace.gpu_annotations,
         events: trace.events,
+    };
+    if let Some(w) = imported.spread_warning() {
+        imported.report.warnings.push(w);
     }
+    imported
 }
 
 /// Turns the top classified ops of `report` into the loop's targets.
@@ -271,8 +301,55 @@ fn clip(s: &str, width: usize) -> String {
 }
 
 impl ImportedTrace {
+    /// A warning naming the ops whose calls spread widely: among ops holding at least
+    /// [`SPREAD_MIN_FRACTION`] of the time, those whose longest call took more than
+    /// [`SPREAD_LIMIT`] times their shortest (same op and shapes, so the same work), the
+    /// three widest named with their range; `None` when there are none. Such timings are
+    /// noise (a CPU's scheduling, frequency changes): the totals, and so the ranking, can
+    /// change from one profile to the next, and more forward passes average them out.
+    /// [`import_trace`](crate::import_trace) adds it to the report's warnings.
+    pub fn spread_warning(&self) -> Option<String> {
+        let mut noisy: Vec<(f64, &OpProfile, f64, f64)> = self
+            .report
+            .ops
+            .iter()
+            .zip(&self.ranked)
+            .filter(|(op, _)| op.fraction >= SPREAD_MIN_FRACTION)
+            .filter_map(|(op, d)| {
+                let (lo, hi) = d.call_us_range?;
+                let spread = hi / lo;
+                (spread > SPREAD_LIMIT).then_some((spread, op, lo, hi))
+            })
+            .collect();
+        if noisy.is_empty() {
+            return None;
+        }
+        noisy.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let named: Vec<String> = noisy
+            .iter()
+            .take(3)
+            .map(|(spread, op, lo, hi)| {
+                format!(
+                    "{} {} took {lo:.3} to {hi:.3} us a call ({spread:.1}x)",
+                    op.op,
+                    shapes_text(&op.shapes)
+                )
+            })
+            .collect();
+        let more = match noisy.len() {
+            n if n > 3 => format!(", and {} more ops", n - 3),
+            _ => String::new(),
+        };
+        Some(format!(
+            "timings are noisy: calls of the same op and shapes differ by more than {SPREAD_LIMIT}x: {}{more}; the ranking may change from one profile to the next: profile more forward passes (`--iterations N` of `autokernel profile` or `autokernel run`, {} by default) so that each op's total averages more calls",
+            named.join("; "),
+            crate::DEFAULT_ITERATIONS
+        ))
+    }
+
     /// A readable ranked table of the first `top` ops (all when `top` is 0), with a header
-    /// naming the device and coverage and the warnings below it.
+    /// naming the device and coverage, and a line under it saying what its
+    /// `amdahl_ceiling` column is. The report's warnings are not in it.
     pub fn table(&self, top: usize) -> String {
         let r = &self.report;
         let mut s = String::new();
@@ -291,8 +368,8 @@ impl ImportedTrace {
         );
         let _ = writeln!(
             s,
-            "{:>4}  {:<36} {:<16} {:<7} {:<28} {:>12} {:>7} {:>6} {:>6} {:>8}",
-            "rank", "op", "kind", "bound", "shapes", unit, "calls", "%", "cum%", "ceiling"
+            "{:>4}  {:<36} {:<16} {:<7} {:<28} {:>12} {:>7} {:>6} {:>6} {:>14}",
+            "rank", "op", "kind", "bound", "shapes", unit, "calls", "%", "cum%", "amdahl_ceiling"
         );
         let n = if top == 0 {
             r.ops.len()
@@ -307,7 +384,7 @@ impl ImportedTrace {
             };
             let _ = writeln!(
                 s,
-                "{:>4}  {:<36} {:<16} {:<7} {:<28} {:>12.3} {:>7} {:>6.1} {:>6.1} {:>8}",
+                "{:>4}  {:<36} {:<16} {:<7} {:<28} {:>12.3} {:>7} {:>6.1} {:>6.1} {:>14}",
                 op.rank,
                 clip(&op.op, 36),
                 op.kind.map_or("other", KernelKind::name),
@@ -330,6 +407,11 @@ impl ImportedTrace {
                 r.ops.len() - n
             );
         }
+        // "ceiling" alone reads as a roofline's; say what this one bounds
+        let _ = writeln!(
+            s,
+            "amdahl_ceiling: the whole model's speedup if that op took no time, 1/(1 - %/100)"
+        );
         if self.memcpy.events + self.memset.events > 0 {
             let _ = writeln!(
                 s,

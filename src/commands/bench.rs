@@ -75,9 +75,9 @@ pub struct BenchArgs {
         help_heading = "Bench"
     )]
     pub layout: Layout,
-    /// The Python interpreter whose environment (torch, triton) the worker adopts
-    /// [default: $AUTOKERNEL_PYTHON, $VIRTUAL_ENV, python3]
-    #[arg(long, value_name = "PATH", help_heading = "Bench")]
+    /// The Python interpreter whose environment (torch, triton) the worker adopts: a path,
+    /// or a command name on PATH [default: $AUTOKERNEL_PYTHON, $VIRTUAL_ENV, python3]
+    #[arg(long, value_name = "PATH|NAME", help_heading = "Bench")]
     pub python: Option<PathBuf>,
     /// Time limit of each evaluation (one file at one shape), in seconds; the worker is killed
     /// after it. A kernel that hangs while loading or in smoke is not waited for again at its
@@ -312,7 +312,7 @@ fn to_json(r: &BenchResult) -> serde_json::Value {
     json!({
         "kind": r.kind.name(),
         "correctness": r.correctness.label(),
-        "failed_stage": r.correctness.failed_stage().map(|s| s.name()),
+        "failed_stage": r.failed_stage().map(|s| s.name()),
         "reason": r.correctness.reason(),
         "stages": r.stages,
         "latency_us": m.map(|m| m.latency_us),
@@ -374,7 +374,7 @@ fn table(path: &std::path::Path, r: &BenchResult) -> String {
     }
     let _ = writeln!(s, "---");
     let _ = writeln!(s, "correctness: {}", r.correctness.label());
-    if let Some(stage) = r.correctness.failed_stage() {
+    if let Some(stage) = r.failed_stage() {
         let _ = writeln!(s, "failed_stage: {stage}");
     }
     if let Some(reason) = r.correctness.reason() {

@@ -29,9 +29,11 @@ pub struct NewKernelArgs {
     pub force: bool,
 }
 
-/// Runs `autokernel new-kernel`: the starter on stdout, or in `-o PATH` (refusing to
-/// overwrite without `--force`).
-pub async fn run(args: NewKernelArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+/// Runs `autokernel new-kernel`: the starter on stdout (nothing else: it is the data), or
+/// in `-o PATH` (refusing to overwrite without `--force`), then one line on stderr naming
+/// what was written and the commands that take it next ([`written_message`]), unless
+/// `--quiet`.
+pub async fn run(args: NewKernelArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let source = autokernel_bench::starter_source(args.kind);
     match &args.output {
         None => {
@@ -46,8 +48,40 @@ pub async fn run(args: NewKernelArgs, _global: &GlobalArgs) -> anyhow::Result<Ex
             }
             std::fs::write(path, source)
                 .with_context(|| format!("cannot write `{}`", path.display()))?;
-            tracing::info!(kind = %args.kind, path = %path.display(), "wrote the starter kernel");
+            if !global.quiet {
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("{}", written_message(args.kind, path));
+                }
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The line said after writing `kind`'s starter to `path`: its `kernel_fn` signature and
+/// the `bench` and `tune` commands for it, the shape given as the kind's dim names (for a
+/// softmax in `k.py`: `kernel_fn(x)` and `autokernel tune k.py --shape rows,cols`).
+pub fn written_message(kind: KernelKind, path: &std::path::Path) -> String {
+    let p = path.display();
+    format!(
+        "wrote {p}: {kind} starter, kernel_fn({}); judge it with `autokernel bench {p}`, tune it with `autokernel tune {p} --shape {}`",
+        kind.input_names().join(", "),
+        kind.dim_names().join(",")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The signature and the shape placeholder are the kind's own (written out here from
+    /// the catalogue: matmul takes A and B, its problem shape is M,N,K).
+    #[test]
+    fn the_message_names_the_file_signature_and_next_commands() {
+        assert_eq!(
+            written_message(KernelKind::Matmul, std::path::Path::new("dir/mm.py")),
+            "wrote dir/mm.py: matmul starter, kernel_fn(A, B); judge it with `autokernel bench dir/mm.py`, tune it with `autokernel tune dir/mm.py --shape M,N,K`"
+        );
+    }
 }

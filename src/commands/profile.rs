@@ -10,6 +10,7 @@ use autokernel_bench::{Worker, WorkerOptions};
 use autokernel_core::{DType, Device, KernelKind};
 use autokernel_profiler::{
     import_trace, plan, plan_for_model, unpluggable_ops, ChromeTraceProfiler, ImportedTrace,
+    DEFAULT_WARMUP,
 };
 
 use crate::cli::GlobalArgs;
@@ -17,6 +18,7 @@ use crate::model_args::ModelArgs;
 
 const EXAMPLES: &str = "Examples:
   autokernel profile --example tiny --device cpu
+  autokernel profile --example tiny --device cpu --iterations 20   (steadier CPU timings)
   autokernel profile --example gpt2 --input-shape 1,1024 --dtype bfloat16
   autokernel profile --model model.py --class Net --input-shape 8,512 -o trace.json
   autokernel profile --model transformers:GPT2LMHeadModel --model-kwargs '{\"n_layer\": 2}'
@@ -30,7 +32,7 @@ pub struct ProfileArgs {
     pub model: ModelArgs,
     /// Import an existing torch.profiler Chrome trace (.json or .json.gz) instead of
     /// running a model
-    #[arg(long = "import", value_name = "TRACE", help_heading = "Model", conflicts_with_all = ["model", "example"])]
+    #[arg(long = "import", value_name = "TRACE", help_heading = "Model", conflicts_with_all = ["model", "example", "iterations"])]
     pub import: Option<PathBuf>,
     /// Where to run the model: auto (CUDA when available), cuda, or cpu (then CPU self
     /// times are ranked, and said so)
@@ -41,9 +43,9 @@ pub struct ProfileArgs {
         help_heading = "Model"
     )]
     pub device: String,
-    /// Python interpreter whose torch runs the model [env: AUTOKERNEL_PYTHON, else
-    /// $VIRTUAL_ENV/bin/python, else python3]
-    #[arg(long, value_name = "PATH", help_heading = "Model")]
+    /// Python interpreter whose torch runs the model: a path, or a command name on PATH
+    /// [env: AUTOKERNEL_PYTHON, else $VIRTUAL_ENV/bin/python, else python3]
+    #[arg(long, value_name = "PATH|NAME", help_heading = "Model")]
     pub python: Option<PathBuf>,
     /// Where to write the Chrome trace of the model run
     #[arg(
@@ -88,7 +90,8 @@ pub async fn run(args: ProfileArgs, _global: &GlobalArgs) -> anyhow::Result<Exit
             let mut options = WorkerOptions::new(device);
             options.python = Some(python);
             let profiler = ChromeTraceProfiler::new(Arc::new(Worker::new(options)))
-                .with_dtype_is_default(args.model.dtype.is_none());
+                .with_dtype_is_default(args.model.dtype.is_none())
+                .with_iterations(DEFAULT_WARMUP, args.model.iterations);
             let (imported, run) = profiler
                 .profile_imported(&spec, &args.output)
                 .await
@@ -143,12 +146,13 @@ fn print(
     }
     if let Some(r) = run {
         eprintln!(
-            "profiled {} ({} parameters) on {}, input {} {}, trace: {}",
+            "profiled {} ({} parameters) on {}, input {} {}, {} forward passes, trace: {}",
             r["model_class"].as_str().unwrap_or("?"),
             r["parameters"],
             r["device_name"].as_str().unwrap_or("?"),
             r["input_shape"],
             r["dtype"].as_str().unwrap_or("?"),
+            r["iterations"],
             r["trace_path"].as_str().unwrap_or("?"),
         );
     }

@@ -185,7 +185,13 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
             let trace = ws.path("profiles/trace.json");
             std::fs::create_dir_all(ws.path("profiles"))?;
             let profiled = services
-                .profile(&spec, args.model.dtype.is_none(), &scripts, &trace)
+                .profile(
+                    &spec,
+                    args.model.dtype.is_none(),
+                    args.model.iterations,
+                    &scripts,
+                    &trace,
+                )
                 .await;
             bar.finish_and_clear();
             let (imported, dtype) = profiled.context("profiling the model failed")?;

@@ -283,6 +283,75 @@ fn a_kernel_that_kills_the_worker_before_naming_its_kind_is_a_crash_verdict() {
     assert!(reason.contains("no literal KERNEL_KIND"), "{reason}");
 }
 
+/// A TAMPER names the stage that caught it in `bench --json`'s `failed_stage`, as the
+/// table's `failed_stage:` line and its stage rows do: a kernel that writes its answer
+/// into its input is caught in smoke, one that patches `torch.equal` when imported at load.
+/// `failed_stage` was null for every TAMPER.
+#[test]
+fn a_tamper_verdict_names_its_stage_in_json_and_table_alike() {
+    let (keep, _) = tempdir();
+    let header = "import torch\nKERNEL_KIND = \"softmax\"\nCONFIG = {}\nTUNABLES = {}\n";
+    let writes_input = keep.path().join("writes_input.py");
+    std::fs::write(
+        &writes_input,
+        format!("{header}def kernel_fn(x):\n    e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n    x.copy_(e / e.sum(-1, keepdim=True))\n    return x.clone()\n"),
+    )
+    .unwrap();
+    let patches = keep.path().join("patches_equal.py");
+    std::fs::write(
+        &patches,
+        format!("{header}torch.equal = lambda a, b: True\ndef kernel_fn(x):\n    return torch.zeros_like(x)\n"),
+    )
+    .unwrap();
+    let bench = |json: bool| {
+        let mut cmd = autokernel();
+        cmd.arg("bench")
+            .args([&writes_input, &patches])
+            .args(["--device", "cpu", "--quick"]);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let lines = json_lines(&bench(true));
+    let got: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|v| {
+            (
+                v["correctness"].as_str().unwrap(),
+                v["failed_stage"].as_str().unwrap_or("null"),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("TAMPER", "smoke"), ("TAMPER", "load")], "{lines:?}");
+    for v in &lines {
+        // the stage named is the one whose row failed
+        let failed: Vec<&str> = v["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["passed"] == false)
+            .map(|s| s["stage"].as_str().unwrap())
+            .collect();
+        assert_eq!(failed, [v["failed_stage"].as_str().unwrap()], "{v}");
+    }
+    let table = bench(false);
+    let stages: Vec<&str> = table
+        .lines()
+        .filter_map(|l| l.strip_prefix("failed_stage: "))
+        .collect();
+    assert_eq!(stages, ["smoke", "load"], "{table}");
+    assert!(table.contains("\nload         FAIL"), "{table}");
+}
+
 #[test]
 fn model_errors_name_the_file_and_line_in_the_users_code() {
     let profile = |source: &str| {
@@ -691,6 +760,70 @@ fn a_missing_autokernel_python_is_refused_by_every_command_in_its_own_name() {
     );
 }
 
+/// `AUTOKERNEL_PYTHON=NAME` (no slash) is looked up on PATH, as a shell would: with the
+/// venv's bin folder on PATH (behind a folder that lacks the name), the venv's interpreter
+/// is found by its bare file name and hosts the worker (`bench` passes). It used to be
+/// refused as "python `python3` does not exist".
+#[test]
+fn an_autokernel_python_given_as_a_name_is_found_on_path() {
+    let python = match std::env::var_os("AUTOKERNEL_PYTHON") {
+        Some(_) => autokernel_bench::resolve_python(None).expect("the tests' python"),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"),
+    };
+    let bin = std::path::absolute(python.parent().unwrap()).unwrap();
+    let name = python.file_name().unwrap();
+    let (keep, _) = tempdir();
+    let kernel = keep.path().join("softmax.py");
+    new_kernel("softmax", &kernel);
+    let empty = keep.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let mut path = vec![empty, bin];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let out = autokernel()
+        .env("AUTOKERNEL_PYTHON", name)
+        .env("PATH", std::env::join_paths(&path).unwrap())
+        .env_remove("VIRTUAL_ENV")
+        .arg("bench")
+        .arg(&kernel)
+        .args(["--device", "cpu", "--quick", "--json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(v["correctness"], "PASS");
+
+    // a name on no folder of PATH: refused, each folder's candidate listed with why
+    let (code, err) = {
+        let out = autokernel()
+            .env("AUTOKERNEL_PYTHON", "no-such-python-name")
+            .env("PATH", &path[0])
+            .arg("bench")
+            .arg(&kernel)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "error: python `no-such-python-name` (from AUTOKERNEL_PYTHON) is not on PATH; tried:\n  `{}/no-such-python-name`: does not exist\n",
+            path[0].display()
+        )),
+        "{err}"
+    );
+}
+
 /// The scripts Python imports (the harness, the profiling script) are written under
 /// `$TMPDIR/autokernel-<uid>`; a folder there that others can write to is refused, with a
 /// hint, before Python runs, by the bench worker and by the profiler alike.
@@ -1048,5 +1181,85 @@ fn a_module_beside_the_current_folder_gets_a_hint_to_pass_the_file() {
         stderr.contains("hint: `m.py` is in the current folder")
             && stderr.contains("`--model m.py --class Net`"),
         "{stderr}"
+    );
+}
+
+/// `new-kernel -o PATH` says on stderr what it wrote and what to run next; stdout stays
+/// empty. Without `-o` the starter alone goes to stdout (it is the data) and stderr stays
+/// empty; `-q` silences the message.
+#[test]
+fn new_kernel_says_what_it_wrote_on_stderr_only() {
+    let (keep, _) = tempdir();
+    let path = keep.path().join("k.py");
+    let out = autokernel()
+        .args(["new-kernel", "softmax", "-o"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    let p = path.display();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("wrote {p}: softmax starter, kernel_fn(x); judge it with `autokernel bench {p}`, tune it with `autokernel tune {p} --shape rows,cols`\n")
+    );
+    let written = std::fs::read_to_string(&path).unwrap();
+    let out = autokernel()
+        .args(["new-kernel", "softmax"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), written);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let out = autokernel()
+        .args(["-q", "new-kernel", "softmax", "--force", "-o"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+/// `--iterations 0` would record no forward pass: `profile` and `run` refuse it (exit 2)
+/// before starting anything, saying why; `profile --import` refuses the flag outright.
+#[test]
+fn profile_iterations_zero_is_refused_with_the_reason() {
+    let (_d, ws) = tempdir();
+    let w = ws.to_str().unwrap();
+    for args in [
+        vec![
+            "profile",
+            "--example",
+            "tiny",
+            "--device",
+            "cpu",
+            "--iterations",
+            "0",
+        ],
+        vec![
+            "run",
+            "--example",
+            "tiny",
+            "--device",
+            "cpu",
+            "-w",
+            w,
+            "--iterations",
+            "0",
+        ],
+    ] {
+        let (code, err) = stderr_of(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("invalid value '0' for '--iterations <N>': 0 forward passes would record nothing to rank; pass 1 or more"),
+            "{args:?}: {err}"
+        );
+        assert!(!ws.exists(), "{args:?} created {}", ws.display());
+    }
+    let (code, err) = stderr_of(&["profile", "--import", "t.json", "--iterations", "5"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("'--import <TRACE>' cannot be used with '--iterations <N>'"),
+        "{err}"
     );
 }

@@ -1002,6 +1002,7 @@ impl Run<'_, '_> {
         check_request(kind, &timing_shape, timing_dtype, on_gpu).map_err(Failure::Harness)?;
         // module-level code of kernel.py has run: check the harness is intact
         if let Some(v) = self.guard_check(Stage::Load) {
+            self.fail_report(Stage::Load, &v);
             return Ok((v, None));
         }
         let set = kind.shapes(if on_gpu { ShapeSet::Gpu } else { ShapeSet::Cpu });
@@ -1167,20 +1168,20 @@ impl Run<'_, '_> {
             duration_s: t0.elapsed().as_secs_f64(),
         });
         if let Some(v) = self.guard_check(Stage::Timing) {
+            self.fail_report(Stage::Timing, &v);
             return Ok((v, None));
         }
         // plausibility gate: faster than the hardware allows means work escaped the timer
         if let Some(pct) = metrics.pct_peak.filter(|p| on_gpu && *p > 100.0) {
             self.restart = true;
-            return Ok((
-                Correctness::Tamper {
-                    reason: format!(
-                        "implausible timing: {:.1} {} at {timing_dtype} {timing_shape} is {pct:.0}% of the GPU's peak; work left running on another stream, or a result computed outside the timed call?",
-                        metrics.throughput, metrics.throughput_unit
-                    ),
-                },
-                None,
-            ));
+            let v = Correctness::Tamper {
+                reason: format!(
+                    "implausible timing: {:.1} {} at {timing_dtype} {timing_shape} is {pct:.0}% of the GPU's peak; work left running on another stream, or a result computed outside the timed call?",
+                    metrics.throughput, metrics.throughput_unit
+                ),
+            };
+            self.fail_report(Stage::Timing, &v);
+            return Ok((v, None));
         }
         // integrity: correctness re-checked after timing, on fresh inputs, ops recorded
         let recheck = vec![case(&timing_shape, timing_dtype, "normal", 1, true)];
@@ -1233,6 +1234,26 @@ impl Run<'_, '_> {
     fn next_seed(&mut self) -> u64 {
         self.seed += 1;
         self.seed
+    }
+
+    /// Marks `stage`'s report (the last one, already pushed as passed) failed with the
+    /// verdict's reason, or adds a failed one: a verdict reached after a stage's report
+    /// must show in the stage table, and in `failed_stage`, as that stage.
+    fn fail_report(&mut self, stage: Stage, verdict: &Correctness) {
+        let detail = verdict.reason().unwrap_or_default().to_string();
+        match self.stages.last_mut() {
+            Some(last) if last.stage == stage => {
+                last.passed = false;
+                last.detail = detail;
+            }
+            _ => self.stages.push(StageReport {
+                stage,
+                passed: false,
+                cases: 0,
+                detail,
+                duration_s: 0.0,
+            }),
+        }
     }
 
     fn guard_check(&mut self, stage: Stage) -> Option<Correctness> {

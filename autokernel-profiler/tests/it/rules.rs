@@ -536,3 +536,136 @@ fn large_traces_parse_the_same_on_two_threads() {
     assert!(close(t.report.coverage, 1.0));
     assert!(t.report.warnings.is_empty(), "{:?}", t.report.warnings);
 }
+
+/// One call of `name` at `ts` (External id `ext`) launching kernels of the given durations,
+/// each its own launch (correlation `ext * 10 + i`), placed on the stream after `ts + 1000`.
+fn call(name: &str, ts: f64, ext: u64, dims: &str, kernel_us: &[f64]) -> Vec<String> {
+    let mut ev = vec![cpu_op(name, ts, 10.0, ext, dims)];
+    for (i, &dur) in kernel_us.iter().enumerate() {
+        let corr = ext * 10 + i as u64;
+        ev.push(launch("cuda_runtime", ts + 1.0 + i as f64, corr, Some(ext)));
+        ev.push(kernel("k", ts + 1000.0 + 30.0 * i as f64, dur, corr));
+    }
+    ev
+}
+
+/// The spread of an op is over its calls, one call being the range that names it whatever
+/// kernels it launched: mm's calls took 5, 5 and 20 µs (4x) and are warned about; relu's
+/// 10 and 15 µs (1.5x) are not; addmm's two calls launched 1 + 9 µs each, 10 µs a call
+/// (per kernel it would read 9x); add's 0.1 and 0.5 µs (5x) hold under 1% of the time.
+#[test]
+fn calls_of_one_op_that_spread_over_2x_are_warned_about() {
+    let mm = "[[4,4],[4,4]]";
+    let mut ev = Vec::new();
+    ev.extend(call("aten::mm", 0.0, 1, mm, &[5.0]));
+    ev.extend(call("aten::mm", 100.0, 2, mm, &[5.0]));
+    ev.extend(call("aten::mm", 200.0, 3, mm, &[20.0]));
+    ev.extend(call("aten::relu", 300.0, 4, "[[4,4]]", &[10.0]));
+    ev.extend(call("aten::relu", 400.0, 5, "[[4,4]]", &[15.0]));
+    ev.extend(call(
+        "aten::addmm",
+        500.0,
+        6,
+        "[[4],[4,4],[4,4]]",
+        &[1.0, 9.0],
+    ));
+    ev.extend(call(
+        "aten::addmm",
+        600.0,
+        7,
+        "[[4],[4,4],[4,4]]",
+        &[1.0, 9.0],
+    ));
+    ev.extend(call("aten::add", 700.0, 8, "[[4,4],[4,4]]", &[0.1]));
+    ev.extend(call("aten::add", 800.0, 9, "[[4,4],[4,4]]", &[0.5]));
+    let t = import_text(&trace(&ev));
+    // 30 + 25 + 20 + 0.6: add holds 0.6 / 75.6 = 0.8% of the time
+    assert!(close(t.report.total_device_time_us, 75.6));
+    let range = |name: &str| {
+        let i = t.report.ops.iter().position(|o| o.op == name).unwrap();
+        t.ranked[i].call_us_range
+    };
+    assert_eq!(range("aten::mm"), Some((5.0, 20.0)));
+    assert_eq!(range("aten::relu"), Some((10.0, 15.0)));
+    assert_eq!(range("aten::addmm"), Some((10.0, 10.0)));
+    assert_eq!(op(&t, "aten::addmm").calls, 4, "calls counts kernels");
+    let noisy: Vec<&String> = t
+        .report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("timings are noisy"))
+        .collect();
+    assert_eq!(noisy.len(), 1, "{:?}", t.report.warnings);
+    let w = noisy[0];
+    assert!(
+        w.contains(": aten::mm [4,4] [4,4] took 5.000 to 20.000 us a call (4.0x); the ranking"),
+        "{w}"
+    );
+    assert!(w.contains("--iterations N"), "{w}");
+    for quiet in ["aten::relu", "aten::addmm", "aten::add "] {
+        assert!(!w.contains(quiet), "{quiet} named in: {w}");
+    }
+    assert_eq!(t.spread_warning().as_ref(), Some(w));
+
+    // steady calls: no warning at all
+    let mut ev = Vec::new();
+    ev.extend(call("aten::mm", 0.0, 1, mm, &[5.0]));
+    ev.extend(call("aten::mm", 100.0, 2, mm, &[9.0]));
+    let t = import_text(&trace(&ev));
+    assert!(t.report.warnings.is_empty(), "{:?}", t.report.warnings);
+}
+
+/// In a trace without kernels a call is the outermost op's range, its self time and its
+/// children's together: linear 10 µs holding addmm 6 µs is one 10 µs call, so two such
+/// calls do not spread, and a 30 µs third one (3x) does.
+#[test]
+fn cpu_self_times_spread_per_call_of_the_outermost_op() {
+    let linear = |ts: f64, ext: u64, dur: f64| {
+        vec![
+            cpu_op("aten::linear", ts, dur, ext * 2, "[[2,8],[4,8],[4]]"),
+            cpu_op(
+                "aten::addmm",
+                ts + 2.0,
+                6.0,
+                ext * 2 + 1,
+                "[[4],[2,8],[8,4]]",
+            ),
+        ]
+    };
+    let mut ev = linear(0.0, 1, 10.0);
+    ev.extend(linear(100.0, 2, 10.0));
+    let t = import_text(&trace(&ev));
+    assert_eq!(t.ranked[0].call_us_range, Some((10.0, 10.0)));
+    assert!(t.spread_warning().is_none());
+    ev.extend(linear(200.0, 3, 30.0));
+    let t = import_text(&trace(&ev));
+    assert_eq!(t.ranked[0].call_us_range, Some((10.0, 30.0)));
+    let w = t.spread_warning().expect("a 3x spread");
+    assert!(
+        w.contains("aten::linear [2,8] [4,8] [4] took 10.000 to 30.000 us a call (3.0x)"),
+        "{w}"
+    );
+}
+
+/// The table's per-op Amdahl column has the JSON's name and a line saying what it is: two
+/// ops of half the time each could at most double the model's speed.
+#[test]
+fn the_table_names_and_explains_the_amdahl_ceiling() {
+    let mut ev = Vec::new();
+    ev.extend(call("aten::mm", 0.0, 1, "[[4,4],[4,4]]", &[5.0]));
+    ev.extend(call("aten::relu", 100.0, 2, "[[4,4]]", &[5.0]));
+    let t = import_text(&trace(&ev));
+    let table = t.table(0);
+    let header = table.lines().find(|l| l.contains("rank")).unwrap();
+    assert!(
+        header.trim_end().ends_with("cum% amdahl_ceiling"),
+        "{table}"
+    );
+    let mm = table.lines().find(|l| l.contains("aten::mm")).unwrap();
+    assert!(mm.trim_end().ends_with(" 2.00x"), "{table}");
+    assert!(
+        table.contains("\namdahl_ceiling: the whole model's speedup if that op took no time"),
+        "{table}"
+    );
+    assert_eq!(t.to_json(0)["ops"][0]["amdahl_ceiling"], 2.0);
+}
