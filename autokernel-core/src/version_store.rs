@@ -82,7 +82,7 @@ pub enum StoreError {
         advice: String,
     },
     /// Any other failure of a git operation.
-    #[error("{operation} failed in `{repo}` on `{reference}`: {message}")]
+    #[error("{operation} failed in `{repo}` on `{reference}`: {source}")]
     Git {
         /// e.g. `commit`, `revert`, `read blob`.
         operation: String,
@@ -90,8 +90,10 @@ pub enum StoreError {
         repo: PathBuf,
         /// The ref involved.
         reference: String,
-        /// The underlying error.
-        message: String,
+        /// The underlying error: the git library's own (its `source()` chain kept), or a
+        /// message where the store found the problem itself.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// Reading or writing the work tree failed.
     #[error("cannot write `{path}`")]

@@ -251,7 +251,7 @@ pub(crate) fn acquire_index_lock(
                 operation: operation.to_string(),
                 repo: repo_path.to_path_buf(),
                 reference: "index".into(),
-                message: format!("cannot lock `{}`: {e}", index_path.display()),
+                source: format!("cannot lock `{}`: {e}", index_path.display()).into(),
             }
         }
     })

@@ -84,30 +84,30 @@ pub fn parse_note(text: &str) -> ExperimentNote {
 /// # Errors
 /// [`StoreError::Git`] when the repository or the notes cannot be read.
 pub fn read_notes(workspace: &Path) -> Result<BTreeMap<String, ExperimentNote>, StoreError> {
-    let err = |operation: &str, e: &dyn std::fmt::Display| StoreError::Git {
+    let err = |operation: &str, e: Box<dyn std::error::Error + Send + Sync>| StoreError::Git {
         operation: operation.into(),
         repo: workspace.to_path_buf(),
         reference: NOTES_REF.into(),
-        message: e.to_string(),
+        source: e,
     };
     if !workspace.join(".git").exists() {
         return Ok(BTreeMap::new());
     }
     let repo = gix::open_opts(workspace, gix::open::Options::isolated())
-        .map_err(|e| err("open repository", &e))?;
+        .map_err(|e| err("open repository", e.into()))?;
     let Some(mut reference) = repo
         .try_find_reference(NOTES_REF)
-        .map_err(|e| err("read notes", &e))?
+        .map_err(|e| err("read notes", e.into()))?
     else {
         return Ok(BTreeMap::new());
     };
     let tree = reference
         .peel_to_commit()
         .and_then(|c| c.tree())
-        .map_err(|e| err("read notes", &e))?;
+        .map_err(|e| err("read notes", e.into()))?;
     let mut notes = BTreeMap::new();
     for entry in tree.iter() {
-        let entry = entry.map_err(|e| err("read notes", &e))?;
+        let entry = entry.map_err(|e| err("read notes", e.into()))?;
         let Ok(blob) = repo.find_blob(entry.oid()) else {
             continue;
         };

@@ -20,6 +20,9 @@ use crate::message::{format_message, parse_message, ParsedMessage};
 use crate::notes::{note_text, NOTES_REF};
 use crate::worktree::{self, TreeError, TreeMap};
 
+/// The underlying error of a [`StoreError::Git`].
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// The prefix of the refs keeping reverted experiments reachable: `<prefix><n>`.
 pub const REVERTED_PREFIX: &str = "refs/autokernel/reverted/";
 /// The prefix of run branches: `<prefix><run_tag>`.
@@ -141,15 +144,15 @@ impl GixStore {
             ),
             hint: "use letters, digits, `-`, `_` and `.` in the run tag".into(),
         })?;
-        let git_err = |operation: &str, e: &dyn std::fmt::Display| StoreError::Git {
+        let git_err = |operation: &str, e: BoxError| StoreError::Git {
             operation: operation.into(),
             repo: workdir.clone(),
             reference: branch_name.clone(),
-            message: e.to_string(),
+            source: e,
         };
         let mut report = OpenReport::default();
         if !workdir.join(".git").exists() {
-            gix::init(&workdir).map_err(|e| git_err("init repository", &e))?;
+            gix::init(&workdir).map_err(|e| git_err("init repository", e.into()))?;
             report.created_repository = true;
             tracing::info!(repo = %workdir.display(), "created the workspace repository");
         }
@@ -160,8 +163,8 @@ impl GixStore {
             format!("core.filesRefLockTimeout={timeout_ms}"),
             format!("core.packedRefsTimeout={timeout_ms}"),
         ]);
-        let repo =
-            gix::open_opts(&workdir, open_options).map_err(|e| git_err("open repository", &e))?;
+        let repo = gix::open_opts(&workdir, open_options)
+            .map_err(|e| git_err("open repository", e.into()))?;
         let git_dir = repo.git_dir().to_path_buf();
         report.removed_locks = lock::clear_stale_locks(&git_dir, options.lock_timeout)?;
         worktree::write_excludes(&git_dir)
@@ -237,19 +240,20 @@ impl GixStore {
         let repo = self.repo();
         let id = self.parse_commit_id(commit, "read kernel")?;
         let rel = kernel_relpath(target);
-        let err = |m: String| self.git_error("read kernel", &commit.0, m);
+        let err = |m: BoxError| self.git_error("read kernel", &commit.0, m);
         let tree = repo
             .find_commit(id)
             .and_then(|c| c.tree())
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| err(e.into()))?;
         let entry = tree
             .lookup_entry_by_path(&rel)
-            .map_err(|e| err(e.to_string()))?
-            .ok_or_else(|| err(format!("commit has no `{rel}`")))?;
+            .map_err(|e| err(e.into()))?
+            .ok_or_else(|| err(format!("commit has no `{rel}`").into()))?;
         let blob = repo
             .find_blob(entry.object_id())
-            .map_err(|e| err(e.to_string()))?;
-        String::from_utf8(blob.data.clone()).map_err(|_| err(format!("`{rel}` is not UTF-8")))
+            .map_err(|e| err(e.into()))?;
+        String::from_utf8(blob.data.clone())
+            .map_err(|_| err(format!("`{rel}` is not UTF-8").into()))
     }
 
     fn repo(&self) -> MutexGuard<'_, gix::Repository> {
@@ -258,12 +262,19 @@ impl GixStore {
         self.repo.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn git_error(&self, operation: &str, reference: &str, message: String) -> StoreError {
+    /// A [`StoreError::Git`] for this repository; `source` is the git library's error (its
+    /// chain kept) or a message of the store's own.
+    fn git_error(
+        &self,
+        operation: &str,
+        reference: &str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> StoreError {
         StoreError::Git {
             operation: operation.into(),
             repo: self.workdir.clone(),
             reference: reference.into(),
-            message,
+            source: source.into(),
         }
     }
 
@@ -292,7 +303,7 @@ impl GixStore {
     ) -> Result<Option<ObjectId>, StoreError> {
         let r = repo
             .try_find_reference(self.branch.as_ref())
-            .map_err(|e| self.git_error(operation, &self.branch_str(), e.to_string()))?;
+            .map_err(|e| self.git_error(operation, &self.branch_str(), e))?;
         Ok(r.and_then(|r| r.try_id().map(|id| id.detach())))
     }
 
@@ -307,7 +318,7 @@ impl GixStore {
             Some(c) => repo
                 .find_commit(c)
                 .and_then(|c| c.tree_id().map(|t| t.detach()))
-                .map_err(|e| self.git_error(operation, &c.to_string(), e.to_string())),
+                .map_err(|e| self.git_error(operation, &c.to_string(), e)),
         }
     }
 
@@ -334,7 +345,7 @@ impl GixStore {
     ) -> Result<Option<ObjectId>, StoreError> {
         let commit = repo
             .find_commit(id)
-            .map_err(|e| self.git_error(operation, &id.to_string(), e.to_string()))?;
+            .map_err(|e| self.git_error(operation, &id.to_string(), e))?;
         let parent = commit.parent_ids().next().map(|p| p.detach());
         Ok(parent)
     }
@@ -347,10 +358,10 @@ impl GixStore {
     ) -> Result<String, StoreError> {
         let commit = repo
             .find_commit(id)
-            .map_err(|e| self.git_error(operation, &id.to_string(), e.to_string()))?;
+            .map_err(|e| self.git_error(operation, &id.to_string(), e))?;
         let raw = commit
             .message_raw()
-            .map_err(|e| self.git_error(operation, &id.to_string(), e.to_string()))?;
+            .map_err(|e| self.git_error(operation, &id.to_string(), e))?;
         Ok(raw.to_str_lossy().into_owned())
     }
 
@@ -367,17 +378,22 @@ impl GixStore {
         let mut buf = gix::date::parse::TimeBuf::default();
         repo.edit_references_as(edits, Some(sig.to_ref(&mut buf)))
             .map(|_| ())
-            .map_err(|e| self.ref_error(operation, &names, e.to_string()))
+            .map_err(|e| self.ref_error(operation, &names, e))
     }
 
-    fn ref_error(&self, operation: &str, names: &[String], message: String) -> StoreError {
+    fn ref_error(
+        &self,
+        operation: &str,
+        names: &[String],
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> StoreError {
         for name in names {
             let lock = self.git_dir.join(format!("{name}.lock"));
             if lock.exists() {
                 return lock::locked(lock, self.options.lock_timeout);
             }
         }
-        self.git_error(operation, &names.join(", "), message)
+        self.git_error(operation, &names.join(", "), source)
     }
 
     fn journal_path(&self) -> PathBuf {
@@ -418,9 +434,7 @@ impl GixStore {
         let repo = &*repo_guard;
         let mut recovered = false;
         let mut resumed = false;
-        let head = repo
-            .head()
-            .map_err(|e| self.git_error(op, "HEAD", e.to_string()))?;
+        let head = repo.head().map_err(|e| self.git_error(op, "HEAD", e))?;
         let (head_ref, head_commit) = match &head.kind {
             gix::head::Kind::Detached { target, .. } => {
                 return Err(StoreError::Refused {
@@ -607,15 +621,15 @@ impl GixStore {
         repo: &gix::Repository,
         operation: &str,
     ) -> Result<Vec<ObjectId>, StoreError> {
-        let err = |e: String| self.git_error(operation, REVERTED_PREFIX, e);
-        let platform = repo.references().map_err(|e| err(e.to_string()))?;
+        let err = |e: BoxError| self.git_error(operation, REVERTED_PREFIX, e);
+        let platform = repo.references().map_err(|e| err(e.into()))?;
         let iter = platform
             .prefixed(REVERTED_PREFIX)
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| err(e.into()))?;
         let mut out = Vec::new();
         for r in iter {
-            let mut r = r.map_err(|e| err(e.to_string()))?;
-            let id = r.peel_to_id().map_err(|e| err(e.to_string()))?;
+            let mut r = r.map_err(|e| err(e.into()))?;
+            let id = r.peel_to_id().map_err(|e| err(e.into()))?;
             out.push(id.detach());
         }
         Ok(out)
@@ -629,21 +643,21 @@ impl GixStore {
         text: &str,
         operation: &str,
     ) -> Result<(), StoreError> {
-        let err = |e: String| self.git_error(operation, NOTES_REF, e);
+        let err = |e: BoxError| self.git_error(operation, NOTES_REF, e);
         let previous = repo
             .try_find_reference(NOTES_REF)
-            .map_err(|e| err(e.to_string()))?
+            .map_err(|e| err(e.into()))?
             .and_then(|r| r.try_id().map(|i| i.detach()));
         let base = self.tree_of(repo, previous, operation)?;
         let blob = repo
             .write_blob(text.as_bytes())
-            .map_err(|e| err(e.to_string()))?
+            .map_err(|e| err(e.into()))?
             .detach();
-        let mut editor = repo.edit_tree(base).map_err(|e| err(e.to_string()))?;
+        let mut editor = repo.edit_tree(base).map_err(|e| err(e.into()))?;
         editor
             .upsert(commit.to_string(), gix::objs::tree::EntryKind::Blob, blob)
-            .map_err(|e| err(e.to_string()))?;
-        let tree = editor.write().map_err(|e| err(e.to_string()))?.detach();
+            .map_err(|e| err(e.into()))?;
+        let tree = editor.write().map_err(|e| err(e.into()))?.detach();
         let sig = self.signature();
         let mut buf = gix::date::parse::TimeBuf::default();
         let sig_ref = sig.to_ref(&mut buf);
@@ -655,7 +669,7 @@ impl GixStore {
             tree,
             previous,
         )
-        .map_err(|e| self.ref_error(operation, &[NOTES_REF.to_string()], e.to_string()))?;
+        .map_err(|e| self.ref_error(operation, &[NOTES_REF.to_string()], e))?;
         Ok(())
     }
 
@@ -671,15 +685,15 @@ impl GixStore {
         let mut name = format!("{REVERTED_PREFIX}{n}");
         let existing = repo
             .try_find_reference(name.as_str())
-            .map_err(|e| self.git_error(operation, &name, e.to_string()))?
+            .map_err(|e| self.git_error(operation, &name, e))?
             .and_then(|r| r.try_id().map(|i| i.detach()));
         match existing {
             Some(id) if id == commit => return Ok(()),
             Some(_) => name = format!("{name}-{}", &commit.to_string()[..12]),
             None => {}
         }
-        let full = FullName::try_from(name.as_str())
-            .map_err(|e| self.git_error(operation, &name, e.to_string()))?;
+        let full =
+            FullName::try_from(name.as_str()).map_err(|e| self.git_error(operation, &name, e))?;
         self.edit_refs(
             repo,
             vec![update(
@@ -706,18 +720,18 @@ impl GixStore {
         let lock = self.index_lock(op)?;
         let repo = self.repo();
         let branch = self.branch_str();
-        let err = |e: String| self.git_error(op, &branch, e);
+        let err = |e: BoxError| self.git_error(op, &branch, e);
         let tip = self.branch_tip(&repo, op)?;
         let base = self.tree_of(&repo, tip, op)?;
         let blob = repo
             .write_blob(draft.source.as_bytes())
-            .map_err(|e| err(e.to_string()))?
+            .map_err(|e| err(e.into()))?
             .detach();
-        let mut editor = repo.edit_tree(base).map_err(|e| err(e.to_string()))?;
+        let mut editor = repo.edit_tree(base).map_err(|e| err(e.into()))?;
         editor
             .upsert(rel.as_str(), gix::objs::tree::EntryKind::Blob, blob)
-            .map_err(|e| err(e.to_string()))?;
-        let tree = editor.write().map_err(|e| err(e.to_string()))?.detach();
+            .map_err(|e| err(e.into()))?;
+        let tree = editor.write().map_err(|e| err(e.into()))?.detach();
 
         self.begin_write(&[format!("targets/{target}")])?;
         let path = self.workdir.join(&rel);
@@ -739,7 +753,7 @@ impl GixStore {
             Err(e) => {
                 self.restore_file(&repo, base, &rel);
                 self.end_write()?;
-                return Err(self.ref_error(op, std::slice::from_ref(&branch), e.to_string()));
+                return Err(self.ref_error(op, std::slice::from_ref(&branch), e));
             }
         };
         worktree::write_index(&repo, &self.workdir, tree, lock)
@@ -906,10 +920,10 @@ impl GixStore {
             let tree = repo
                 .find_commit(c)
                 .and_then(|c| c.tree())
-                .map_err(|e| self.git_error(op, &c.to_string(), e.to_string()))?;
+                .map_err(|e| self.git_error(op, &c.to_string(), e))?;
             Ok(tree
                 .lookup_entry_by_path(&rel)
-                .map_err(|e| self.git_error(op, &c.to_string(), e.to_string()))?
+                .map_err(|e| self.git_error(op, &c.to_string(), e))?
                 .map(|e| e.object_id()))
         };
         let Some(blob) = blob_at(tip)? else {
@@ -925,7 +939,7 @@ impl GixStore {
         }
         let data = repo
             .find_blob(blob)
-            .map_err(|e| self.git_error(op, &blob.to_string(), e.to_string()))?
+            .map_err(|e| self.git_error(op, &blob.to_string(), e))?
             .data
             .clone();
         let source = String::from_utf8(data).map_err(|_| {
@@ -1019,7 +1033,7 @@ fn tree_err(operation: &str, repo: &Path, reference: &str, e: TreeError) -> Stor
             operation: operation.into(),
             repo: repo.to_path_buf(),
             reference: reference.into(),
-            message,
+            source: message.into(),
         },
     }
 }

@@ -301,3 +301,21 @@ fn blob_id_is_what_git_hash_object_prints() {
         );
     }
 }
+
+/// A failure of the git library keeps that library's error as the `source()` of the
+/// store's error (it was flattened into a string), so callers and the command's `Caused
+/// by:` lines see the whole chain.
+#[tokio::test]
+async fn a_git_failure_keeps_the_libraries_error_as_its_source() {
+    let fx = Fixture::new();
+    let mut store = fx.open("run1");
+    experiment(&mut store, 1, "t", true).await;
+    let missing = autokernel_core::CommitId("1".repeat(40));
+    let err = store.read_kernel(&missing, "t").unwrap_err();
+    let autokernel_core::StoreError::Git { operation, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(operation, "read kernel");
+    let source = std::error::Error::source(&err).expect("the git library's error");
+    assert!(err.to_string().ends_with(&source.to_string()), "{err}");
+}
