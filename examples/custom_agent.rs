@@ -47,7 +47,8 @@ impl Agent for FolderAgent {
             },
             // an unreadable file is a failed proposal (an `invalid` row), not a crash
             Err(e) => Proposal::Invalid {
-                reason: format!("no_code: cannot read {}: {e}", path.display()),
+                class: autokernel_core::InvalidClass::Other("unreadable_file".into()),
+                detail: format!("cannot read {}: {e}", path.display()),
                 usage: None,
             },
         })

@@ -13,18 +13,16 @@
 #[non_exhaustive]
 pub enum ReplyError {
     /// No fenced code block at all.
-    #[error("no_code: the reply has no fenced code block{0}")]
+    #[error("the reply has no fenced code block{0}")]
     NoCode(String),
     /// The last fence opens a block that is never closed.
-    #[error("unterminated_fence: the code block opened on reply line {line} is never closed (unterminated code block); nothing was run")]
+    #[error("the code block opened on reply line {line} is never closed (unterminated code block); nothing was run")]
     UnterminatedFence {
         /// 1-based line of the reply where the block opens.
         line: usize,
     },
     /// Complete blocks, but none defines `kernel_fn`.
-    #[error(
-        "missing_kernel_fn: none of the {blocks} code block(s) defines `kernel_fn` at module level"
-    )]
+    #[error("none of the {blocks} code block(s) defines `kernel_fn` at module level")]
     MissingKernelFn {
         /// How many complete blocks there were.
         blocks: usize,
@@ -32,13 +30,14 @@ pub enum ReplyError {
 }
 
 impl ReplyError {
-    /// The class word the reason starts with (`no_code`, `unterminated_fence`,
-    /// `missing_kernel_fn`).
-    pub fn class(&self) -> &'static str {
+    /// The class of the [`autokernel_core::Proposal::Invalid`] it becomes (`no_code`,
+    /// `unterminated_fence`, `missing_kernel_fn`).
+    pub fn class(&self) -> autokernel_core::InvalidClass {
+        use autokernel_core::InvalidClass;
         match self {
-            ReplyError::NoCode(_) => "no_code",
-            ReplyError::UnterminatedFence { .. } => "unterminated_fence",
-            ReplyError::MissingKernelFn { .. } => "missing_kernel_fn",
+            ReplyError::NoCode(_) => InvalidClass::NoCode,
+            ReplyError::UnterminatedFence { .. } => InvalidClass::UnterminatedFence,
+            ReplyError::MissingKernelFn { .. } => InvalidClass::MissingKernelFn,
         }
     }
 }
@@ -221,11 +220,12 @@ mod tests {
 
     #[test]
     fn classifies_empty_prose_only_and_nameless_replies() {
-        assert_eq!(parse_reply("").unwrap_err().class(), "no_code");
+        assert_eq!(parse_reply("").unwrap_err().class().label(), "no_code");
         assert_eq!(
             parse_reply("I think you should unroll.")
                 .unwrap_err()
-                .class(),
+                .class()
+                .label(),
             "no_code"
         );
         assert_eq!(
@@ -243,7 +243,7 @@ mod tests {
     fn a_think_section_is_never_searched_for_code() {
         let reply =
             "<think>\n```python\ndef kernel_fn(x):\n    return x\n```\n</think>\nNo change needed.";
-        assert_eq!(parse_reply(reply).unwrap_err().class(), "no_code");
+        assert_eq!(parse_reply(reply).unwrap_err().class().label(), "no_code");
         let reply = "<think>plan</think>\nFuse the passes.\n```python\ndef kernel_fn(x):\n    return x\n```";
         assert_eq!(parse_reply(reply).unwrap().description, "Fuse the passes.");
     }

@@ -46,17 +46,92 @@ pub enum Proposal {
         /// Tokens spent, for LLM agents.
         usage: Option<TokenUsage>,
     },
-    /// The agent produced nothing runnable; logged as an `invalid` row with the reason,
-    /// no commit, no bench.
+    /// The agent produced nothing runnable; logged as an `invalid` row whose description
+    /// is [`Proposal::invalid_reason`] (`class: detail`), no commit, no bench.
     Invalid {
-        /// The failure class and detail, e.g. `truncated: finish_reason length at 4096 tokens`.
-        reason: String,
+        /// What kind of failure: what the agent counts in its give-up streaks and the row's
+        /// description starts with.
+        class: InvalidClass,
+        /// What exactly, e.g. `finish_reason length at 4096 output tokens`.
+        detail: String,
         /// Tokens spent.
         usage: Option<TokenUsage>,
     },
     /// Nothing left to try for this target (the tuner's space is exhausted); the
     /// orchestrator moves on.
     Exhausted,
+}
+
+impl Proposal {
+    /// An `invalid` row's description for an [`Proposal::Invalid`]: `class: detail`
+    /// (`truncated: finish_reason length at 4096 output tokens`); `None` for the others.
+    pub fn invalid_reason(&self) -> Option<String> {
+        match self {
+            Proposal::Invalid { class, detail, .. } => Some(format!("{class}: {detail}")),
+            _ => None,
+        }
+    }
+}
+
+/// Why a proposal is not a runnable candidate: the class of a [`Proposal::Invalid`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InvalidClass {
+    /// The reply was cut at the output-token limit.
+    Truncated,
+    /// No fenced code block in the reply.
+    NoCode,
+    /// The last code block is never closed.
+    UnterminatedFence,
+    /// No complete python block defines `kernel_fn`.
+    MissingKernelFn,
+    /// An HTTP status other than 2xx, after any retries.
+    Http(u16),
+    /// No complete reply within the time limit.
+    Timeout,
+    /// The server could not be reached.
+    Connection,
+    /// The server counted far fewer prompt tokens than were sent (its context is smaller).
+    ServerTruncatedPrompt,
+    /// The prompt does not fit the context budget even without history.
+    ContextBudget,
+    /// The body is not a chat completion.
+    MalformedResponse,
+    /// A stream ended with neither `finish_reason` nor `[DONE]`.
+    IncompleteStream,
+    /// A stream carried an `error` object.
+    ServerError,
+    /// A class of an agent of your own (`snake_case`, no `:`).
+    Other(String),
+}
+
+impl InvalidClass {
+    /// The word an `invalid` row's description starts with: `truncated`, `no_code`,
+    /// `http_429`, …
+    pub fn label(&self) -> std::borrow::Cow<'static, str> {
+        use std::borrow::Cow::Borrowed;
+        match self {
+            InvalidClass::Truncated => Borrowed("truncated"),
+            InvalidClass::NoCode => Borrowed("no_code"),
+            InvalidClass::UnterminatedFence => Borrowed("unterminated_fence"),
+            InvalidClass::MissingKernelFn => Borrowed("missing_kernel_fn"),
+            InvalidClass::Http(code) => format!("http_{code}").into(),
+            InvalidClass::Timeout => Borrowed("timeout"),
+            InvalidClass::Connection => Borrowed("connection"),
+            InvalidClass::ServerTruncatedPrompt => Borrowed("server_truncated_prompt"),
+            InvalidClass::ContextBudget => Borrowed("context_budget"),
+            InvalidClass::MalformedResponse => Borrowed("malformed_response"),
+            InvalidClass::IncompleteStream => Borrowed("incomplete_stream"),
+            InvalidClass::ServerError => Borrowed("server_error"),
+            InvalidClass::Other(word) => word.clone().into(),
+        }
+    }
+}
+
+impl std::fmt::Display for InvalidClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label())
+    }
 }
 
 /// Errors that stop the agent altogether (misconfiguration), unlike [`Proposal::Invalid`].

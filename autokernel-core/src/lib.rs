@@ -42,7 +42,7 @@ mod target;
 pub mod testing;
 mod version_store;
 
-pub use agent::{Agent, AgentError, Proposal, ProposalContext, TokenUsage};
+pub use agent::{Agent, AgentError, InvalidClass, Proposal, ProposalContext, TokenUsage};
 pub use benchmarker::{
     BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest, Comparison, Correctness,
     Device, Metrics, Stage, StageReport, Verdict,

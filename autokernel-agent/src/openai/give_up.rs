@@ -2,7 +2,7 @@
 //! without a chat completion or without a candidate, and the limits that turn a streak
 //! into [`AgentError::Fatal`].
 
-use autokernel_core::{AgentError, Proposal};
+use autokernel_core::{AgentError, InvalidClass, Proposal};
 
 use super::config::OpenAiConfig;
 use crate::env;
@@ -58,17 +58,18 @@ impl Streaks {
             // nothing was asked of the server: nothing learnt about it
             Exchange::NotSent => {}
         }
-        let Proposal::Invalid { reason, .. } = &proposal else {
+        let (Proposal::Invalid { class, .. }, Some(reason)) =
+            (&proposal, proposal.invalid_reason())
+        else {
             self.no_candidate_in_a_row.clear();
             return Ok(proposal);
         };
-        let class = reason.split(':').next().unwrap_or(reason).trim();
-        self.no_candidate_in_a_row.push(class.to_string());
+        self.no_candidate_in_a_row.push(class.label().into_owned());
         let (model, base_url) = (&config.model, &config.base_url);
         if exchange == Exchange::NoCompletion
             && self.no_completion_in_a_row >= MAX_NO_COMPLETION_IN_A_ROW
         {
-            let check = if class == "connection" {
+            let check = if *class == InvalidClass::Connection {
                 format!("is the server running at `{base_url}`?")
             } else {
                 format!(

@@ -17,7 +17,7 @@ mod wire;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use autokernel_core::{Agent, AgentError, Proposal, ProposalContext, TokenUsage};
+use autokernel_core::{Agent, AgentError, InvalidClass, Proposal, ProposalContext, TokenUsage};
 
 pub use config::{OpenAiConfig, TokenLimitField, DEFAULT_BASE_URL};
 pub use give_up::{MAX_NO_CANDIDATE_IN_A_ROW, MAX_NO_COMPLETION_IN_A_ROW};
@@ -164,14 +164,15 @@ impl OpenAiAgent {
         let user = build_user_message(context, system_tokens, budget);
         let prompt_estimate = system_tokens + estimate_tokens(&user.text);
         if prompt_estimate > budget {
-            let reason = format!(
-                "context_budget: the prompt needs about {prompt_estimate} tokens without any history, but context_tokens {} minus max_output_tokens {} leaves {budget}; raise {} (and the server's context window) or shorten program.md",
+            let detail = format!(
+                "the prompt needs about {prompt_estimate} tokens without any history, but context_tokens {} minus max_output_tokens {} leaves {budget}; raise {} (and the server's context window) or shorten program.md",
                 self.config.context_tokens,
                 self.config.max_output_tokens,
                 env::AUTOKERNEL_LLM_CONTEXT_TOKENS
             );
             let proposal = Proposal::Invalid {
-                reason,
+                class: InvalidClass::ContextBudget,
+                detail,
                 usage: None,
             };
             return Ok((proposal, Exchange::NotSent));
@@ -191,8 +192,12 @@ impl OpenAiAgent {
             let completion = match self.transport.call(&self.config, &body).await {
                 Ok(c) => c,
                 Err(CallError::Fatal(m)) => return Err(AgentError::Fatal(m)),
-                Err(CallError::Invalid(reason)) => {
-                    let proposal = Proposal::Invalid { reason, usage };
+                Err(CallError::Invalid { class, detail }) => {
+                    let proposal = Proposal::Invalid {
+                        class,
+                        detail,
+                        usage,
+                    };
                     return Ok((proposal, Exchange::NoCompletion));
                 }
             };
@@ -228,23 +233,33 @@ impl OpenAiAgent {
                 } else {
                     "the reply was cut off".to_string()
                 };
-                let reason = format!(
-                    "truncated: finish_reason length at {} output tokens and again at {max_tokens} ({what}); raise {} or use a model that answers more briefly",
+                let detail = format!(
+                    "finish_reason length at {} output tokens and again at {max_tokens} ({what}); raise {} or use a model that answers more briefly",
                     self.config.max_output_tokens,
                     env::AUTOKERNEL_LLM_MAX_TOKENS
                 );
-                return Ok((Proposal::Invalid { reason, usage }, Exchange::Completion));
+                let proposal = Proposal::Invalid {
+                    class: InvalidClass::Truncated,
+                    detail,
+                    usage,
+                };
+                return Ok((proposal, Exchange::Completion));
             }
             if let Some(r) = reported.filter(|r| r.prompt_tokens > 0) {
                 if prompt_estimate >= TRUNCATION_CHECK_MIN_TOKENS
                     && (r.prompt_tokens as usize) * 2 < prompt_estimate
                 {
-                    let reason = format!(
-                        "server_truncated_prompt: the server counted {} prompt tokens but about {prompt_estimate} were sent; its context window is smaller than the prompt (e.g. Ollama's num_ctx, llama.cpp's --n_ctx): raise it, or lower {} to match",
+                    let detail = format!(
+                        "the server counted {} prompt tokens but about {prompt_estimate} were sent; its context window is smaller than the prompt (e.g. Ollama's num_ctx, llama.cpp's --n_ctx): raise it, or lower {} to match",
                         r.prompt_tokens,
                         env::AUTOKERNEL_LLM_CONTEXT_TOKENS
                     );
-                    return Ok((Proposal::Invalid { reason, usage }, Exchange::Completion));
+                    let proposal = Proposal::Invalid {
+                        class: InvalidClass::ServerTruncatedPrompt,
+                        detail,
+                        usage,
+                    };
+                    return Ok((proposal, Exchange::Completion));
                 }
             }
             let proposal = match parse_reply(&completion.content) {
@@ -254,11 +269,15 @@ impl OpenAiAgent {
                     usage,
                 },
                 Err(e) => {
-                    let mut reason = e.to_string();
+                    let mut detail = e.to_string();
                     if let Some(refusal) = &completion.refusal {
-                        reason.push_str(&format!("; the model refused: {}", snippet(refusal, 200)));
+                        detail.push_str(&format!("; the model refused: {}", snippet(refusal, 200)));
                     }
-                    Proposal::Invalid { reason, usage }
+                    Proposal::Invalid {
+                        class: e.class(),
+                        detail,
+                        usage,
+                    }
                 }
             };
             return Ok((proposal, Exchange::Completion));

@@ -1,6 +1,7 @@
 //! [`SseReader`]: reads a streamed (server-sent events) chat completion into one
 //! [`Completion`].
 
+use autokernel_core::InvalidClass;
 use serde_json::json;
 
 use super::wire::{error_message, snippet, CallError, Completion, WireResponse};
@@ -53,17 +54,15 @@ impl SseReader {
             self.done = true;
             return Ok(());
         }
-        let chunk: WireResponse = serde_json::from_str(data).map_err(|e| {
-            CallError::Invalid(format!(
-                "malformed_response: a stream chunk is not JSON ({e}): `{}`",
-                snippet(data, 200)
-            ))
+        let chunk: WireResponse = serde_json::from_str(data).map_err(|e| CallError::Invalid {
+            class: InvalidClass::MalformedResponse,
+            detail: format!("a stream chunk is not JSON ({e}): `{}`", snippet(data, 200)),
         })?;
         if let Some(err) = chunk.error {
-            return Err(CallError::Invalid(format!(
-                "server_error: {}",
-                error_message(&json!({ "error": err }).to_string())
-            )));
+            return Err(CallError::Invalid {
+                class: InvalidClass::ServerError,
+                detail: error_message(&json!({ "error": err }).to_string()),
+            });
         }
         if let Some(u) = &chunk.usage {
             self.completion.usage = Some(u.to_usage());
@@ -94,10 +93,13 @@ impl SseReader {
     /// `finish_reason` nor `[DONE]`.
     pub(super) fn into_completion(self) -> Result<Completion, CallError> {
         if !self.done && self.completion.finish_reason.is_none() {
-            return Err(CallError::Invalid(format!(
-                "incomplete_stream: the stream ended without finish_reason or [DONE] after {} characters",
-                self.completion.content.chars().count()
-            )));
+            return Err(CallError::Invalid {
+                class: InvalidClass::IncompleteStream,
+                detail: format!(
+                    "the stream ended without finish_reason or [DONE] after {} characters",
+                    self.completion.content.chars().count()
+                ),
+            });
         }
         Ok(self.completion)
     }

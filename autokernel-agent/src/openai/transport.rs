@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use autokernel_core::AgentError;
+use autokernel_core::{AgentError, InvalidClass};
 use serde_json::Value;
 
 use super::config::OpenAiConfig;
@@ -81,15 +81,12 @@ impl Transport {
             let retry_wait = match request.send().await {
                 Err(e) if e.is_timeout() => return Err(self.timeout_error(config)),
                 Err(e) => {
-                    let reason = format!(
-                        "connection: cannot reach `{}`: {}",
-                        self.endpoint,
-                        error_chain(&e)
-                    );
+                    let reason = format!("cannot reach `{}`: {}", self.endpoint, error_chain(&e));
                     if attempt == attempts {
-                        return Err(CallError::Invalid(format!(
-                            "{reason} (after {attempts} attempts)"
-                        )));
+                        return Err(CallError::Invalid {
+                            class: InvalidClass::Connection,
+                            detail: format!("{reason} (after {attempts} attempts)"),
+                        });
                     }
                     tracing::warn!(attempt, %reason, "retrying");
                     backoff
@@ -138,11 +135,14 @@ impl Transport {
                             )))
                         }
                         400 if is_context_overflow(&message) => {
-                            return Err(CallError::Invalid(format!(
-                                "http_400: {message}; the prompt and the output budget do not fit the server's context window: start the server with a larger one (llama.cpp: -c), or set {} and {} to what it has",
-                                env::AUTOKERNEL_LLM_CONTEXT_TOKENS,
-                                env::AUTOKERNEL_LLM_MAX_TOKENS
-                            )))
+                            return Err(CallError::Invalid {
+                                class: InvalidClass::Http(400),
+                                detail: format!(
+                                    "{message}; the prompt and the output budget do not fit the server's context window: start the server with a larger one (llama.cpp: -c), or set {} and {} to what it has",
+                                    env::AUTOKERNEL_LLM_CONTEXT_TOKENS,
+                                    env::AUTOKERNEL_LLM_MAX_TOKENS
+                                ),
+                            })
                         }
                         429 | 500..=599 if attempt < attempts => {
                             let wait = retry_after.unwrap_or(backoff);
@@ -156,11 +156,17 @@ impl Transport {
                             wait
                         }
                         429 | 500..=599 => {
-                            return Err(CallError::Invalid(format!(
-                                "http_{code}: {message} (after {attempts} attempts)"
-                            )))
+                            return Err(CallError::Invalid {
+                                class: InvalidClass::Http(code),
+                                detail: format!("{message} (after {attempts} attempts)"),
+                            })
                         }
-                        _ => return Err(CallError::Invalid(format!("http_{code}: {message}"))),
+                        _ => {
+                            return Err(CallError::Invalid {
+                                class: InvalidClass::Http(code),
+                                detail: message,
+                            })
+                        }
                     }
                 }
             };
@@ -172,12 +178,15 @@ impl Transport {
 
     /// `timeout`: no complete reply within `request_timeout`.
     fn timeout_error(&self, config: &OpenAiConfig) -> CallError {
-        CallError::Invalid(format!(
-            "timeout: no complete reply from `{}` within {} s; raise {} for slow models",
-            self.endpoint,
-            config.request_timeout.as_secs_f64(),
-            env::AUTOKERNEL_LLM_TIMEOUT_S
-        ))
+        CallError::Invalid {
+            class: InvalidClass::Timeout,
+            detail: format!(
+                "no complete reply from `{}` within {} s; raise {} for slow models",
+                self.endpoint,
+                config.request_timeout.as_secs_f64(),
+                env::AUTOKERNEL_LLM_TIMEOUT_S
+            ),
+        }
     }
 
     /// Reads a 2xx reply: a whole JSON body, or a server-sent-events stream.
@@ -221,11 +230,14 @@ impl Transport {
         if e.is_timeout() {
             self.timeout_error(config)
         } else {
-            CallError::Invalid(format!(
-                "incomplete_stream: the reply from `{}` broke off: {}",
-                self.endpoint,
-                error_chain(&e)
-            ))
+            CallError::Invalid {
+                class: InvalidClass::IncompleteStream,
+                detail: format!(
+                    "the reply from `{}` broke off: {}",
+                    self.endpoint,
+                    error_chain(&e)
+                ),
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The chat-completions wire format: the request body sent, the JSON shapes of a reply, and
 //! what one exchange yields ([`Completion`], or a [`CallError`] saying why none came).
 
-use autokernel_core::TokenUsage;
+use autokernel_core::{InvalidClass, TokenUsage};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -24,8 +24,13 @@ pub(super) struct Completion {
 
 /// Why an exchange produced no completion.
 pub(super) enum CallError {
-    /// Becomes [`Proposal::Invalid`](autokernel_core::Proposal::Invalid) with this reason.
-    Invalid(String),
+    /// Becomes [`Proposal::Invalid`](autokernel_core::Proposal::Invalid) of this class.
+    Invalid {
+        /// The class.
+        class: InvalidClass,
+        /// What exactly.
+        detail: String,
+    },
     /// Stops the run.
     Fatal(String),
 }
@@ -127,26 +132,22 @@ pub(super) fn error_message(body: &str) -> String {
 /// Reads a whole (not streamed) reply body.
 pub(super) fn parse_json_completion(body: &[u8]) -> Result<Completion, CallError> {
     let text = String::from_utf8_lossy(body);
-    let wire: WireResponse = serde_json::from_slice(body).map_err(|e| {
-        CallError::Invalid(format!(
-            "malformed_response: not a chat completion ({e}): `{}`",
-            snippet(&text, 200)
-        ))
+    let wire: WireResponse = serde_json::from_slice(body).map_err(|e| CallError::Invalid {
+        class: InvalidClass::MalformedResponse,
+        detail: format!("not a chat completion ({e}): `{}`", snippet(&text, 200)),
     })?;
     if let Some(err) = wire.error {
-        return Err(CallError::Invalid(format!(
-            "server_error: {}",
-            error_message(&json!({ "error": err }).to_string())
-        )));
+        return Err(CallError::Invalid {
+            class: InvalidClass::ServerError,
+            detail: error_message(&json!({ "error": err }).to_string()),
+        });
     }
     let choice = wire
         .choices
         .and_then(|c| c.into_iter().next())
-        .ok_or_else(|| {
-            CallError::Invalid(format!(
-                "malformed_response: no choices in the reply: `{}`",
-                snippet(&text, 200)
-            ))
+        .ok_or_else(|| CallError::Invalid {
+            class: InvalidClass::MalformedResponse,
+            detail: format!("no choices in the reply: `{}`", snippet(&text, 200)),
         })?;
     let message = choice.message.or(choice.delta);
     let reasoning = message

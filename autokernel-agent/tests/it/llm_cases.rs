@@ -88,7 +88,9 @@ async fn bodies(server: &MockServer) -> Vec<Value> {
 
 fn invalid(p: Proposal) -> (String, Option<TokenUsage>) {
     match p {
-        Proposal::Invalid { reason, usage } => (reason, usage),
+        ref invalid @ Proposal::Invalid { usage, .. } => {
+            (invalid.invalid_reason().unwrap_or_default(), usage)
+        }
         other => panic!("expected Invalid, got {other:?}"),
     }
 }

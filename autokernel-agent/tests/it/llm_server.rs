@@ -166,7 +166,8 @@ fn check(p: &Proposal, server: &Server) {
             let u = usage.expect("usage recorded");
             assert!(u.prompt_tokens > 0 && u.completion_tokens > 0, "{u:?}");
         }
-        Proposal::Invalid { reason, usage } => {
+        invalid @ Proposal::Invalid { usage, .. } => {
+            let reason = invalid.invalid_reason().unwrap_or_default();
             assert!(
                 REPLY_CLASSES.iter().any(|c| reason.starts_with(c)),
                 "not a reply class: {reason}\nserver log:\n{}",

@@ -844,7 +844,8 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         };
         let (description, source) = match proposal {
             Proposal::Exhausted => return Ok(None),
-            Proposal::Invalid { reason, .. } => {
+            invalid @ Proposal::Invalid { .. } => {
+                let reason = invalid.invalid_reason().unwrap_or_default();
                 self.log_invalid(n, target, &agent, reason, t0)?;
                 return Ok(Some((false, None, None)));
             }

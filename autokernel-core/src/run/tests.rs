@@ -181,7 +181,8 @@ async fn an_invalid_proposal_is_logged_without_commit_or_bench() {
     let fx = Fixture::new();
     let mut agent = ScriptedAgent::default();
     agent.script.push_back(Proposal::Invalid {
-        reason: "truncated: finish_reason length".into(),
+        class: crate::InvalidClass::Truncated,
+        detail: "finish_reason length".into(),
         usage: None,
     });
     let bench = FakeBenchmarker::from_comments();
@@ -220,7 +221,8 @@ impl Agent for GivesUpOnTheThird {
         self.0 += 1;
         if self.0 < 3 {
             return Ok(Proposal::Invalid {
-                reason: format!("http_500: failure {}", self.0),
+                class: crate::InvalidClass::Http(500),
+                detail: format!("failure {}", self.0),
                 usage: None,
             });
         }
