@@ -24,7 +24,7 @@ On the H200 at 4096×50257 float16 it took 124.4 µs against the first kernel's 
 Exponentials are exp2 of (x − max)·log2 e, which compiles to one multiply and one
 `ex2.approx.ftz` (PTX ISA, "ex2"): `tl.exp` compiles to `ex2.approx` without flush-to-zero,
 whose subnormal fix-up costs four more instructions per element on sm_90 (SASS of this
-file, benches/gpu/sass_probe.py). Flushing drops only terms below 2⁻¹²⁶ from the sum.
+file, docs/benchmarks.md, "Instructions per element"). Flushing drops only terms below 2⁻¹²⁶ from the sum.
 """
 
 import torch

@@ -24,7 +24,7 @@ faster still at 50256 (257.0) and slower at 50257 (408.2).
 Exponentials are exp2 of (x − max)·log2 e, which compiles to one multiply and one
 `ex2.approx.ftz` (PTX ISA, "ex2"): `tl.exp` compiles to `ex2.approx` without flush-to-zero,
 whose subnormal fix-up costs four more instructions per element on sm_90 (SASS of this
-file, benches/gpu/sass_probe.py). The wide rows' loop issues about one instruction per
+file, docs/benchmarks.md, "Instructions per element"). The wide rows' loop issues about one instruction per
 element less with each instruction saved, and at 50257 columns the H200 ran it at the pace
 of its instruction count (docs/benchmarks.md). Flushing drops only results below 2⁻¹²⁶.
 
