@@ -569,11 +569,10 @@ def _eager(kind, inputs):
 
 
 # The batch overrules only when the host spent at least this share of it waiting on the
-# final synchronize (the device, not the host's launching, set the pace). On the H200
-# (2026-11-30) the starter matmul moved to a side stream waited 0.57-0.60 of its batch
-# (enqueueing is slow there too: 84-92 us a call), and one bench run of it was not caught
-# by the batch at the former 0.5 (the plausibility gate caught it); a
-# wrapper slower than its kernel leaves only its last kernel to wait for at the end.
+# final synchronize (the device, not the host's launching, set the pace). A third, not a
+# half: a side-stream matmul whose host also enqueues slowly waited only a little over half
+# its batch, and a wrapper slower than its kernel leaves only its last kernel to wait for at
+# the end (docs/benchmarks.md, "Timing that a busy host cannot fool").
 _HIDDEN_WORK_WAITED = 1.0 / 3.0
 # Back-to-back calls in the batch that looks for work hidden from the timing events.
 _BATCH_CALLS = 20
@@ -584,10 +583,9 @@ _HIDDEN_WORK_RATIO = 1.5
 
 # How long the GPU is kept busy before a measurement (seconds). Between measurements an
 # experiment spends seconds on host work (inputs, copies, the Rust judge) and the GPU drops
-# to its idle clock: on the H200 (2026-11-30) the SM clock read 345 MHz idle against
-# 1980 MHz under load, and kernels of 7-40 us timed 2.4-5x slower, at random, when timed
-# straight after the stages. do_bench's own warm-up (25 ms of the kernel itself, mostly
-# host-bound for small kernels) did not lift it.
+# to its idle clock, where small kernels timed straight after the stages read several times
+# slower, at random; do_bench's own warm-up (the kernel itself, mostly host-bound for small
+# kernels) does not lift it (docs/benchmarks.md, "Timing that a busy host cannot fool").
 _SPIN_UP_S = 0.15
 
 
@@ -610,9 +608,9 @@ def _spin_up():
 # the H200's 1.98 GHz working clock. The timed call's start event and launches are enqueued
 # by the host while the GPU flushes L2 and then sleeps, so a host that falls behind for a
 # moment (other processes, the collector) does not leave the GPU idle inside the timed
-# window. With triton's do_bench (flush only, ~80 us of GPU work) a 6.7 us layernorm of
-# GPT-2 read 32-43 us at random on a loaded host (H200, 2026-11-30), and the keep rule
-# kept slower candidates.
+# window. With triton's do_bench (flush only, ~80 us of GPU work) a small kernel on a
+# loaded host read several times its time at random, and the keep rule kept slower
+# candidates (docs/benchmarks.md, "Timing that a busy host cannot fool").
 _SLACK_CYCLES = 400_000
 # L2 flush buffer: larger than the H200's 60 MiB L2 (as do_bench's 256 MB).
 _FLUSH_BYTES = 256 * 1024 * 1024
@@ -664,8 +662,9 @@ def _measure_us(fn, quick):
     and the host spent most of it waiting on the synchronize (not launching), the device was
     busy with work the events missed, and the batch's per-call time is the latency. A
     wrapper slower than its kernel makes the batch slow while the host is busy launching,
-    which is not hidden work. (On the H200, 2026-11-29, a synchronize inside every timed
-    call added ~15-30 us of host round trip to 20 us kernels, so it is not used.)
+    which is not hidden work. (A synchronize inside every timed call would add a host round
+    trip of about a small kernel's own time, so it is not used: docs/benchmarks.md, "Timing
+    that a busy host cannot fool".)
     CPU: a wall clock, median of a few calls after one warm-up."""
     if _STATE["device"] == "cuda":
         sync = _P["cuda_synchronize"]

@@ -221,8 +221,8 @@ pub fn compare_outputs(
     let mut scan = Scan::new(dtype_max(out_dtype), tol, last_dim);
     // Flat logical-order iteration over slices when both arrays are in standard layout; the
     // multi-index is only worked out (`unravel`) for the elements a message names. Per
-    // element `indexed_iter()` was 3x slower (benches/judge.rs) and, at 8192x8192, a visible
-    // part of every experiment.
+    // element `indexed_iter()` was several times slower and, at 8192x8192, a visible part of
+    // every experiment (benches/judge.rs; docs/benchmarks.md, "The Rust judge").
     match (out.as_slice(), reference.as_slice()) {
         (Some(o), Some(r)) => {
             for (flat, (&o, &r)) in o.iter().zip(r).enumerate() {

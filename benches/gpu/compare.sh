@@ -3,9 +3,10 @@
 # correctness stage in float16 at each shape, then timing there. Prints one line per file and
 # shape (verdict, µs, PyTorch eager µs, throughput); the JSON lines go to $OUT/compare.jsonl.
 # Usage (on the GPU machine, from the repository root):
-#   benches/gpu/compare.sh BIN KIND SHAPES FILE...   e.g.
-#   benches/gpu/compare.sh gpu-bin/autokernel softmax 4096,50257 benches/gpu/variants/softmax_aligned.py
-# SHAPES: one shape, or several separated by spaces inside one argument.
+#   benches/gpu/compare.sh BIN KIND SHAPES [FILE...]   e.g.
+#   benches/gpu/compare.sh gpu-bin/autokernel softmax "4096,50257 4096,32000" my_softmax.py
+# SHAPES: one shape, or several separated by spaces inside one argument. With no FILE, the
+# starter alone is judged and timed. Name a file twice to see the spread of its timing.
 set -u
 AK=$(realpath "$1"); KIND=$2; SHAPES=$3; shift 3
 OUT=${OUT:-/tmp/ak-out}; mkdir -p "$OUT"

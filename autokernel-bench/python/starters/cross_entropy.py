@@ -10,21 +10,21 @@ loss per row. A second, one-program kernel sums the row losses in a fixed order 
 divides by rows (deterministic: no atomics). All arithmetic in float32.
 
 The row kernel's loads are marked `evict_first`: each logit is read once, so its lines
-are the first the L2 may drop. On the H200 that took 4096×32000 float16 from 81.8 to 79.5
-µs (docs/benchmarks.md, 2026-11-30).
+are the first the L2 may drop (docs/benchmarks.md, "Session 7").
 
 Rows whose width in bytes is not a multiple of 16 (an odd vocabulary such as GPT-2's
 50257) start off a 16-byte boundary, and the loads of the chunks above could then only be
 2 bytes wide. Those rows go to a second kernel, one program per row, that reads each row in
 chunks from the 16-byte boundary at or below its start: the chunks inside the row are
 loaded without a mask, 16 bytes at a time; the first and the last are masked to the row.
-On the H200 at 4096×50257 float16 it took 124.4 µs against the first kernel's 137.4 µs
-(docs/benchmarks.md, 2026-11-30).
+At such widths it is faster than the first kernel (docs/benchmarks.md, "What the session-5
+comparisons changed").
 
 Exponentials are exp2 of (x − max)·log2 e, which compiles to one multiply and one
 `ex2.approx.ftz` (PTX ISA, "ex2"): `tl.exp` compiles to `ex2.approx` without flush-to-zero,
 whose subnormal fix-up costs four more instructions per element on sm_90 (SASS of this
-file, benches/gpu/sass_probe.py). Flushing drops only terms below 2⁻¹²⁶ from the sum.
+file; docs/benchmarks.md, "Instructions per element"). Flushing drops only terms below
+2⁻¹²⁶ from the sum.
 """
 
 import torch
@@ -32,8 +32,8 @@ import triton
 import triton.language as tl
 
 KERNEL_KIND = "cross_entropy"
-# The aligned rows' keys as `autokernel tune` found them on the H200 at 4096x32000 float16
-# (77.8 against 80.4 µs); the odd widths' kernel keeps its own (ODD_*), measured at 50257.
+# The aligned rows' keys as `autokernel tune` found them at 4096x32000 float16; the odd
+# widths' kernel keeps its own (ODD_*), measured at 50257 (docs/benchmarks.md, "Session 7").
 CONFIG = {"BLOCK_ROWS": 1, "BLOCK_N": 8192, "ODD_BLOCK_N": 4096, "ODD_STAGES": 2, "num_warps": 4, "num_stages": 1}
 TUNABLES = {
     "BLOCK_ROWS": [1, 2],

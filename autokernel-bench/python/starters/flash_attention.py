@@ -9,16 +9,15 @@ l, rescaled accumulator), so the seq × seq score matrix never reaches memory. K
 entirely below the diagonal run without any mask; only the blocks that cross the
 diagonal are masked; blocks above it are skipped (half the work of the full matrix).
 Query blocks are launched longest-first across all heads (the heads on the grid's fast
-axis), so that the causal imbalance evens out at the tail: on the H200 at causal
-1×32×2048×128 float16 98.6 µs, against 116.8 µs when each head's blocks were launched
-longest-first in turn (docs/benchmarks.md, 2026-11-30). Scores are scaled by log2(e)/√d
+axis), so that the causal imbalance evens out at the tail (faster than launching each
+head's blocks longest-first in turn: docs/benchmarks.md, "What the session-5 comparisons
+changed"). Scores are scaled by log2(e)/√d
 so that exp2 can be used. Accumulation in float32; the probabilities are rounded to the
 input dtype for the P·V product, as in FlashAttention.
 Float32 inputs use `input_precision="ieee"` (no TF32, per the precision policy), which runs
 on the FMA units, not the tensor cores: they take tiles of their own (IEEE_BLOCK_M ×
-IEEE_BLOCK_N, IEEE_WARPS warps). On the H200 at causal 1×32×2048×128 float32 (one warm
-worker, 2026-11-30): 3579.7 µs with 32 × 32 tiles of 4 warps, 38606.3 µs with the float16
-tiles, PyTorch's SDPA 910.7 µs (docs/benchmarks.md).
+IEEE_BLOCK_N, IEEE_WARPS warps): there the float16 tiles run far slower
+(docs/benchmarks.md, "Float32 in the pointer kernels").
 """
 
 import math

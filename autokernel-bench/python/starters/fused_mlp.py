@@ -15,15 +15,13 @@ of one program per SM (times PROGRAMS_PER_SM) walks the output tiles; the blocks
 TMA (tensor descriptors: zero-filled past the edges, the store clipped, no masks),
 software-pipelined over num_stages buffers within each tile's K loop (FLATTEN fuses the
 tile loop into the K loop, Triton's loop flattening). The down matmul has tiles of its
-own width, DOWN_BLOCK_N: with one accumulator it can take 128×256 tiles. On the H200 at
-2048×4096×11008 float16 (one warm worker): 774.7 µs against PyTorch eager's 852.7 in the
-same run, where 128×128 down tiles took 918.4 µs (docs/benchmarks.md also times the
-flattened loop and the pointer kernel). Anything else (float32, odd strides) runs
+own width, DOWN_BLOCK_N: with one accumulator it can take 128×256 tiles, faster than
+128×128 ones (docs/benchmarks.md, "Session 6", which also times the flattened loop and the
+pointer kernel). Anything else (float32, odd strides) runs
 `_mlp_matmul_kernel`, one program per tile with pointer loads; float32 (IEEE, on the FMA
-units) on square IEEE_BLOCK tiles, BLOCK_K 32 and IEEE_WARPS warps: on the H200 at
-2048×4096×11008 float32, 25.9 ms with 128-wide tiles of 8 warps, 37.3 with 64-wide of 4,
-72.7 with the tensor-core tiles (PyTorch eager 11.7 ms: cuBLAS float32 is faster still;
-docs/benchmarks.md). Tiles are ordered in
+units) on square IEEE_BLOCK tiles, BLOCK_K 32 and IEEE_WARPS warps: the tensor-core tiles
+hold too many float32 accumulators a thread there (docs/benchmarks.md, "Float32 in the
+pointer kernels"; cuBLAS's float32 is faster still). Tiles are ordered in
 groups of GROUP_M tile-rows for L2 reuse; float32 inputs use `input_precision="ieee"` (no
 TF32). silu(g) = g·sigmoid(g) is computed in float32. Launch parameters that would not fit
 in shared memory are shrunk by the wrapper: the CONFIG values are hints, never
@@ -37,8 +35,8 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 KERNEL_KIND = "fused_mlp"
 # BLOCK_N is the gate/up tiles' width, DOWN_BLOCK_N the down matmul's (the TMA kernel only).
-# TUNABLES leave out BLOCK_N 256, which lost by far on the H200 (`autokernel tune`,
-# 2026-11-30): two 128×256 float32 accumulators do not fit in registers (8 ms against 0.9).
+# TUNABLES leave out BLOCK_N 256: two 128×256 float32 accumulators do not fit in registers,
+# and it lost by far (docs/benchmarks.md, "Session 6").
 CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "DOWN_BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "PROGRAMS_PER_SM": 1, "FLATTEN": 0, "IEEE_BLOCK": 128, "IEEE_WARPS": 8, "num_warps": 8, "num_stages": 3}
 TUNABLES = {
     "BLOCK_M": [64, 128],

@@ -12,16 +12,14 @@ Starter kernel of autokernel (kind `matmul`). Compute-bound. Two kernels:
   flattening), so that the next tile's loads could overlap this tile's epilogue. B may
   be row-major or the transpose of a row-major [N, K] tensor (nn.Linear's weight).
   SPLIT_EPILOGUE writes the tile in two halves, which halves the shared-memory staging
-  of the store. On the H200 (2026-11-30, float16, one warm worker, docs/benchmarks.md)
-  this kernel with CONFIG took 193.5 µs at 4096×4096×4096 and 503.9 µs at
-  4096×11008×4096, against cuBLAS's 187.8 and 519.8 µs in the same run and the pointer
-  kernel's 205.5 and 564.6; flattened, 197.3 and 519.5 µs.
+  of the store. With CONFIG (the tile loop not flattened) it runs near cuBLAS at 16 bits
+  and faster than the pointer kernel; the flattened loop was level with it
+  (docs/benchmarks.md, "Session 6").
 - anything else (float32, odd strides) goes to `_matmul_kernel`: one program per
   BLOCK_M × BLOCK_N tile with pointer loads, walking K in steps of BLOCK_K. Float32 (IEEE,
   so FMA units, not tensor cores) takes square IEEE_BLOCK tiles, BLOCK_K 32 and IEEE_WARPS
-  warps: the tensor-core tiles hold too many accumulators a thread. On the H200 at
-  1024³ float32, 128×256 tiles (shrunk to 2 stages) took 511.0 µs, 64×64 tiles of 4 warps
-  62.0 µs, cuBLAS 63.4; at 4096³ 8270.3, 3141.7 and 2686.3 µs (docs/benchmarks.md).
+  warps: the tensor-core tiles hold too many accumulators a thread and run far slower
+  (docs/benchmarks.md, "Float32 in the pointer kernels").
 
 Both accumulate in float32 with `tl.dot` (tensor cores). Programs are ordered in groups
 of GROUP_M tile-rows so that consecutive programs reuse the same B columns and A rows

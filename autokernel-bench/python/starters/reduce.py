@@ -7,12 +7,12 @@ order (deterministic). A float16 accumulator would overflow where the exact sum 
 (the stability stage checks it).
 
 The loads are marked `evict_first` (x is read once: its lines may be the first the L2
-drops). On the H200 at 8192×8192 float16 that took the kernel from 42.0 µs to 37.0 µs,
-torch.compile's time, whose loads carry the same mark (docs/benchmarks.md, 2026-11-30).
+drops), as in torch.compile's kernel for the same sum; it brought the kernel to
+torch.compile's time (docs/benchmarks.md, "What the session-5 comparisons changed").
 Our reading, not measured: the L2 is full of dirty lines before the kernel (the timing's
 L2 flush writes; in a model, the previous kernel's output), and evicting x's own clean
 lines first spares write-backs. The same mark on the loads of kernels that also write
-(rmsnorm, softmax, layernorm) made them 1–4% slower there.
+(rmsnorm, softmax, layernorm) made them slower.
 """
 
 import torch

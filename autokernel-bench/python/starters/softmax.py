@@ -7,26 +7,25 @@ chunks of LOOP_BLOCK with an online softmax (running row max and sum, rescaled w
 max grows; Milakov & Gimelshein 2018), then read again to write the output, by programs of
 LOOP_WARPS warps (the one-pass rows keep num_warps: a tuner that changes one path's warps
 leaves the other's alone). Wide rows may run on a persistent grid of LOOP_PROGRAMS_PER_SM
-programs per SM (0: one program per LOOP_ROWS rows). On the H200 at 4096×50257 float16,
-one program of 16 warps per row took 394 µs, the persistent grid of 3 programs of 8 warps
-per SM 418 µs (`autokernel tune`, docs/benchmarks.md). LOOP_BLOCK 16384 suits rows that
-start on a 16-byte boundary (151.0 against 176.8 µs at 4096×32000) and not the others
-(503.4 against 389.1 µs at 50257): the tuner chooses per shape. All arithmetic in float32.
+programs per SM (0: one program per LOOP_ROWS rows); at 4096×50257 one program of 16
+warps per row was faster than the persistent grid. LOOP_BLOCK 16384 suits rows that start
+on a 16-byte boundary and not the others: the tuner chooses per shape (docs/benchmarks.md,
+"What the session-5 comparisons changed"). All arithmetic in float32.
 
 The wide rows' two passes tell the L2 what to keep: the first pass's loads are
 `evict_last` (the second pass reads the row again), the second pass's loads `evict_first`
-and its stores streaming (`.cs`: y is not read again here). On the H200 at float16 that
-took 4096×32000 from 176.1 to 142.9 µs and 4096×50256 from 295.5 to 271.2, and left
-4096×50257, whose loads are 2 bytes wide, level (394.9 against 393.9; docs/benchmarks.md,
-2026-11-30). Walking the second pass last chunk first (the shortest reuse distance) was
-faster still at 50256 (257.0) and slower at 50257 (408.2).
+and its stores streaming (`.cs`: y is not read again here). That pays on rows that start
+on a 16-byte boundary and leaves the others, whose loads are 2 bytes wide, level. Walking
+the second pass last chunk first (the shortest reuse distance) helps the aligned rows
+further and slows the others (docs/benchmarks.md, "Session 7").
 
 Exponentials are exp2 of (x − max)·log2 e, which compiles to one multiply and one
 `ex2.approx.ftz` (PTX ISA, "ex2"): `tl.exp` compiles to `ex2.approx` without flush-to-zero,
 whose subnormal fix-up costs four more instructions per element on sm_90 (SASS of this
-file, benches/gpu/sass_probe.py). The wide rows' loop issues about one instruction per
-element less with each instruction saved, and at 50257 columns the H200 ran it at the pace
-of its instruction count (docs/benchmarks.md). Flushing drops only results below 2⁻¹²⁶.
+file). The wide rows' loop issues about one instruction per element less with each
+instruction saved, and at 50257 columns the H200 ran it at the pace of its instruction
+count (docs/benchmarks.md, "Instructions per element"). Flushing drops only results below
+2⁻¹²⁶.
 
 On the GPU (sm_80 and later) a wide row that fits in shared memory skips that loop: one
 program of SMEM_WARPS warps copies the whole row into shared memory with `cp.async`, every
@@ -34,12 +33,11 @@ copy in flight at once and each 16 bytes wide from the 16-byte boundary at or be
 row's start (so odd widths are vectorised too), then makes three passes over shared memory
 (a per-lane max, the sum of exponentials, the output), storing whole 16-byte vectors. x is
 read from DRAM once and nothing counts on L2; two programs fit on an SM at 4096×50257
-float16 (104 KiB each), one loading while the other writes. On the H200 at float16 it took
-4096×50257 from 390.4 to 218.2 µs (88% of copy, 1.63× eager), 50256 from 269.5 to 212.4
-and 32000 from 141.9 to 132.7; in float32 at 4096×50257 (201 KiB rows, one program an SM)
-from 643.6 to 435.2 (docs/benchmarks.md, session 8). It is written in Gluon
-(Triton's explicit-layout dialect), which Triton's CPU interpreter does not run: there, and
-for rows too wide for shared memory or SMEM_CHUNK 0, the loop above runs instead.
+float16 (104 KiB each), one loading while the other writes. This brings wide rows, odd
+widths included, near the copy bandwidth, where the loop above reads each row twice
+(docs/benchmarks.md, "Session 8"). It is written in Gluon (Triton's explicit-layout
+dialect), which Triton's CPU interpreter does not run: there, and for rows too wide for
+shared memory or SMEM_CHUNK 0, the loop above runs instead.
 """
 
 import os
@@ -58,9 +56,9 @@ except ImportError:  # a Triton without Gluon's cp.async: wide rows take the loo
     HAVE_GLUON = False
 
 KERNEL_KIND = "softmax"
-# The shared-memory keys (SMEM_*) as measured on the H200 at 4096x50257 float16, 218 us;
-# the loop keys (LOOP_*) as `autokernel tune` found them there, 394 us, for rows that skip
-# shared memory; the one-pass keys as measured at 8192x8192 (docs/benchmarks.md).
+# The shared-memory keys (SMEM_*) as measured at 4096x50257 float16; the loop keys (LOOP_*)
+# as `autokernel tune` found them there, for rows that skip shared memory; the one-pass keys
+# as measured at 8192x8192 (docs/benchmarks.md, "Session 8" and the session-5 comparisons).
 CONFIG = {"BLOCK_ROWS": 2, "LOOP_BLOCK": 8192, "LOOP_ROWS": 1, "LOOP_PROGRAMS_PER_SM": 0, "LOOP_WARPS": 16, "SMEM_CHUNK": 4096, "SMEM_WARPS": 16, "num_warps": 8, "num_stages": 1}
 TUNABLES = {
     "BLOCK_ROWS": [1, 2, 4],

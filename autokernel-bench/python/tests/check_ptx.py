@@ -7,7 +7,8 @@ multiple of 16 (what Triton infers at launch for 4096 or 50256 columns), and che
   (`ld.global.b16`) beyond those named. Scalar loads cost ~30% of bandwidth on the H200
   (softmax at 4096x50257, whose rows are not aligned, against 50256: docs/benchmarks.md).
 - Exponentials that flush subnormals: no `ex2.approx.f32` without `.ftz`, whose subnormal
-  fix-up is four more instructions per element on sm_90 (benches/gpu/sass_probe.py).
+  fix-up is four more instructions per element on sm_90 (docs/benchmarks.md, "Instructions
+  per element").
 
 - L2 hints on the softmax starter's wide rows: the first pass's loads `evict_last`, the
   second's `evict_first`, its stores streaming (`st.global.cs`); 19% at 4096x32000 on the
