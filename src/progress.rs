@@ -345,27 +345,15 @@ fn first_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autokernel_core::{Comparison, KernelKind};
+    use autokernel_core::Comparison;
 
     fn record(decision: Decision, latency: f64, h2h: Option<Comparison>) -> ExperimentRecord {
         ExperimentRecord {
-            experiment: 2,
-            timestamp: "2026-12-01T21:00:00Z".into(),
-            target: "01-matmul".into(),
-            kind: KernelKind::Matmul,
-            agent: "tune".into(),
             description: "tune: BLOCK_M=128".into(),
             commit: None,
-            decision,
-            correctness: autokernel_core::Verdict::Pass,
-            latency_us: Some(latency),
-            throughput: None,
-            throughput_unit: String::new(),
-            pct_peak: None,
             speedup_vs_reference: Some(0.8),
-            peak_vram_mb: None,
-            duration_s: 1.0,
             head_to_head: h2h,
+            ..crate::report::tests::row(2, "01-matmul", decision, latency)
         }
     }
 

@@ -629,26 +629,27 @@ pub fn draw_progress(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use autokernel_core::{DType, KernelKind, Shape};
 
-    fn row(n: u64, target: &str, decision: Decision, latency: f64) -> ExperimentRecord {
+    /// A PASS row of `target` at `latency` µs, as if PyTorch's own op took 100 µs: the
+    /// binary's tests (report, log, progress lines) start from it and set what they test.
+    pub(crate) fn row(n: u64, target: &str, decision: Decision, latency: f64) -> ExperimentRecord {
         ExperimentRecord {
             experiment: n,
-            timestamp: String::new(),
+            timestamp: "2026-12-01T21:00:00Z".into(),
             target: target.into(),
             kind: KernelKind::Softmax,
             agent: "tune".into(),
-            description: String::new(),
-            commit: None,
+            description: format!("try {n}"),
+            commit: Some(format!("{n:040}")),
             decision,
             correctness: autokernel_core::Verdict::Pass,
             latency_us: Some(latency),
             throughput: None,
             throughput_unit: String::new(),
             pct_peak: Some(50.0),
-            // as if PyTorch's own op took 100 µs
             speedup_vs_reference: Some(100.0 / latency),
             peak_vram_mb: None,
             duration_s: 1.0,

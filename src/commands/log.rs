@@ -196,29 +196,8 @@ pub async fn run(args: LogArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autokernel_core::{Comparison, Decision, KernelKind};
-
-    fn row(n: u64, target: &str, decision: Decision, latency: f64) -> ExperimentRecord {
-        ExperimentRecord {
-            experiment: n,
-            timestamp: "2026-12-01T21:00:00Z".into(),
-            target: target.into(),
-            kind: KernelKind::Matmul,
-            agent: "tune".into(),
-            description: format!("try {n}"),
-            commit: Some(format!("{n:040}")),
-            decision,
-            correctness: autokernel_core::Verdict::Pass,
-            latency_us: Some(latency),
-            throughput: None,
-            throughput_unit: String::new(),
-            pct_peak: None,
-            speedup_vs_reference: None,
-            peak_vram_mb: None,
-            duration_s: 1.0,
-            head_to_head: None,
-        }
-    }
+    use crate::report::tests::row;
+    use autokernel_core::{Comparison, Decision};
 
     fn h2h(incumbent: f64, candidate: f64) -> Option<Comparison> {
         Some(Comparison {
