@@ -75,6 +75,11 @@ lint:
 # CPU only: Triton's interpreter runs the kernels (no GPU needed).
 test: setup setup-test lint
 	TRITON_INTERPRET=1 $(CARGO) test --workspace --features autokernel-agent/llm-server-tests
+	@# trace import builds and runs without pyo3 or the bench worker (the model profiler is a
+	@# default feature)
+	$(CARGO) test -p autokernel-profiler --no-default-features
+	@! $(CARGO) tree -p autokernel-profiler --no-default-features -e normal,build | grep -E 'pyo3|autokernel-bench' \
+		|| { echo "autokernel-profiler without default features depends on pyo3 or the bench crate" >&2; exit 1; }
 	$(CARGO) build --examples
 
 demo: build

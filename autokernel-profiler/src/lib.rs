@@ -30,6 +30,7 @@
 mod classify;
 mod import;
 mod link;
+#[cfg(feature = "model-profiler")]
 mod profiler;
 mod rank;
 mod scan;
@@ -44,13 +45,20 @@ pub use classify::{
 };
 pub use import::TransferStats;
 pub use link::MODULE_PREFIX;
-pub use profiler::{
-    ChromeTraceProfiler, ModelRun, DEFAULT_ITERATIONS, DEFAULT_WARMUP, EXAMPLES, PROFILE_MODEL_PY,
-};
+#[cfg(feature = "model-profiler")]
+pub use profiler::{ChromeTraceProfiler, ModelRun, EXAMPLES, PROFILE_MODEL_PY};
 pub use rank::{
     plan, plan_for_model, unpluggable_ops, ImportedTrace, RankedOp, SPREAD_LIMIT,
     SPREAD_MIN_FRACTION,
 };
+
+/// Forward passes run before recording, by default: the first calls pay for lazy
+/// initialisation (allocator, cuBLAS handles, Triton compiles) a steady model does not.
+pub const DEFAULT_WARMUP: u32 = 2;
+
+/// Forward passes recorded, by default (`autokernel profile --iterations`). CPU timings
+/// are noisy enough that more are worth it there ([`ImportedTrace::spread_warning`]).
+pub const DEFAULT_ITERATIONS: u32 = 3;
 
 /// Imports a Chrome trace file (`.json`, or gzip-compressed, detected by its magic bytes).
 ///

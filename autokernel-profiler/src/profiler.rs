@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use autokernel_bench::{Worker, WorkerError};
 use autokernel_core::{Device, ModelSource, ModelSpec, ProfileError, ProfileReport, Profiler};
 
-use crate::{import_trace, ImportedTrace};
+use crate::{import_trace, ImportedTrace, DEFAULT_ITERATIONS, DEFAULT_WARMUP};
 
 /// The profiling script, run inside the worker.
 pub const PROFILE_MODEL_PY: &str = include_str!("../python/profile_model.py");
@@ -23,13 +23,6 @@ pub const EXAMPLES: [(&str, &str); 4] = [
     ("bert", include_str!("../../examples/models/bert.py")),
 ];
 
-/// Forward passes run before recording, by default: the first calls pay for lazy
-/// initialisation (allocator, cuBLAS handles, Triton compiles) a steady model does not.
-pub const DEFAULT_WARMUP: u32 = 2;
-
-/// Forward passes recorded, by default (`autokernel profile --iterations`). CPU timings
-/// are noisy enough that more are worth it there ([`ImportedTrace::spread_warning`]).
-pub const DEFAULT_ITERATIONS: u32 = 3;
 
 /// Prefix of the Python exception message that means "the model is at fault".
 const MODEL_ERROR: &str = "ModelError: ";

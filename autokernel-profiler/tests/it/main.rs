@@ -4,4 +4,6 @@
 mod cases;
 mod rules;
 mod util;
+/// A real worker profiling a model: the default feature `model-profiler` only.
+#[cfg(feature = "model-profiler")]
 mod worker;
