@@ -23,7 +23,6 @@ pub const EXAMPLES: [(&str, &str); 4] = [
     ("bert", include_str!("../../examples/models/bert.py")),
 ];
 
-
 /// Prefix of the Python exception message that means "the model is at fault".
 const MODEL_ERROR: &str = "ModelError: ";
 
