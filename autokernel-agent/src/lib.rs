@@ -38,7 +38,8 @@ pub mod env;
 mod hybrid;
 mod openai;
 pub mod prompt;
-pub mod pyliteral;
+/// The kernel.py contract's literal parser, which lives beside the contract in core.
+pub use autokernel_core::pyliteral;
 pub mod reply;
 mod tuner;
 

@@ -35,6 +35,7 @@ mod benchmarker;
 mod gpu;
 mod kernel;
 mod profiler;
+pub mod pyliteral;
 mod results;
 pub mod run;
 mod target;

@@ -221,7 +221,7 @@ fn checked_kernel(args: &TuneArgs) -> anyhow::Result<(String, KernelKind)> {
         );
     };
     let how = "hint: a kernel to tune needs a one-line CONFIG dict and a TUNABLES dict of lists with two or more values, as in `autokernel new-kernel";
-    match autokernel_agent::pyliteral::TunableSource::parse(&source) {
+    match autokernel_core::pyliteral::TunableSource::parse(&source) {
         Err(e) => bail!(
             "the tuner cannot read `{}`: {e}\n{how} {kind}`",
             args.path.display()
@@ -422,7 +422,7 @@ fn tune_summary(
 
 #[cfg(test)]
 mod tests {
-    use autokernel_agent::pyliteral::TunableSource;
+    use autokernel_core::pyliteral::TunableSource;
     use autokernel_core::KernelKind;
 
     /// Every starter can be tuned as `new-kernel` writes it: a one-line CONFIG the tuner

@@ -1,8 +1,8 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use autokernel_agent::pyliteral::{PyValue, TunableSource};
 use autokernel_agent::TunerAgent;
+use autokernel_core::pyliteral::{PyValue, TunableSource};
 use autokernel_core::{Agent, BenchResult, Decision, Proposal, ProposalContext};
 
 use crate::support::{differing_lines, row, timed_reading, Fixture, KERNEL};
