@@ -10,9 +10,9 @@ go back to Rust as "problems".
 
 Every function the harness relies on is captured in `_P` when this module is imported, i.e.
 before any candidate is loaded; Rust also keeps its own references and checks them after
-each candidate (see `src/worker/serve.rs`).
+each candidate (see `src/worker/guards.rs`).
 
-Called from Rust (src/worker/serve.rs) only; all results are JSON strings plus numpy arrays.
+Called from Rust (src/worker/) only; all results are JSON strings plus numpy arrays.
 """
 
 import hashlib

@@ -70,8 +70,8 @@ pub use benchmarker::{declared_kind, PyWorkerBenchmarker};
 pub use error::WorkerError;
 pub use private_dir::{private_dir_in, private_temp_dir};
 pub use python_env::{linked_python_version, resolve_python};
+pub use worker::bootstrap::serve_worker;
 pub use worker::client::{Worker, WorkerOptions, WorkerProgram, WorkerStatus};
-pub use worker::serve::serve_worker;
 
 use autokernel_core::KernelKind;
 

@@ -1,3 +1,17 @@
-//! The worker process: the parent's side ([`client`]) and the child's ([`serve`]).
+//! The worker process: the parent's side ([`client`]) and the child's, one idea per file:
+//! [`bootstrap`] (the process: channels, signals, start-up, the request loop),
+//! [`requests`] (one request in, one reply out), [`harness`] (Rust's handle on the imported
+//! `harness.py`), [`guards`] (the tamper guards), [`plan`] (which cases a bench runs: pure
+//! Rust, no Python) and [`execute`] (running a plan's cases through the harness and the
+//! judge).
+//!
+//! Data flows `bootstrap` → `requests` → `execute`, which asks `plan` what to run and calls
+//! the harness for each case; `guards` are taken when the harness starts and checked after
+//! the load and every stage.
+pub(crate) mod bootstrap;
 pub(crate) mod client;
-pub(crate) mod serve;
+mod execute;
+mod guards;
+mod harness;
+mod plan;
+mod requests;

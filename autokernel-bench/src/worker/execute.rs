@@ -1,0 +1,585 @@
+//! Case execution: judging one kernel file. [`bench()`] loads the candidate, asks the planner
+//! ([`super::plan`]) what to run, then runs each case through the harness's `run_case` and
+//! the judge ([`crate::judge`]), times the candidate, and re-checks it on fresh inputs,
+//! checking the guards after every stage.
+
+use std::path::Path;
+use std::time::Instant;
+
+use autokernel_core::{
+    lookup_gpu, BenchResult, Correctness, DType, KernelKind, Metrics, Shape, Stage, StageReport,
+};
+use numpy::{PyArrayDyn, PyArrayMethods};
+use pyo3::prelude::*;
+use serde::Deserialize;
+
+use super::bootstrap::log;
+use super::harness::{Failure, Harness};
+use super::plan::{self, Case, InputMode, Plan};
+use crate::judge::{self, CaseContext};
+use crate::protocol::BenchJob;
+
+/// What the harness's `run_case` reports besides the arrays.
+#[derive(Deserialize)]
+struct CaseMeta {
+    expected_shape: Vec<usize>,
+    expected_dtype: String,
+    out_shape: Option<Vec<usize>>,
+    out_dtype: Option<String>,
+    problems: Vec<Problem>,
+    error: Option<CandidateError>,
+    note: Option<String>,
+}
+
+/// The candidate's conduct around a call, as the harness found it (inputs modified, an
+/// aliased or replayed output, a forbidden op, …).
+#[derive(Deserialize)]
+struct Problem {
+    kind: String,
+    message: String,
+}
+
+/// The candidate raised.
+#[derive(Deserialize)]
+struct CandidateError {
+    message: String,
+    line: Option<u32>,
+    traceback: String,
+    cuda_error: bool,
+}
+
+/// What the harness's `time_kernel` reports.
+#[derive(Deserialize)]
+struct TimingMeta {
+    latency_us: f64,
+    reference_latency_us: f64,
+    compiled_latency_us: Option<f64>,
+    compiled_error: Option<String>,
+    peak_vram_mb: Option<f64>,
+    #[serde(default)]
+    config_keys_read: Option<Vec<String>>,
+}
+
+/// The last component of `path` (`kernel.py` when it has none), for messages.
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || "kernel.py".to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// Judges the kernel file of `job`: the load, the correctness stages of its [`Plan`], the
+/// timing and the integrity re-check. Returns the result, and whether the worker must
+/// restart after replying (a CUDA error, tampering).
+///
+/// # Errors
+/// [`Failure`] when the harness could not do its job (a request it cannot run, Python
+/// raising outside the candidate); a candidate's failure is a verdict in the result.
+pub(super) fn bench(
+    h: &Harness,
+    py: Python<'_>,
+    job: &BenchJob,
+) -> Result<(BenchResult, bool), Failure> {
+    let device = if h.on_gpu() {
+        format!("cuda ({})", h.device_name)
+    } else {
+        "cpu".to_string()
+    };
+    let (meta, cand) = h.load(py, &job.kernel_path)?;
+    let declared = meta.kind.as_deref().map(str::parse::<KernelKind>);
+    let fallback_kind = job
+        .kind
+        .or_else(|| declared.clone().and_then(Result::ok))
+        .unwrap_or(KernelKind::Softmax);
+    let mut result = BenchResult {
+        kind: fallback_kind,
+        correctness: Correctness::Pass,
+        stages: Vec::new(),
+        metrics: None,
+        device,
+        timing_representative: h.on_gpu(),
+        source_sha256: meta.sha256.clone(),
+    };
+    let load_fail = |result: &mut BenchResult, reason: String| {
+        result.stages.push(StageReport {
+            stage: Stage::Load,
+            passed: false,
+            cases: 1,
+            detail: reason.clone(),
+            duration_s: 0.0,
+        });
+        result.correctness = Correctness::Fail {
+            stage: Stage::Load,
+            reason,
+        };
+    };
+    let Some(cand) = cand.filter(|_| meta.ok) else {
+        if meta.cuda_error {
+            result.correctness = Correctness::Crash {
+                reason: format!(
+                    "CUDA error while importing kernel.py: {}",
+                    meta.message.unwrap_or_default()
+                ),
+            };
+            return Ok((result, true));
+        }
+        let file = file_name(&job.kernel_path);
+        let at = meta
+            .line
+            .map(|l| format!(" ({file} line {l})"))
+            .unwrap_or_default();
+        load_fail(
+            &mut result,
+            format!("{}{at}", meta.message.unwrap_or_default()),
+        );
+        let restart = !h.guards.changed(py).is_empty();
+        return Ok((result, restart));
+    };
+    let kind = match declared {
+        Some(Ok(k)) => k,
+        _ => {
+            load_fail(
+                &mut result,
+                format!(
+                    "unknown KERNEL_KIND `{}`; expected one of: {}",
+                    meta.kind.unwrap_or_default(),
+                    KernelKind::ALL.map(KernelKind::name).join(", ")
+                ),
+            );
+            return Ok((result, false));
+        }
+    };
+    if let Some(wanted) = job.kind.filter(|w| *w != kind) {
+        load_fail(
+            &mut result,
+            format!("kernel.py declares KERNEL_KIND = \"{kind}\", but it is judged as {wanted}"),
+        );
+        return Ok((result, false));
+    }
+    result.kind = kind;
+    result.stages.push(StageReport {
+        stage: Stage::Load,
+        passed: true,
+        cases: 1,
+        detail: format!("KERNEL_KIND {kind}, sha256 {}", &meta.sha256[..12]),
+        duration_s: 0.0,
+    });
+    let mut run = Run {
+        py,
+        h,
+        cand: cand.clone(),
+        kind,
+        seed: 1000,
+        forbidden: kind.forbidden_ops().iter().map(|s| s.to_string()).collect(),
+        layout: job.layout.name(),
+        file: file_name(&job.kernel_path),
+        restart: false,
+        stages: std::mem::take(&mut result.stages),
+    };
+    let verdict = plan::plan(kind, job, h.on_gpu())
+        .map_err(Failure::Harness)
+        .and_then(|plan| run.execute(&plan, job));
+    let _ = h.func(py, "unload").call1((&cand,));
+    result.stages = std::mem::take(&mut run.stages);
+    let restart = run.restart;
+    match verdict? {
+        (Correctness::Pass, metrics) => result.metrics = metrics,
+        (v, _) => result.correctness = v,
+    }
+    Ok((result, restart))
+}
+
+/// The state of one bench request's stages.
+struct Run<'a, 'py> {
+    py: Python<'py>,
+    h: &'a Harness,
+    cand: Bound<'py, PyAny>,
+    kind: KernelKind,
+    seed: u64,
+    forbidden: Vec<String>,
+    /// How the inputs are laid out (`Layout::name`), for every case and the timing.
+    layout: &'static str,
+    /// The candidate's file name, for messages that point at a line of it.
+    file: String,
+    restart: bool,
+    stages: Vec<StageReport>,
+}
+
+type StageOutcome = Result<Option<Correctness>, Failure>;
+
+impl Run<'_, '_> {
+    /// Runs `plan` after the load: the guards first (the module-level code of kernel.py
+    /// has run), the correctness stages, the timing, the plausibility gate, the integrity
+    /// re-check. The first verdict other than `PASS` ends it.
+    fn execute(
+        &mut self,
+        plan: &Plan,
+        job: &BenchJob,
+    ) -> Result<(Correctness, Option<Metrics>), Failure> {
+        let kind = self.kind;
+        let on_gpu = self.h.on_gpu();
+        let (timing_shape, timing_dtype) = (&plan.timing_shape, plan.timing_dtype);
+        // module-level code of kernel.py has run: check the harness is intact
+        if let Some(v) = self.guard_check(Stage::Load) {
+            self.fail_report(Stage::Load, &v);
+            return Ok((v, None));
+        }
+        for stage in &plan.stages {
+            if let Some(v) = self.stage(stage.stage, &stage.cases)? {
+                return Ok((v, None));
+            }
+        }
+
+        // timing
+        let t0 = Instant::now();
+        log(&format!("stage timing {timing_dtype} {timing_shape}"));
+        let seed = self.next_seed();
+        let timed = self
+            .h
+            .func(self.py, "time_kernel")
+            .call1((
+                &self.cand,
+                kind.name(),
+                timing_shape.0.clone(),
+                timing_dtype.name(),
+                seed,
+                job.quick,
+                job.time_compiled,
+                self.layout,
+            ))
+            .and_then(|r| r.extract::<String>());
+        let timed = match timed {
+            Ok(t) => t,
+            Err(e) => {
+                let (message, _tb, cuda) = self.h.describe(self.py, &e);
+                return Ok((
+                    self.candidate_raised(
+                        Stage::Timing,
+                        timing_shape,
+                        timing_dtype,
+                        message,
+                        None,
+                        cuda,
+                    ),
+                    None,
+                ));
+            }
+        };
+        let t: TimingMeta =
+            serde_json::from_str(&timed).map_err(|e| Failure::Harness(e.to_string()))?;
+        let metrics = self.metrics(&t, timing_shape, timing_dtype, job.gpu_bandwidth_gb_s);
+        let compiled_note = t
+            .compiled_error
+            .as_ref()
+            .map(|e| format!("; torch.compile failed: {e}"))
+            .unwrap_or_default();
+        self.stages.push(StageReport {
+            stage: Stage::Timing,
+            passed: true,
+            cases: 1,
+            detail: format!(
+                "{timing_dtype} {timing_shape}: {:.2} us, reference {:.2} us ({:.2}x){compiled_note}",
+                metrics.latency_us, metrics.reference_latency_us, metrics.speedup_vs_reference
+            ),
+            duration_s: t0.elapsed().as_secs_f64(),
+        });
+        if let Some(v) = self.guard_check(Stage::Timing) {
+            self.fail_report(Stage::Timing, &v);
+            return Ok((v, None));
+        }
+        // plausibility gate: faster than the hardware allows means work escaped the timer
+        if let Some(pct) = metrics.pct_peak.filter(|p| on_gpu && *p > 100.0) {
+            self.restart = true;
+            let v = Correctness::Tamper {
+                reason: format!(
+                    "implausible timing: {:.1} {} at {timing_dtype} {timing_shape} is {pct:.0}% of the GPU's peak; work left running on another stream, or a result computed outside the timed call?",
+                    metrics.throughput, metrics.throughput_unit
+                ),
+            };
+            self.fail_report(Stage::Timing, &v);
+            return Ok((v, None));
+        }
+        // integrity: correctness re-checked after timing, on fresh inputs, ops recorded
+        if let Some(v) = self.stage(plan.integrity.stage, &plan.integrity.cases)? {
+            return Ok((v, None));
+        }
+        Ok((Correctness::Pass, Some(metrics)))
+    }
+
+    fn metrics(
+        &self,
+        t: &TimingMeta,
+        shape: &Shape,
+        dtype: DType,
+        bandwidth: Option<f64>,
+    ) -> Metrics {
+        let kind = self.kind;
+        let throughput = kind.throughput(shape, dtype, t.latency_us);
+        let unit = kind.bound().throughput_unit().to_string();
+        let pct_peak = if self.h.on_gpu() {
+            lookup_gpu(&self.h.device_name).spec().map(|spec| {
+                let spec = match bandwidth {
+                    Some(bw) => spec.clone().with_measured_bandwidth(bw),
+                    None => spec.clone(),
+                };
+                spec.pct_peak(throughput, &unit, dtype)
+            })
+        } else {
+            None
+        };
+        Metrics {
+            shape: shape.clone(),
+            dtype,
+            latency_us: t.latency_us,
+            reference_latency_us: t.reference_latency_us,
+            compiled_latency_us: t.compiled_latency_us,
+            speedup_vs_reference: if t.latency_us > 0.0 {
+                t.reference_latency_us / t.latency_us
+            } else {
+                0.0
+            },
+            throughput,
+            throughput_unit: unit,
+            pct_peak,
+            peak_vram_mb: t.peak_vram_mb.unwrap_or(0.0),
+            config_keys_read: t.config_keys_read.clone(),
+        }
+    }
+
+    fn next_seed(&mut self) -> u64 {
+        self.seed += 1;
+        self.seed
+    }
+
+    /// Marks `stage`'s report (the last one, already pushed as passed) failed with the
+    /// verdict's reason, or adds a failed one: a verdict reached after a stage's report
+    /// must show in the stage table, and in `failed_stage`, as that stage.
+    fn fail_report(&mut self, stage: Stage, verdict: &Correctness) {
+        let detail = verdict.reason().unwrap_or_default().to_string();
+        match self.stages.last_mut() {
+            Some(last) if last.stage == stage => {
+                last.passed = false;
+                last.detail = detail;
+            }
+            _ => self.stages.push(StageReport {
+                stage,
+                passed: false,
+                cases: 0,
+                detail,
+                duration_s: 0.0,
+            }),
+        }
+    }
+
+    fn guard_check(&mut self, stage: Stage) -> Option<Correctness> {
+        let changed = self.h.guards.changed(self.py);
+        if changed.is_empty() {
+            return None;
+        }
+        self.restart = true;
+        Some(Correctness::Tamper {
+            reason: format!(
+                "during {stage}, the candidate changed what the judge relies on: {}",
+                changed.join(", ")
+            ),
+        })
+    }
+
+    fn stage(&mut self, stage: Stage, cases: &[Case]) -> StageOutcome {
+        let t0 = Instant::now();
+        let mut worst_l2 = 0.0f64;
+        for c in cases {
+            log(&format!(
+                "stage {stage} {} {} {}",
+                c.dtype,
+                c.shape,
+                c.mode.name()
+            ));
+            match self.case(stage, c)? {
+                Ok(l2) => worst_l2 = worst_l2.max(l2),
+                Err(verdict) => {
+                    self.stages.push(StageReport {
+                        stage,
+                        passed: false,
+                        cases: cases.len() as u32,
+                        detail: verdict.reason().unwrap_or_default().to_string(),
+                        duration_s: t0.elapsed().as_secs_f64(),
+                    });
+                    return Ok(Some(verdict));
+                }
+            }
+        }
+        if let Some(v) = self.guard_check(stage) {
+            self.stages.push(StageReport {
+                stage,
+                passed: false,
+                cases: cases.len() as u32,
+                detail: v.reason().unwrap_or_default().to_string(),
+                duration_s: t0.elapsed().as_secs_f64(),
+            });
+            return Ok(Some(v));
+        }
+        self.stages.push(StageReport {
+            stage,
+            passed: true,
+            cases: cases.len() as u32,
+            detail: format!(
+                "{} cases, worst relative L2 error {worst_l2:.2e}",
+                cases.len()
+            ),
+            duration_s: t0.elapsed().as_secs_f64(),
+        });
+        Ok(None)
+    }
+
+    fn candidate_raised(
+        &mut self,
+        stage: Stage,
+        shape: &Shape,
+        dtype: DType,
+        message: String,
+        line: Option<u32>,
+        cuda: bool,
+    ) -> Correctness {
+        let at = line
+            .map(|l| format!(" ({} line {l})", self.file))
+            .unwrap_or_default();
+        if cuda {
+            self.restart = true;
+            return Correctness::Crash {
+                reason: format!(
+                    "CUDA error at {dtype} {shape}: {message}{at}; the worker was restarted (a poisoned CUDA context is never reused)"
+                ),
+            };
+        }
+        Correctness::Fail {
+            stage,
+            reason: format!("kernel_fn raised at {dtype} {shape}: {message}{at}"),
+        }
+    }
+
+    /// Runs one case: Ok(Ok(rel_l2)) when it passed, Ok(Err(verdict)) when not.
+    fn case(&mut self, stage: Stage, c: &Case) -> Result<Result<f64, Correctness>, Failure> {
+        let py = self.py;
+        let seed = self.next_seed();
+        let res = self.h.func(py, "run_case").call1((
+            &self.cand,
+            self.kind.name(),
+            c.shape.0.clone(),
+            c.dtype.name(),
+            seed,
+            c.mode.name(),
+            c.repeats,
+            c.record_ops,
+            self.forbidden.clone(),
+            self.layout,
+        ));
+        let res = match res {
+            Ok(r) => r,
+            Err(e) => {
+                // the harness itself raised: inputs/reference generation, or the candidate broke it
+                let (message, traceback, cuda) = self.h.describe(py, &e);
+                if cuda {
+                    return Ok(Err(
+                        self.candidate_raised(stage, &c.shape, c.dtype, message, None, true)
+                    ));
+                }
+                return Err(Failure::Harness(format!(
+                    "the harness failed at {stage} {} {}: {message}\n{traceback}",
+                    c.dtype, c.shape
+                )));
+            }
+        };
+        let (meta, outputs, reference): (String, Vec<Bound<'_, PyAny>>, Bound<'_, PyAny>) =
+            res.extract()?;
+        let meta: CaseMeta =
+            serde_json::from_str(&meta).map_err(|e| Failure::Harness(e.to_string()))?;
+        let where_ = format!(
+            "{} {}{}",
+            c.dtype,
+            c.shape,
+            if c.mode == InputMode::Normal {
+                String::new()
+            } else {
+                format!(" {} inputs", c.mode.name())
+            }
+        );
+        if let Some(p) = meta.problems.first() {
+            let reason = format!("{where_}: {}", p.message);
+            return Ok(Err(match p.kind.as_str() {
+                "not_tensor" | "wrong_device" => Correctness::Fail { stage, reason },
+                _ => {
+                    self.restart = true;
+                    Correctness::Tamper { reason }
+                }
+            }));
+        }
+        if let Some(e) = meta.error {
+            let last = e
+                .traceback
+                .lines()
+                .rev()
+                .find(|l| l.trim_start().starts_with("File "))
+                .unwrap_or_default();
+            tracing::debug!(last, "candidate traceback");
+            return Ok(Err(self.candidate_raised(
+                stage,
+                &c.shape,
+                c.dtype,
+                e.message,
+                e.line,
+                e.cuda_error,
+            )));
+        }
+        let (Some(out_shape), Some(out_dtype)) = (meta.out_shape, meta.out_dtype) else {
+            return Err(Failure::Harness(
+                "the harness returned no output description".into(),
+            ));
+        };
+        if let Err(reason) = judge::check_spec(
+            &out_shape,
+            &out_dtype,
+            &meta.expected_shape,
+            &meta.expected_dtype,
+        ) {
+            return Ok(Err(Correctness::Fail {
+                stage,
+                reason: format!("{where_}: {reason}"),
+            }));
+        }
+        let reference = reference
+            .cast_into::<PyArrayDyn<f32>>()
+            .map_err(PyErr::from)?;
+        let reference = reference.readonly();
+        let arrays: Vec<Bound<'_, PyArrayDyn<f32>>> = outputs
+            .into_iter()
+            .map(|o| o.cast_into::<PyArrayDyn<f32>>().map_err(PyErr::from))
+            .collect::<Result<_, _>>()?;
+        let readonly: Vec<_> = arrays.iter().map(|a| a.readonly()).collect();
+        let views: Vec<_> = readonly.iter().map(|r| r.as_array()).collect();
+        let out_dt: DType = meta.expected_dtype.parse().unwrap_or(c.dtype);
+        let ctx = CaseContext {
+            kind: self.kind,
+            stage,
+            shape: &c.shape,
+            dtype: c.dtype,
+            mode: c.mode.name(),
+            note: meta.note.as_deref(),
+        };
+        let Some(first) = views.first() else {
+            return Err(Failure::Harness("the harness returned no outputs".into()));
+        };
+        let tol = self.kind.tolerance(c.dtype);
+        let agreement =
+            match judge::compare_outputs(first.view(), reference.as_array(), out_dt, tol, &ctx) {
+                Ok(a) => a,
+                Err(reason) => return Ok(Err(Correctness::Fail { stage, reason })),
+            };
+        if views.len() > 1 {
+            if let Err(reason) = judge::check_bitwise_identical(&views, &ctx) {
+                return Ok(Err(Correctness::Fail { stage, reason }));
+            }
+        }
+        Ok(Ok(agreement.rel_l2))
+    }
+}

@@ -1,0 +1,226 @@
+//! The tamper guards: Rust's own references to what the judge relies on, taken before any
+//! candidate loads, and the identity check that finds what a candidate replaced.
+//!
+//! Three kinds of guard, all named by the harness when it starts: single objects
+//! (`harness.guarded_names`: the harness's own functions and the library functions it
+//! calls), whole namespaces (`harness.guarded_namespaces`: every callable of `torch`,
+//! `torch.nn.functional`, …, every attribute of `torch.Tensor`), and the interposers a
+//! candidate could leave behind without rebinding a name (torch function or dispatch modes,
+//! aten kernels registered through `torch.library`).
+
+use pyo3::prelude::*;
+
+/// What a candidate must leave as it found it, as it was before any candidate ran.
+pub(super) struct Guards {
+    /// (dotted name, object) pairs re-checked by identity after each candidate.
+    objects: Vec<(String, Py<PyAny>)>,
+    /// Whole namespaces snapshotted before any candidate (see `guarded_namespaces`).
+    namespaces: Vec<Namespace>,
+    /// Modes and library kernels present before any candidate.
+    interposers: Interposers,
+}
+
+impl Guards {
+    /// Takes the guards the imported `harness` module names (`guarded_names`,
+    /// `guarded_namespaces`), before any candidate is loaded. A namespace this torch lacks
+    /// is skipped.
+    ///
+    /// # Errors
+    /// Python's, when the harness's lists cannot be read or a guarded name does not resolve.
+    pub(super) fn take(py: Python<'_>, harness: &Bound<'_, PyModule>) -> PyResult<Guards> {
+        let names: String = harness.getattr("guarded_names")?.call0()?.extract()?;
+        let names: Vec<String> = serde_json::from_str(&names)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        let mut objects = Vec::new();
+        for n in names {
+            let obj = resolve_dotted(py, &n)?;
+            objects.push((n, obj.unbind()));
+        }
+        #[derive(serde::Deserialize)]
+        struct Space {
+            name: String,
+            scope: String,
+        }
+        let spaces: String = harness.getattr("guarded_namespaces")?.call0()?.extract()?;
+        let spaces: Vec<Space> = serde_json::from_str(&spaces)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        let mut namespaces = Vec::new();
+        for sp in spaces {
+            // a namespace this torch lacks is skipped, not fatal
+            if let Ok(ns) = Namespace::snapshot(py, &sp.name, &sp.scope) {
+                namespaces.push(ns);
+            }
+        }
+        Ok(Guards {
+            objects,
+            namespaces,
+            interposers: Interposers::count(py),
+        })
+    }
+
+    /// Names of guarded objects that were replaced or removed since start, then entries of
+    /// guarded namespaces, then global interposers (torch function or dispatch modes left
+    /// active, kernels registered through `torch.library`). Empty when nothing changed.
+    pub(super) fn changed(&self, py: Python<'_>) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .objects
+            .iter()
+            .filter(|(name, obj)| match resolve_dotted(py, name) {
+                Ok(now) => !now.is(obj),
+                Err(_) => true,
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for ns in &self.namespaces {
+            out.extend(ns.changes(py));
+        }
+        if out.is_empty() {
+            out.extend(Interposers::count(py).added_since(&self.interposers));
+        }
+        out
+    }
+}
+
+/// A namespace's entries as they were before any candidate ran.
+struct Namespace {
+    name: String,
+    /// The namespace object itself (module, class or dict).
+    object: Py<PyAny>,
+    /// "callables", "all" or "class" (see `harness.guarded_namespaces`).
+    scope: String,
+    /// (key, value) of each guarded entry.
+    entries: Vec<(String, Py<PyAny>)>,
+    /// Number of entries of a class namespace (where a new entry is tampering too).
+    len: usize,
+}
+
+/// The mapping of a namespace object: a dict as it is, else its `__dict__`.
+fn mapping<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if obj.is_instance_of::<pyo3::types::PyDict>() {
+        Ok(obj.clone())
+    } else {
+        obj.getattr("__dict__")
+    }
+}
+
+impl Namespace {
+    fn snapshot(py: Python<'_>, name: &str, scope: &str) -> PyResult<Namespace> {
+        let object = resolve_dotted(py, name)?;
+        let map = mapping(&object)?;
+        let callable = py.import("builtins")?.getattr("callable")?;
+        let mut entries = Vec::new();
+        let items = map.call_method0("items")?;
+        for item in items.try_iter()? {
+            let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
+            let Ok(key) = key.extract::<String>() else {
+                continue;
+            };
+            let dunder = key.starts_with("__") && key.ends_with("__");
+            let keep = match scope {
+                "class" | "all" => scope == "class" || !dunder,
+                _ => !dunder && callable.call1((&value,))?.is_truthy()?,
+            };
+            if keep {
+                entries.push((key, value.unbind()));
+            }
+        }
+        Ok(Namespace {
+            name: name.to_string(),
+            len: map.len()?,
+            object: object.unbind(),
+            scope: scope.to_string(),
+            entries,
+        })
+    }
+
+    /// `name.key` for every guarded entry replaced or removed (and, for a class, added).
+    fn changes(&self, py: Python<'_>) -> Vec<String> {
+        let now = match resolve_dotted(py, &self.name) {
+            Ok(now) if now.is(&self.object) => now,
+            _ => return vec![format!("{} (replaced)", self.name)],
+        };
+        let Ok(map) = mapping(&now) else {
+            return vec![format!("{} (no namespace)", self.name)];
+        };
+        let mut out: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(key, value)| match map.get_item(key) {
+                Ok(v) => !v.is(value),
+                Err(_) => true,
+            })
+            .map(|(key, _)| format!("{}.{key}", self.name))
+            .collect();
+        if self.scope == "class" && map.len().map_or(true, |n| n != self.len) {
+            out.push(format!("{} (attributes added)", self.name));
+        }
+        out
+    }
+}
+
+/// What a candidate can leave behind to intercept every torch call without rebinding a
+/// name: torch function or dispatch modes left active, or kernels registered through
+/// `torch.library`. Counted through the guarded (identity-checked) `torch._C` and
+/// `torch.library` namespaces; a count this torch cannot give is `None` and not checked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Interposers {
+    function_modes: Option<usize>,
+    dispatch_modes: Option<usize>,
+    library_impls: Option<usize>,
+}
+
+impl Interposers {
+    fn count(py: Python<'_>) -> Interposers {
+        let call = |helper: &str| {
+            resolve_dotted(py, helper)
+                .and_then(|f| f.call0())
+                .and_then(|n| n.extract::<usize>())
+                .ok()
+        };
+        Interposers {
+            function_modes: call("torch._C._len_torch_function_stack"),
+            dispatch_modes: call("torch._C._len_torch_dispatch_stack"),
+            // overrides of aten ops only: torch.compile registers kernels of its own
+            // namespaces (`_c10d_functional/...`), which no reference calls
+            library_impls: resolve_dotted(py, "torch.library._impls")
+                .and_then(|set| {
+                    let mut n = 0;
+                    for entry in set.try_iter()? {
+                        if entry?.extract::<String>()?.starts_with("aten/") {
+                            n += 1;
+                        }
+                    }
+                    Ok(n)
+                })
+                .ok(),
+        }
+    }
+
+    /// What grew since `before`, in words.
+    fn added_since(&self, before: &Interposers) -> Vec<String> {
+        let grew = |now: Option<usize>, then: Option<usize>| matches!((now, then), (Some(a), Some(b)) if a > b);
+        let mut out = Vec::new();
+        if grew(self.function_modes, before.function_modes) {
+            out.push("a torch function mode was left active".to_string());
+        }
+        if grew(self.dispatch_modes, before.dispatch_modes) {
+            out.push("a torch dispatch mode was left active".to_string());
+        }
+        if grew(self.library_impls, before.library_impls) {
+            out.push("aten kernels were overridden through torch.library".to_string());
+        }
+        out
+    }
+}
+
+/// The object a dotted name reaches from `sys.modules` (`torch.nn.functional.softmax`).
+fn resolve_dotted<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    let modules = py.import("sys")?.getattr("modules")?;
+    let mut parts = name.split('.');
+    let first = parts.next().unwrap_or_default();
+    let mut obj = modules.get_item(first)?;
+    for part in parts {
+        obj = obj.getattr(part)?;
+    }
+    Ok(obj)
+}

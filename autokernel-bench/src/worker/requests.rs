@@ -1,0 +1,187 @@
+//! One request in, one reply out: [`handle`] dispatches a [`Request`] to the harness
+//! (`status`, `call_script`), the head-to-head comparison of two kernel files (here) or the
+//! judging of one ([`super::execute::bench`]), and says whether the worker must restart.
+
+use std::path::Path;
+
+use autokernel_core::Comparison;
+use pyo3::prelude::*;
+use serde::Deserialize;
+
+use super::execute;
+use super::harness::{Failure, Harness};
+use super::plan::check_request;
+use crate::protocol::{CompareJob, ReplyBody, Request};
+
+/// What the harness's `compare` reports: interleaved latencies, in µs.
+#[derive(Deserialize)]
+struct CompareMeta {
+    incumbent_us: Vec<f64>,
+    candidate_us: Vec<f64>,
+}
+
+/// Answers `request`: the reply's body, and whether the worker must exit after sending it
+/// (a CUDA error or tampering: the next request gets a fresh process).
+pub(super) fn handle(h: &Harness, py: Python<'_>, request: Request) -> (ReplyBody, bool) {
+    let result: Result<(serde_json::Value, bool), Failure> = match request {
+        Request::Status => status(h, py).map(|v| (v, false)),
+        Request::Bench(job) => execute::bench(h, py, &job).and_then(|(r, restart)| {
+            serde_json::to_value(&r)
+                .map(|v| (v, restart))
+                .map_err(|e| Failure::Harness(e.to_string()))
+        }),
+        Request::Compare(job) => compare(h, py, &job).and_then(|c| {
+            // both kernels' module code ran again here: no verdict was taken after it
+            let changed = h.guards.changed(py);
+            if !changed.is_empty() {
+                return Err(Failure::Tampered(format!(
+                    "during the head-to-head timing, a kernel changed what the judge relies on: {}",
+                    changed.join(", ")
+                )));
+            }
+            serde_json::to_value(&c)
+                .map(|v| (v, false))
+                .map_err(|e| Failure::Harness(e.to_string()))
+        }),
+        Request::CallScript {
+            script,
+            function,
+            kwargs,
+        } => call_script(h, py, &script, &function, &kwargs),
+    };
+    match result {
+        Ok((value, restart)) => (ReplyBody::Ok { value }, restart),
+        Err(Failure::Harness(message)) => (ReplyBody::Error { message }, false),
+        // the worker's torch is no longer trustworthy: answered, then restarted
+        Err(Failure::Tampered(message)) => (ReplyBody::Error { message }, true),
+        Err(Failure::Python(e)) => {
+            let (message, traceback, cuda) = h.describe(py, &e);
+            (ReplyBody::PythonError { message, traceback }, cuda)
+        }
+    }
+}
+
+/// The harness's `status` (pid, device, warmth), as JSON.
+fn status(h: &Harness, py: Python<'_>) -> Result<serde_json::Value, Failure> {
+    let text: String = h.func(py, "status").call0()?.extract()?;
+    serde_json::from_str(&text).map_err(|e| Failure::Harness(e.to_string()))
+}
+
+/// `function(**kwargs)` of the Python file `script`, its JSON result.
+fn call_script(
+    h: &Harness,
+    py: Python<'_>,
+    script: &Path,
+    function: &str,
+    kwargs: &serde_json::Value,
+) -> Result<(serde_json::Value, bool), Failure> {
+    let text: String = h
+        .func(py, "call_script")
+        .call1((
+            script.to_string_lossy().as_ref(),
+            function,
+            kwargs.to_string(),
+        ))?
+        .extract()?;
+    let value = serde_json::from_str(&text).map_err(|e| Failure::Harness(e.to_string()))?;
+    Ok((value, false))
+}
+
+/// Times the incumbent and the candidate interleaved at the job's shape and dtype.
+fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, Failure> {
+    let (shape, dtype) = &job.timing;
+    check_request(job.kind, shape, *dtype, h.on_gpu()).map_err(Failure::Harness)?;
+    let mut loaded = Vec::new();
+    for (role, path) in [("incumbent", &job.incumbent), ("candidate", &job.candidate)] {
+        let (meta, cand) = h.load(py, path)?;
+        match cand {
+            Some(c) if meta.ok => loaded.push(c),
+            _ => {
+                return Err(Failure::Harness(format!(
+                    "the {role} `{}` does not load: {}",
+                    path.display(),
+                    meta.message.unwrap_or_default()
+                )))
+            }
+        }
+    }
+    let reps = job.repetitions.max(1);
+    let text: String = h
+        .func(py, "compare")
+        .call1((
+            &loaded[0],
+            &loaded[1],
+            job.kind.name(),
+            shape.0.clone(),
+            dtype.name(),
+            7u64,
+            reps,
+            job.layout.name(),
+        ))?
+        .extract()?;
+    for c in &loaded {
+        let _ = h.func(py, "unload").call1((c,));
+    }
+    let m: CompareMeta =
+        serde_json::from_str(&text).map_err(|e| Failure::Harness(e.to_string()))?;
+    Ok(comparison_from(&m.incumbent_us, &m.candidate_us))
+}
+
+/// Medians and spread of interleaved repetitions.
+pub(crate) fn comparison_from(incumbent_us: &[f64], candidate_us: &[f64]) -> Comparison {
+    let ratios: Vec<f64> = incumbent_us
+        .iter()
+        .zip(candidate_us)
+        .map(|(i, c)| if *c > 0.0 { i / c } else { f64::INFINITY })
+        .collect();
+    let med = median(&ratios);
+    let (lo, hi) = ratios
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| {
+            (lo.min(*r), hi.max(*r))
+        });
+    Comparison {
+        incumbent_latency_us: median(incumbent_us),
+        candidate_latency_us: median(candidate_us),
+        median_speedup: med,
+        repetitions: ratios.len() as u32,
+        spread: if med > 0.0 && med.is_finite() && !ratios.is_empty() {
+            (hi - lo) / med
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Median (mean of the middle two for an even count); 0 for an empty slice.
+pub(crate) fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comparison_takes_medians_and_the_spread_of_ratios() {
+        // ratios 2.0, 1.0, 1.5 → median 1.5, spread (2.0 − 1.0) / 1.5
+        let c = comparison_from(&[20.0, 10.0, 15.0], &[10.0, 10.0, 10.0]);
+        assert_eq!(c.incumbent_latency_us, 15.0);
+        assert_eq!(c.candidate_latency_us, 10.0);
+        assert_eq!(c.median_speedup, 1.5);
+        assert_eq!(c.repetitions, 3);
+        assert!((c.spread - 1.0 / 1.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+}
