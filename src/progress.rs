@@ -171,10 +171,11 @@ pub fn decision_line(
             } else {
                 String::new()
             };
+            // the candidate at the median paired ratio: the figures the rule decided on
             format!(
                 " head to head {} → {} µs ({:.3}x the best{spread})",
                 latency_text(h.incumbent_latency_us),
-                latency_text(h.candidate_latency_us),
+                latency_text(h.decided_candidate_us()),
                 h.median_speedup
             )
         }
@@ -396,6 +397,21 @@ mod tests {
         );
         assert!(line.contains(rule), "{line}");
         assert!(!line.contains("13597"), "{line}");
+        // the seen noisy case: per-side medians 26677.1 and 31625.6 µs, but the median of
+        // the paired ratios 1.011 (spread 46.6%): the line shows the candidate at that
+        // ratio, 26677.1 / 1.011 = 26386.8 µs, faster than the best as the keep says
+        let noisy = Comparison {
+            incumbent_latency_us: 26677.1,
+            candidate_latency_us: 31625.6,
+            median_speedup: 1.011,
+            repetitions: 5,
+            spread: 0.466,
+        };
+        let line = decision_line(&record(Decision::Keep, 30000.0, Some(noisy)), None, None);
+        assert!(
+            line.contains("26677.1 → 26386.8 µs (1.011x the best"),
+            "{line}"
+        );
         // without a head-to-head (a baseline) its own timing shows
         let line = decision_line(&record(Decision::Baseline, 45065.0, None), None, None);
         assert!(line.contains(" 45065.0 µs, 0.80x vs PyTorch"), "{line}");

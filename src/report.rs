@@ -38,10 +38,11 @@ pub struct Verification {
     pub timing_representative: bool,
     /// The sha256 (hex) of each target's `kernel.py` as the verification saw it, by target
     /// id (a target that had none is absent): a kernel edited, added or removed since makes
-    /// the verification stale ([`Verification::changed_kernels`]). Empty in a `verify.json`
-    /// written before this field (staleness then unknown).
+    /// the verification stale ([`Verification::changed_kernels`]). `None` in a
+    /// `verify.json` written before this field (staleness then unknown); an empty map is a
+    /// verification that saw no kernel, stale once one is added.
     #[serde(default)]
-    pub kernel_sha256: BTreeMap<String, String>,
+    pub kernel_sha256: Option<BTreeMap<String, String>>,
 }
 
 /// The sha256 (lowercase hex) of the file at `path`, or `None` when it cannot be read.
@@ -105,7 +106,13 @@ pub fn verification_summary(ws: &Workspace, saved: &SavedVerification, stale: &[
             )
         }
     };
-    let mut line = if v.passed {
+    let mut line = if v.passed && v.included.is_empty() {
+        // as `verify` says it: a check of no kernel is no PASS
+        format!(
+            "verification: n/a on {} (no kernel was plugged in)",
+            v.device
+        )
+    } else if v.passed {
         let speedup = match v.speedup {
             Some(x) if v.timing_representative => format!(", {x:.3}x end to end"),
             Some(x) => format!(", {x:.3}x end to end on the CPU interpreter (not a speed)"),
@@ -157,16 +164,13 @@ impl Verification {
     /// them any more, whether it plugged them in or left them out. Empty when nothing
     /// changed, or when `verify.json` predates the hashes ([`Verification::has_hashes`]).
     pub fn changed_kernels(&self, ws: &Workspace, targets: &[Target]) -> Vec<String> {
-        if !self.has_hashes() {
+        let Some(hashes) = &self.kernel_sha256 else {
             return Vec::new();
-        }
+        };
         targets
             .iter()
             .filter(|t| {
-                let verified = self
-                    .kernel_sha256
-                    .get(&t.id)
-                    .map(|h| h.to_ascii_lowercase());
+                let verified = hashes.get(&t.id).map(|h| h.to_ascii_lowercase());
                 verified != file_sha256(&ws.path(&t.kernel_relpath()))
             })
             .map(|t| t.id.clone())
@@ -176,7 +180,7 @@ impl Verification {
     /// Whether this verification recorded the kernels it saw (a `verify.json` written before
     /// `kernel_sha256` did not: whether they changed since cannot be told).
     pub fn has_hashes(&self) -> bool {
-        !self.kernel_sha256.is_empty()
+        self.kernel_sha256.is_some()
     }
 
     /// The `verified:` value of the summaries: `false` with the count of wrong kernels when
@@ -208,7 +212,7 @@ pub struct TargetSummary {
     pub fraction: f64,
     /// Baseline latency, µs.
     pub baseline_us: Option<f64>,
-    /// Best kept latency, µs: its head-to-head figure when it has one.
+    /// Best kept latency, µs: `baseline_us / speedup`, as the keep rule measured it.
     pub best_us: Option<f64>,
     /// The best's speedup over the baseline ([`speedups_vs_baseline`]): the product of the
     /// head-to-head medians that kept each step.
@@ -280,20 +284,21 @@ pub fn summarize(targets: &[Target], rows: &[ExperimentRecord]) -> Vec<TargetSum
             let best_step = chain.iter().rev().find(|(_, _, became_best)| *became_best);
             let best = best_step.map(|(r, _, _)| *r);
             let baseline_us = baseline.and_then(|r| r.latency_us);
-            // the best's latency as the keep rule measured it, head to head
-            let best_us = best.and_then(|r| {
-                r.head_to_head
-                    .as_ref()
-                    .map(|h| h.candidate_latency_us)
-                    .or(r.latency_us)
-            });
+            let speedup = best_step.and_then(|(_, s, _)| *s);
+            // the best's latency as the keep rule measured it: the baseline's over the
+            // head-to-head speedups that kept each step (so that it never reads slower
+            // than the baseline beside a speedup over 1); its own timing without them
+            let best_us = match (baseline_us, speedup) {
+                (Some(b), Some(s)) if s > 0.0 => Some(b / s),
+                _ => best.and_then(|r| r.latency_us),
+            };
             TargetSummary {
                 id: t.id.clone(),
                 kind: t.kind.to_string(),
                 fraction: t.fraction,
                 baseline_us,
                 best_us,
-                speedup: best_step.and_then(|(_, s, _)| *s),
+                speedup,
                 pct_peak: best.and_then(|r| r.pct_peak),
                 vs_pytorch: best.and_then(|r| r.speedup_vs_reference),
                 experiments: mine
@@ -349,13 +354,30 @@ pub fn never_judged_pass(targets: &[Target], rows: &[ExperimentRecord]) -> Vec<E
                 Some(word) => {
                     format!("never judged PASS (its baseline's verdict: {word}): not plugged in")
                 }
-                None => "never judged: the run has not reached this target".to_string(),
+                None => "never judged: no baseline verdict yet (the run has not reached this target, or stopped while judging its baseline)".to_string(),
             };
             Some(Excluded {
                 target: t.id.clone(),
                 reason,
                 broken: false,
             })
+        })
+        .collect()
+}
+
+/// Each target's best kernel as the judge passed it: the experiment number and commit of
+/// the last row that became its best ([`speedups_vs_baseline`]); targets without one are
+/// absent ([`never_judged_pass`] says why).
+pub fn judged_bests(
+    targets: &[Target],
+    rows: &[ExperimentRecord],
+) -> BTreeMap<String, (u64, String)> {
+    targets
+        .iter()
+        .filter_map(|t| {
+            let chain = speedups_vs_baseline(rows.iter().filter(|r| r.target == t.id));
+            let (r, _, _) = chain.into_iter().rev().find(|(_, _, best)| *best)?;
+            Some((t.id.clone(), (r.experiment, r.commit.clone()?)))
         })
         .collect()
 }
@@ -774,6 +796,7 @@ pub(crate) mod tests {
 
         let v = Verification {
             passed: true,
+            included: vec!["01-a".into()],
             device: "cpu".into(),
             ..Default::default()
         };
@@ -783,6 +806,16 @@ pub(crate) mod tests {
         assert_eq!(
             verification_summary(&ws, &loaded, &[]),
             "verification: PASS on cpu"
+        );
+        // a check that plugged in nothing is no PASS, as `verify` says
+        let nothing = Verification {
+            included: vec![],
+            ..v.clone()
+        };
+        ws.save_verification(&nothing).unwrap();
+        assert_eq!(
+            verification_summary(&ws, &SavedVerification::load(&ws), &[]),
+            "verification: n/a on cpu (no kernel was plugged in)"
         );
     }
 
@@ -800,7 +833,7 @@ pub(crate) mod tests {
         let v = Verification {
             passed: true,
             included: vec!["01-a".into()],
-            kernel_sha256: [("01-a".to_string(), digest.to_string())].into(),
+            kernel_sha256: Some([("01-a".to_string(), digest.to_string())].into()),
             ..Default::default()
         };
         assert!(v.changed_kernels(&ws, &targets).is_empty());
@@ -834,7 +867,7 @@ pub(crate) mod tests {
         // has one now is stale too
         std::fs::write(&path, "KERNEL_KIND = 'softmax'\n").unwrap();
         let upper = Verification {
-            kernel_sha256: [("01-a".to_string(), digest.to_uppercase())].into(),
+            kernel_sha256: Some([("01-a".to_string(), digest.to_uppercase())].into()),
             ..v.clone()
         };
         assert!(upper.changed_kernels(&ws, &targets).is_empty());
@@ -848,8 +881,17 @@ pub(crate) mod tests {
         let old: Verification =
             serde_json::from_str(r#"{"passed": true, "included": ["01-a"], "excluded": [], "device": "cpu", "timing_representative": false}"#)
                 .unwrap();
-        assert!(old.kernel_sha256.is_empty());
+        assert!(old.kernel_sha256.is_none());
         assert!(old.changed_kernels(&ws, &targets).is_empty());
+        // one that saw no kernel (none plugged in) is stale once a kernel exists
+        let none_seen = Verification {
+            kernel_sha256: Some(BTreeMap::new()),
+            ..old.clone()
+        };
+        assert_eq!(
+            none_seen.changed_kernels(&ws, &targets),
+            vec!["01-a", "02-b"]
+        );
         let md = render_markdown(&ws, &targets, &[], &SavedVerification::Saved(old), &[]);
         assert!(md.contains("predates the kernel hashes"), "{md}");
     }

@@ -156,10 +156,11 @@ pub fn linked_python_version() -> &'static str {
 /// # Errors
 /// [`WorkerError::PythonProbe`], [`WorkerError::PythonMismatch`],
 /// [`WorkerError::MissingPackages`].
-pub(crate) fn preflight(python: &Path) -> Result<(), WorkerError> {
+pub(crate) fn preflight(python: &Path) -> Result<PathBuf, WorkerError> {
     const PROBE: &str = "import sys, importlib.util as u\n\
 print('%d.%d' % sys.version_info[:2])\n\
-print(' '.join(m for m in ('torch', 'triton', 'numpy') if u.find_spec(m) is None))";
+print(' '.join(m for m in ('torch', 'triton', 'numpy') if u.find_spec(m) is None))\n\
+print(sys.executable)";
     let out = Command::new(python)
         .args(["-c", PROBE])
         .output()
@@ -206,7 +207,27 @@ print(' '.join(m for m in ('torch', 'triton', 'numpy') if u.find_spec(m) is None
             missing,
         });
     }
-    Ok(())
+    Ok(adopted_interpreter(python, lines.next()))
+}
+
+/// The interpreter the worker adopts for `python`: `python` itself, unless it is a script
+/// (`#!`: a wrapper that `exec`s a Python, a pyenv shim), whose path would make the
+/// embedded CPython look for its packages beside the script; then the `sys.executable` it
+/// reported, the Python it ran.
+fn adopted_interpreter(python: &Path, reported: Option<&str>) -> PathBuf {
+    let is_script = std::fs::File::open(python)
+        .and_then(|mut f| {
+            let mut head = [0u8; 2];
+            std::io::Read::read_exact(&mut f, &mut head).map(|()| head == *b"#!")
+        })
+        .unwrap_or(false);
+    match reported.map(str::trim).filter(|r| !r.is_empty()) {
+        Some(real) if is_script && Path::new(real).is_file() => {
+            tracing::debug!(script = %python.display(), python = real, "the interpreter is a script: adopting the Python it runs");
+            PathBuf::from(real)
+        }
+        _ => python.to_path_buf(),
+    }
 }
 
 #[cfg(test)]
@@ -425,5 +446,37 @@ mod tests {
             text.contains("-m pip install -r python/requirements.txt"),
             "{text}"
         );
+    }
+
+    /// A wrapper script (a pyenv shim, `exec …/python "$@"`) passes the probe through the
+    /// Python it runs; the worker adopts that Python (its `sys.executable`), not the
+    /// script, whose folder has no packages (seen: `No module named 'numpy'` at start).
+    #[test]
+    fn a_wrapper_script_is_replaced_by_the_python_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real-python");
+        std::fs::write(&real, b"\x7fELF not really").unwrap();
+        let wrapper = dir.path().join("python");
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\necho {}\necho\necho {}\n",
+                linked_python_version(),
+                real.display()
+            ),
+        )
+        .unwrap();
+        let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&wrapper, perms).unwrap();
+        assert_eq!(preflight(&wrapper).unwrap(), real);
+        // a binary is adopted as named, whatever it reports (a venv's python reports itself)
+        assert_eq!(
+            adopted_interpreter(&real, Some("/usr/bin/python3")),
+            real,
+            "not a script"
+        );
+        // a script that reports nothing usable is kept as named
+        assert_eq!(adopted_interpreter(&wrapper, Some("")), wrapper);
     }
 }

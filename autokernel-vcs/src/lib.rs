@@ -35,6 +35,7 @@
 mod lock;
 mod message;
 mod notes;
+mod read_only;
 mod store;
 mod worktree;
 
@@ -43,6 +44,7 @@ pub use message::{
     format_message, parse_message, ParsedMessage, TRAILER_AGENT, TRAILER_EXPERIMENT, TRAILER_TARGET,
 };
 pub use notes::{merge_notes, parse_note, read_notes, ExperimentNote, NOTES_REF};
+pub use read_only::read_kernel_at;
 pub use store::{
     ExperimentCommit, GixStore, OpenReport, StoreOptions, BRANCH_PREFIX, REVERTED_PREFIX,
 };

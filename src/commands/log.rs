@@ -63,7 +63,10 @@ pub struct LogEntry {
     pub latency_us: Option<f64>,
     /// The best's latency in the head-to-head that decided it, µs.
     pub incumbent_us: Option<f64>,
-    /// Its latency in that head-to-head, µs.
+    /// Its latency in that head-to-head at the median paired ratio that decided it,
+    /// `incumbent_us / head_to_head_speedup`, µs ([`Comparison::decided_candidate_us`]).
+    ///
+    /// [`Comparison::decided_candidate_us`]: autokernel_core::Comparison::decided_candidate_us
     pub candidate_us: Option<f64>,
     /// The head-to-head median of `incumbent / candidate` (> 1: faster than the best).
     pub head_to_head_speedup: Option<f64>,
@@ -98,7 +101,7 @@ pub fn entries(rows: &[ExperimentRecord], target: Option<&str>) -> Vec<LogEntry>
             correctness: r.correctness.label().to_string(),
             latency_us: r.latency_us,
             incumbent_us: r.head_to_head.as_ref().map(|h| h.incumbent_latency_us),
-            candidate_us: r.head_to_head.as_ref().map(|h| h.candidate_latency_us),
+            candidate_us: r.head_to_head.as_ref().map(|h| h.decided_candidate_us()),
             head_to_head_speedup: r.head_to_head.as_ref().map(|h| h.median_speedup),
             head_to_head_spread: r
                 .head_to_head

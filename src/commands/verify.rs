@@ -234,11 +234,38 @@ pub async fn verify_workspace(
             ))
         })
         .collect();
-    // a kernel the judge never passed is never plugged in, whatever kernel.py holds
-    let unjudged: Vec<report::Excluded> = report::never_judged_pass(targets, rows)
+    // a kernel the judge never passed is never plugged in, whatever kernel.py holds: a
+    // target without a judged best, or whose kernel.py is not its judged best (a run killed
+    // mid-experiment leaves the candidate there until it resumes; a hand edit)
+    let mut unjudged: Vec<report::Excluded> = report::never_judged_pass(targets, rows)
         .into_iter()
         .filter(|e| kernel_sha256.contains_key(&e.target))
         .collect();
+    for (id, (experiment, commit)) in report::judged_bests(targets, rows) {
+        let Some(t) = targets.iter().find(|t| t.id == id) else {
+            continue;
+        };
+        let Ok(now) = std::fs::read_to_string(ws.path(&t.kernel_relpath())) else {
+            continue;
+        };
+        let judged = autokernel_vcs::read_kernel_at(
+            &ws.root,
+            &autokernel_core::CommitId(commit.clone()),
+            &id,
+        )
+        .with_context(|| format!("cannot read the kernel of experiment {experiment}"))?;
+        if judged.as_deref() != Some(now.as_str()) {
+            unjudged.push(report::Excluded {
+                target: id.clone(),
+                reason: format!(
+                    "`{}` is not the kernel the judge passed (experiment {experiment}, commit {}): a run killed mid-experiment leaves its candidate there, or the file was edited; `autokernel run` on this workspace resumes and restores the best, `autokernel bench` judges the file",
+                    t.kernel_relpath(),
+                    &commit[..commit.len().min(12)]
+                ),
+                broken: false,
+            });
+        }
+    }
     let missing: Vec<report::Excluded> = targets
         .iter()
         .filter(|t| !kernel_sha256.contains_key(&t.id))
@@ -332,7 +359,7 @@ pub async fn verify_workspace(
     verification.excluded.extend(slower);
     verification.excluded.extend(unjudged);
     verification.excluded.extend(missing);
-    verification.kernel_sha256 = kernel_sha256;
+    verification.kernel_sha256 = Some(kernel_sha256);
     Ok(verification)
 }
 

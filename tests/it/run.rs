@@ -148,6 +148,42 @@ fn a_kernel_never_judged_pass_is_not_plugged_in() {
     );
     let rows = rows(&ws);
     let target = rows[0]["target"].clone();
+    let verify = |ws: &std::path::Path| -> serde_json::Value {
+        let out = autokernel()
+            .args(["verify", "--json", "-w"])
+            .arg(ws)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let excluded = |v: &serde_json::Value| -> String {
+        assert!(
+            !v["included"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t == target.as_str()),
+            "{v}"
+        );
+        v["excluded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["target"] == target.as_str())
+            .unwrap_or_else(|| panic!("{target} not excluded: {v}"))["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // a kernel.py that is not the judged best (what a run killed mid-experiment leaves, or
+    // an edit by hand) is not plugged in
+    let kernel = ws.join(format!("targets/{target}/kernel.py"));
+    let judged = std::fs::read_to_string(&kernel).unwrap();
+    std::fs::write(&kernel, format!("{judged}# edited, never judged\n")).unwrap();
+    let why = excluded(&verify(&ws));
+    assert!(why.contains("is not the kernel the judge passed"), "{why}");
+    std::fs::write(&kernel, &judged).unwrap();
     // the target's rows as an older autokernel left them: an abandoned baseline only
     let text = std::fs::read_to_string(ws.join("results.tsv")).unwrap();
     let mut lines: Vec<String> = Vec::new();
@@ -162,35 +198,9 @@ fn a_kernel_never_judged_pass_is_not_plugged_in() {
         lines.push(f.join("\t"));
     }
     std::fs::write(ws.join("results.tsv"), lines.join("\n") + "\n").unwrap();
-    assert!(ws.join(format!("targets/{target}/kernel.py")).exists());
-    let out = autokernel()
-        .args(["verify", "--json", "-w"])
-        .arg(&ws)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    assert!(
-        !v["included"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t == target.as_str()),
-        "{v}"
-    );
-    let why = v["excluded"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["target"] == target.as_str())
-        .unwrap_or_else(|| panic!("{target} not excluded: {v}"));
-    assert!(
-        why["reason"]
-            .as_str()
-            .unwrap()
-            .contains("never judged PASS"),
-        "{why}"
-    );
+    assert!(kernel.exists());
+    let why = excluded(&verify(&ws));
+    assert!(why.contains("never judged PASS"), "{why}");
 }
 
 #[test]
@@ -391,17 +401,14 @@ fn sigterm_during_the_verification_cuts_it_short_and_says_so() {
     let source = std::fs::read_to_string(&kernel).unwrap();
     // it marks the moment it starts hanging, for the signal to come after
     let hanging = ws.with_file_name("hanging");
-    std::fs::write(
-        &kernel,
-        format!(
+    // judged (it passes at the judge's shapes, and hangs only inside the model)
+    crate::util::judged(
+        &ws,
+        target,
+        &format!(
             "{source}\n\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import inspect, pathlib, time\n    while any('verify_model' in f.filename for f in inspect.stack()):\n        pathlib.Path({:?}).touch()\n        time.sleep(0.1)\n    return _right(**inputs)\n",
             hanging.display().to_string()
         ),
-    )
-    .unwrap();
-    crate::util::git(
-        &ws,
-        &["commit", "-qam", "a kernel that hangs inside the model"],
     );
     // resumed at its cap: no experiment, straight to the verification
     let out = sigterm_run_once(&ws, 1, "the verification reached the kernel", || {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::util::{autokernel, git, report, tempdir};
+use crate::util::{autokernel, judged, report, tempdir};
 
 /// `verify -w ws --device cpu`: (exit code, stdout, stderr).
 fn verify(ws: &Path) -> (Option<i32>, String, String) {
@@ -99,7 +99,7 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     let wrong = format!(
         "{source}\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    return _right(**inputs) * 1.5\n"
     );
-    std::fs::write(&kernel, wrong).unwrap();
+    judged(&ws, &target, &wrong);
     let (code, stdout, stderr) = verify(&ws);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(
@@ -114,7 +114,7 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     );
 
     // a syntax error
-    std::fs::write(&kernel, format!("{source}\ndef broken(:\n")).unwrap();
+    judged(&ws, &target, &format!("{source}\ndef broken(:\n"));
     let (code, stdout, stderr) = verify(&ws);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(
@@ -165,7 +165,7 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     let killer = format!(
         "{source}\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import os\n    os._exit(3)\n"
     );
-    std::fs::write(&kernel, killer).unwrap();
+    judged(&ws, &target, &killer);
     let (code, stdout, stderr) = verify(&ws);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(
@@ -177,10 +177,7 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     assert!(stdout.contains("verified: false"), "{stdout}");
 
     // put right again, it passes again
-    git(
-        &ws,
-        &["checkout", "--", &format!("targets/{target}/kernel.py")],
-    );
+    judged(&ws, &target, &source);
     let (code, stdout, stderr) = verify(&ws);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
 }
@@ -208,19 +205,22 @@ fn a_kernel_that_kills_or_hangs_the_worker_leaves_the_other_kernels_verified() {
     if !path(second).exists() {
         std::fs::create_dir_all(path(second).parent().unwrap()).unwrap();
         crate::util::new_kernel(plan[1]["kind"].as_str().unwrap(), &path(second));
-        git(&ws, &["add", "targets"]);
-        git(&ws, &["commit", "-qm", "the second target's starter"]);
+        let starter = std::fs::read_to_string(path(second)).unwrap();
+        judged(&ws, second, &starter);
     }
     let source = |id: &str| std::fs::read_to_string(path(id)).unwrap();
     let (first_source, second_source) = (source(first), source(second));
-    let restore = || git(&ws, &["checkout", "--", "targets"]);
+    let restore = || {
+        judged(&ws, first, &first_source);
+        judged(&ws, second, &second_source);
+    };
 
     // the first kills the process: it is named, the second is plugged in
-    std::fs::write(
-        path(first),
-        format!("{first_source}\n\ndef kernel_fn(**inputs):\n    import os\n    os._exit(3)\n"),
-    )
-    .unwrap();
+    judged(
+        &ws,
+        first,
+        &format!("{first_source}\n\ndef kernel_fn(**inputs):\n    import os\n    os._exit(3)\n"),
+    );
     let (code, stdout, stderr) = verify(&ws);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(
@@ -231,11 +231,11 @@ fn a_kernel_that_kills_or_hangs_the_worker_leaves_the_other_kernels_verified() {
     restore();
 
     // the second hangs: found once the timeout passes, the first is plugged in
-    std::fs::write(
-        path(second),
-        format!("{second_source}\n\ndef kernel_fn(**inputs):\n    import time\n    while True:\n        time.sleep(0.1)\n"),
-    )
-    .unwrap();
+    judged(
+        &ws,
+        second,
+        &format!("{second_source}\n\ndef kernel_fn(**inputs):\n    import time\n    while True:\n        time.sleep(0.1)\n"),
+    );
     let (code, stdout, stderr) = verify_with(&ws, &["--timeout", "20"]);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(
@@ -246,7 +246,9 @@ fn a_kernel_that_kills_or_hangs_the_worker_leaves_the_other_kernels_verified() {
     );
     assert!(stdout.contains(&format!("included: {first}")), "{stdout}");
 
-    // SIGTERM while it hangs: verify stops at once, exit 130, and saves nothing
+    // SIGTERM while it hangs: verify stops at once, exit 130, and saves nothing (the
+    // last verification stays as it was)
+    let before = std::fs::read(ws.join("verify.json")).unwrap();
     let child = autokernel()
         .args(["verify", "--device", "cpu", "--timeout", "600", "-w"])
         .arg(&ws)
@@ -261,26 +263,27 @@ fn a_kernel_that_kills_or_hangs_the_worker_leaves_the_other_kernels_verified() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("SIGTERM: verification stopped"), "{stderr}");
-    assert!(!ws.join("verify.json").exists());
+    assert_eq!(std::fs::read(ws.join("verify.json")).unwrap(), before);
     restore();
 
     // the first runs right but leaves the process broken for the second, which dies: no
     // kernel alone kills a fresh worker, so neither is blamed (exit 2, said why)
-    std::fs::write(
-        path(first),
-        format!("{first_source}\n\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import builtins\n    builtins._autokernel_test_poison = True\n    return _right(**inputs)\n"),
-    )
-    .unwrap();
-    std::fs::write(
-        path(second),
-        format!("{second_source}\n\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import builtins, os\n    if getattr(builtins, '_autokernel_test_poison', False):\n        os._exit(6)\n    return _right(**inputs)\n"),
-    )
-    .unwrap();
+    judged(
+        &ws,
+        first,
+        &format!("{first_source}\n\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import builtins\n    builtins._autokernel_test_poison = True\n    return _right(**inputs)\n"),
+    );
+    judged(
+        &ws,
+        second,
+        &format!("{second_source}\n\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import builtins, os\n    if getattr(builtins, '_autokernel_test_poison', False):\n        os._exit(6)\n    return _right(**inputs)\n"),
+    );
+    let before = std::fs::read(ws.join("verify.json")).unwrap();
     let (code, stdout, stderr) = verify(&ws);
     assert_eq!(code, Some(2), "{stdout}{stderr}");
     assert!(stderr.contains("with none of them alone"), "{stderr}");
-    // the verdict of the step before is not left behind for report.md
-    assert!(!ws.join("verify.json").exists());
+    // an error saves nothing: the last verification stays, stale for these kernels
+    assert_eq!(std::fs::read(ws.join("verify.json")).unwrap(), before);
     restore();
 
     // a deleted kernel.py: said, and no failure

@@ -320,7 +320,7 @@ impl Worker {
                 Some(p) => p.clone(),
                 None => {
                     let p = resolve_python(self.options.python.as_deref())?;
-                    preflight(&p)?;
+                    let p = preflight(&p)?;
                     state.python = Some(p.clone());
                     p
                 }
