@@ -44,8 +44,8 @@ LLAMA_CPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FM
 	-DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF \
 	-DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF \
 	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
-# keyed by version and Python (the wheel is per CPython minor), not by a file's date: a new
-# clone reuses it
+# keyed by the version (and the venv's Python, for safety: the wheel itself is tagged
+# py3-none, its libraries loaded with ctypes), not by a file's date: a new clone reuses it
 PY_TAG := $(shell $(PYTHON) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 WHEELHOUSE ?= $(HOME)/.cache/autokernel/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(PY_TAG)-portable
 LLAMA_CPP_WHEEL_STAMP := $(WHEELHOUSE)/.built
