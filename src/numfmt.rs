@@ -1,6 +1,16 @@
 //! Numbers for people: figures whose magnitude varies by orders (errors, tolerances) keep
 //! their significant digits instead of rounding to `0.000000`.
 
+/// A latency in µs as the progress lines and `log` show it: one decimal from 1000 µs up,
+/// two below (`12.35`, `218.40`, `54812.6`), so a figure keeps four or more digits.
+pub fn latency_us(us: f64) -> String {
+    if us >= 1000.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.2}")
+    }
+}
+
 /// `x` with four significant digits: fixed-point for magnitudes in `[1e-3, 1e4)`
 /// (`0.001234`, `0.5000`, `1234`), scientific outside it (`2.980e-7`, `1.235e5`); `0` for
 /// zero, `inf` and `NaN` as Rust writes them.

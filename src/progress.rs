@@ -17,6 +17,7 @@ use autokernel_core::{
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::GlobalArgs;
+use crate::numfmt::latency_us;
 
 /// Draws the loop's progress.
 pub struct ProgressReporter {
@@ -47,15 +48,22 @@ pub fn bars_enabled(global: &GlobalArgs) -> bool {
 /// message is printed once as a line, so that a log of a long step (a verification, a
 /// profile) says what is running.
 pub fn spinner(global: &GlobalArgs, message: &str) -> ProgressBar {
+    let bar = ticking_bar(global);
+    if bar.is_hidden() && !global.quiet {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("{message}…");
+        }
+    }
+    bar.set_message(message.to_string());
+    bar
+}
+
+/// A ticking spinner with the elapsed time, or a hidden one when bars are disabled.
+fn ticking_bar(global: &GlobalArgs) -> ProgressBar {
     let bar = if bars_enabled(global) {
         ProgressBar::new_spinner()
     } else {
-        if !global.quiet {
-            #[allow(clippy::print_stderr)]
-            {
-                eprintln!("{message}…");
-            }
-        }
         ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden())
     };
     bar.set_style(
@@ -63,7 +71,6 @@ pub fn spinner(global: &GlobalArgs, message: &str) -> ProgressBar {
             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     );
     bar.enable_steady_tick(Duration::from_millis(120));
-    bar.set_message(message.to_string());
     bar
 }
 
@@ -80,16 +87,7 @@ pub fn human_duration(d: Duration) -> String {
 impl ProgressReporter {
     /// A reporter following the global flags, for a model's targets.
     pub fn new(global: &GlobalArgs) -> Self {
-        let bar = if bars_enabled(global) {
-            ProgressBar::new_spinner()
-        } else {
-            ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden())
-        };
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} {elapsed:>4} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        bar.enable_steady_tick(Duration::from_millis(120));
+        let bar = ticking_bar(global);
         ProgressReporter {
             phase_lines: bar.is_hidden() && !global.quiet,
             bar,
@@ -174,13 +172,13 @@ pub fn decision_line(
             // the candidate at the median paired ratio: the figures the rule decided on
             format!(
                 " head to head {} → {} µs ({:.3}x the best{spread})",
-                latency_text(h.incumbent_latency_us),
-                latency_text(h.decided_candidate_us()),
+                latency_us(h.incumbent_latency_us),
+                latency_us(h.decided_candidate_us()),
                 h.median_speedup
             )
         }
-        (None, Some(l), Some(s)) => format!(" {} µs, {s:.2}x vs PyTorch", latency_text(l)),
-        (None, Some(l), None) => format!(" {} µs", latency_text(l)),
+        (None, Some(l), Some(s)) => format!(" {} µs, {s:.2}x vs PyTorch", latency_us(l)),
+        (None, Some(l), None) => format!(" {} µs", latency_us(l)),
         _ => String::new(),
     };
     let why = result
@@ -212,15 +210,6 @@ pub fn decision_line(
         "[{:>3}] {mark} {} {}{timing}{why}{rule} · {}",
         r.experiment, r.target, r.correctness, r.description
     )
-}
-
-/// A latency with four or more significant digits.
-fn latency_text(us: f64) -> String {
-    if us >= 1000.0 {
-        format!("{us:.1}")
-    } else {
-        format!("{us:.2}")
-    }
 }
 
 impl Reporter for ProgressReporter {

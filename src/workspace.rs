@@ -266,13 +266,20 @@ impl Workspace {
     /// When `results.tsv` cannot be read or is not a results log.
     pub fn rows(&self) -> anyhow::Result<Vec<ExperimentRecord>> {
         let mut rows = ResultsLog::read(self.path("results.tsv"))?;
+        self.merge_notes(&mut rows);
+        Ok(rows)
+    }
+
+    /// Gives `rows` the head-to-head timings kept in their experiments' notes (rows of this
+    /// workspace read from `results.tsv` lack them); notes that cannot be read cost the
+    /// rows those figures only, with a warning.
+    pub fn merge_notes(&self, rows: &mut [ExperimentRecord]) {
         match autokernel_vcs::read_notes(&self.root) {
-            Ok(notes) => autokernel_vcs::merge_notes(&mut rows, &notes),
+            Ok(notes) => autokernel_vcs::merge_notes(rows, &notes),
             Err(e) => tracing::warn!(
                 "cannot read the experiments' notes (their head-to-head timings): {e}"
             ),
         }
-        Ok(rows)
     }
 
     /// Saves the verification.

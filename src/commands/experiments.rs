@@ -246,10 +246,7 @@ pub async fn run_experiments(
     let outcome = outcome?;
     // rows of earlier invocations get back the head-to-head figures kept in their notes
     let mut rows = the_loop.log().rows().to_vec();
-    match autokernel_vcs::read_notes(&ws.root) {
-        Ok(notes) => autokernel_vcs::merge_notes(&mut rows, &notes),
-        Err(e) => tracing::warn!("cannot read the experiments' notes: {e}"),
-    }
+    ws.merge_notes(&mut rows);
     Ok(Experiments {
         outcome,
         rows,

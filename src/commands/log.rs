@@ -13,6 +13,7 @@ use autokernel_core::ExperimentRecord;
 use serde::Serialize;
 
 use crate::cli::GlobalArgs;
+use crate::numfmt::latency_us;
 use crate::report::speedups_vs_baseline;
 use crate::workspace::Workspace;
 
@@ -133,8 +134,8 @@ pub fn render(entries: &[LogEntry]) -> String {
     );
     for e in entries {
         let latency = match (e.incumbent_us, e.candidate_us) {
-            (Some(i), Some(c)) => format!("{} → {}", short_us(i), short_us(c)),
-            _ => e.latency_us.map(short_us).unwrap_or_else(|| "—".into()),
+            (Some(i), Some(c)) => format!("{} → {}", latency_us(i), latency_us(c)),
+            _ => e.latency_us.map(latency_us).unwrap_or_else(|| "—".into()),
         };
         let vs = e
             .speedup_vs_baseline
@@ -157,15 +158,6 @@ pub fn render(entries: &[LogEntry]) -> String {
     out
 }
 
-/// A latency in µs with four significant digits or more (`12.35`, `1234.6`, `54812.6`).
-fn short_us(us: f64) -> String {
-    if us >= 1000.0 {
-        format!("{us:.1}")
-    } else {
-        format!("{us:.2}")
-    }
-}
-
 /// Runs `autokernel log`.
 pub async fn run(args: LogArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let ws = Workspace::open_existing(&args.workspace)?;
@@ -173,7 +165,6 @@ pub async fn run(args: LogArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode
     if let Some(t) = &args.target {
         if !rows.iter().any(|r| &r.target == t) {
             let mut known: Vec<&str> = rows.iter().map(|r| r.target.as_str()).collect();
-            known.dedup();
             known.sort_unstable();
             known.dedup();
             bail!(

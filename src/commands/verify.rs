@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use autokernel_bench::WorkerError;
 use autokernel_core::{DType, Device, ExperimentRecord, ModelSource, ModelSpec, Target};
+use sha2::{Digest, Sha256};
 
 use crate::cli::GlobalArgs;
 use crate::defaults::Services;
@@ -242,10 +243,9 @@ pub async fn verify_workspace(
         .filter(|e| kernel_sha256.contains_key(&e.target))
         .collect();
     for (id, (experiment, commit)) in report::judged_bests(targets, rows) {
-        let Some(t) = targets.iter().find(|t| t.id == id) else {
-            continue;
-        };
-        let Ok(now) = std::fs::read_to_string(ws.path(&t.kernel_relpath())) else {
+        // the file as read above, by its digest: no second read
+        let (Some(t), Some(now)) = (targets.iter().find(|t| t.id == id), kernel_sha256.get(&id))
+        else {
             continue;
         };
         let judged = autokernel_vcs::read_kernel_at(
@@ -254,7 +254,8 @@ pub async fn verify_workspace(
             &id,
         )
         .with_context(|| format!("cannot read the kernel of experiment {experiment}"))?;
-        if judged.as_deref() != Some(now.as_str()) {
+        let judged_sha256 = judged.map(|text| format!("{:x}", Sha256::digest(text.as_bytes())));
+        if judged_sha256.as_ref() != Some(now) {
             unjudged.push(report::Excluded {
                 target: id.clone(),
                 reason: format!(
