@@ -1,8 +1,9 @@
 //! Command-line definition (clap derive): globals, verbs, exit codes, logging setup.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 use crate::commands;
+use crate::global_args::GlobalArgs;
 
 /// Exit codes, listed in `--help`.
 pub const EXIT_CODES: &str = "Exit codes: 0 did what was asked; 1 finished but the answer is no \
@@ -18,20 +19,6 @@ pub struct Cli {
     pub command: Command,
     #[command(flatten)]
     pub global: GlobalArgs,
-}
-
-/// Options every verb takes.
-#[derive(Debug, Args, Clone)]
-pub struct GlobalArgs {
-    /// More log output on stderr (-v debug, -vv trace); RUST_LOG overrides
-    #[arg(short, long, action = clap::ArgAction::Count, global = true, help_heading = "Global options")]
-    pub verbose: u8,
-    /// Only errors on stderr; no progress bars
-    #[arg(short, long, global = true, help_heading = "Global options")]
-    pub quiet: bool,
-    /// Never draw progress bars (they are also hidden when stderr is not a terminal)
-    #[arg(long, global = true, help_heading = "Global options")]
-    pub no_progress: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,14 +4,10 @@
 
 mod cli;
 mod commands;
-mod defaults;
-
-mod fonts;
+mod global_args;
 mod model_args;
-mod numfmt;
+mod output;
 mod progress;
-mod report;
-mod workspace;
 
 use std::process::ExitCode;
 
@@ -40,7 +36,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(commands::dispatch(cli)) {
+    match runtime.block_on(dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
             cli::print_error(&e);
@@ -49,24 +45,19 @@ fn main() -> ExitCode {
     }
 }
 
-/// A line of information: on stdout with the summary it belongs to, or on stderr when
-/// stdout carries JSON (`--json`), which must stay one document a reader can parse.
-pub fn print_info(json: bool, text: &str) {
-    if json {
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!("{}", text.trim_end_matches('\n'));
-        }
-    } else {
-        print_stdout(text);
+/// Runs the verb the user typed.
+async fn dispatch(cli: cli::Cli) -> anyhow::Result<ExitCode> {
+    use cli::Command;
+    let global = cli.global;
+    match cli.command {
+        Command::Bench(args) => commands::bench::run(args, &global).await,
+        Command::NewKernel(args) => commands::new_kernel::run(args, &global).await,
+        Command::Profile(args) => commands::profile::run(args, &global).await,
+        Command::Run(args) => commands::run::run(args, &global).await,
+        Command::Tune(args) => commands::tune::run(args, &global).await,
+        Command::Report(args) => commands::report::run(args, &global).await,
+        Command::Log(args) => commands::log::run(args, &global).await,
+        Command::Verify(args) => commands::verify::run(args, &global).await,
+        Command::Worker => unreachable!("handled in main before the runtime starts"),
     }
-}
-
-/// Writes data for the user to stdout (the one place the binary prints results).
-#[allow(clippy::print_stdout)]
-pub fn print_stdout(text: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    // a closed pipe (`| head`) is not an error worth reporting
-    let _ = writeln!(out, "{}", text.trim_end_matches('\n'));
 }

@@ -16,8 +16,57 @@ use autokernel_core::{
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::GlobalArgs;
-use crate::numfmt::latency_us;
+use autokernel::job::{JobReporter, Step};
+
+use crate::global_args::GlobalArgs;
+use autokernel::numfmt::latency_us;
+
+/// What `run` does at the steps of its job besides drawing them: the `plan:` line goes to
+/// stdout or, with `--json`, stderr; the loop's start and end run the command's signal
+/// handling changes.
+pub struct StepHooks {
+    global: GlobalArgs,
+    json: bool,
+    on_loop_start: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    on_loop_end: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    spinner: Mutex<Option<ProgressBar>>,
+}
+
+impl StepHooks {
+    /// Hooks for `run`: `on_loop_start` and `on_loop_end` run once each.
+    pub fn new(
+        global: &GlobalArgs,
+        json: bool,
+        on_loop_start: impl FnOnce() + Send + 'static,
+        on_loop_end: impl FnOnce() + Send + 'static,
+    ) -> Self {
+        StepHooks {
+            global: global.clone(),
+            json,
+            on_loop_start: Mutex::new(Some(Box::new(on_loop_start))),
+            on_loop_end: Mutex::new(Some(Box::new(on_loop_end))),
+            spinner: Mutex::new(None),
+        }
+    }
+
+    fn spin(&self, message: &str) {
+        let bar = spinner(&self.global, message);
+        if let Some(old) = lock(&self.spinner).replace(bar) {
+            old.finish_and_clear();
+        }
+    }
+
+    fn stop_spinning(&self) {
+        if let Some(bar) = lock(&self.spinner).take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// The mutex's value, also after a panic elsewhere poisoned it (progress is best effort).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Draws the loop's progress.
 pub struct ProgressReporter {
@@ -37,6 +86,8 @@ pub struct ProgressReporter {
     budget: Option<(Duration, Instant)>,
     /// Experiments started in this invocation, baselines not counted.
     started_here: AtomicU64,
+    /// The job's steps around the loop (`run`), if this reporter shows them.
+    steps: Option<StepHooks>,
 }
 
 /// Whether bars may be drawn.
@@ -98,6 +149,20 @@ impl ProgressReporter {
             max_experiments: None,
             budget: None,
             started_here: AtomicU64::new(0),
+            steps: None,
+        }
+    }
+
+    /// Shows the job's steps too (`run`).
+    pub fn with_steps(mut self, hooks: StepHooks) -> Self {
+        self.steps = Some(hooks);
+        self
+    }
+
+    /// Removes a step's spinner left by a job that failed mid-step.
+    pub fn clear_step(&self) {
+        if let Some(hooks) = &self.steps {
+            hooks.stop_spinning();
         }
     }
 
@@ -150,6 +215,66 @@ impl ProgressReporter {
     /// Removes the spinner.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+impl JobReporter for ProgressReporter {
+    fn on_step(&self, step: Step<'_>) {
+        let Some(hooks) = &self.steps else {
+            return;
+        };
+        match step {
+            Step::Profiling { model } => hooks.spin(&format!("profiling {model}")),
+            Step::Profiled { trace, not_planned } => {
+                hooks.stop_spinning();
+                if self.quiet {
+                    return;
+                }
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("{}", trace.table(15));
+                }
+                if !not_planned.is_empty() {
+                    let list: Vec<String> = not_planned
+                        .iter()
+                        .map(|(op, kind, f)| format!("{op} ({kind}, {:.1}%)", f * 100.0))
+                        .collect();
+                    #[allow(clippy::print_stderr)]
+                    {
+                        eprintln!(
+                            "not planned, no standard call site to plug a kernel into: {} (a kernel of your own for them can be tuned with `autokernel tune` and judged with `autokernel bench`)",
+                            list.join(", ")
+                        );
+                    }
+                }
+            }
+            Step::Planned { targets } => crate::output::print_info(
+                hooks.json,
+                &format!(
+                    "plan: {} target(s): {}",
+                    targets.len(),
+                    targets
+                        .iter()
+                        .map(|t| t.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+            Step::Experiments => {
+                if let Some(hook) = lock(&hooks.on_loop_start).take() {
+                    hook();
+                }
+            }
+            Step::ExperimentsOver => {
+                if let Some(hook) = lock(&hooks.on_loop_end).take() {
+                    hook();
+                }
+                self.finish();
+            }
+            Step::Verifying => hooks.spin("verifying the kept kernels inside the model"),
+            Step::VerifyingOver => hooks.stop_spinning(),
+            _ => {}
+        }
     }
 }
 
@@ -343,7 +468,7 @@ mod tests {
             commit: None,
             speedup_vs_reference: Some(0.8),
             head_to_head: h2h,
-            ..crate::report::tests::row(2, "01-matmul", decision, latency)
+            ..autokernel_core::testing::pass_row(2, "01-matmul", decision, latency)
         }
     }
 

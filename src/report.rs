@@ -8,198 +8,10 @@ use std::path::Path;
 
 use anyhow::Context;
 use autokernel_core::{keep::end_to_end_speedup, Decision, ExperimentRecord, Target};
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use serde::Serialize;
 
+use crate::verification::{Excluded, SavedVerification};
 use crate::workspace::Workspace;
-
-/// The end-to-end check of the kept kernels plugged into the model (`verify.json`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Verification {
-    /// Whether the model with the included kernels matched the unmodified model and no
-    /// kernel was left out for being wrong (an [`Excluded::broken`] one): false fails
-    /// `autokernel verify` (exit 1).
-    pub passed: bool,
-    /// Target ids whose kernels were plugged in.
-    pub included: Vec<String>,
-    /// Targets left out, with the reason (broke the model, not pluggable, not faster).
-    pub excluded: Vec<Excluded>,
-    /// Largest absolute difference of the outputs.
-    pub max_abs_error: Option<f64>,
-    /// Eager model latency, in milliseconds.
-    pub eager_ms: Option<f64>,
-    /// Model latency with the kernels plugged in, in milliseconds.
-    pub optimized_ms: Option<f64>,
-    /// `eager_ms / optimized_ms`.
-    pub speedup: Option<f64>,
-    /// Where it ran (`cuda` + name, or `cpu`).
-    pub device: String,
-    /// False on the CPU: Triton's interpreter is not a speed.
-    pub timing_representative: bool,
-    /// The sha256 (hex) of each target's `kernel.py` as the verification saw it, by target
-    /// id (a target that had none is absent): a kernel edited, added or removed since makes
-    /// the verification stale ([`Verification::changed_kernels`]). `None` in a
-    /// `verify.json` written before this field (staleness then unknown); an empty map is a
-    /// verification that saw no kernel, stale once one is added.
-    #[serde(default)]
-    pub kernel_sha256: Option<BTreeMap<String, String>>,
-}
-
-/// The sha256 (lowercase hex) of the file at `path`, or `None` when it cannot be read.
-pub fn file_sha256(path: &Path) -> Option<String> {
-    std::fs::read(path)
-        .ok()
-        .map(|bytes| format!("{:x}", Sha256::digest(&bytes)))
-}
-
-/// What the workspace's `verify.json` holds, as the reports show it.
-#[derive(Debug, Clone)]
-pub enum SavedVerification {
-    /// No verification yet: no `verify.json`.
-    None,
-    /// A `verify.json` that cannot be read or is not a verification; the error, for the
-    /// warning. A report still shows everything else.
-    Unreadable(String),
-    /// The last verification.
-    Saved(Verification),
-}
-
-impl SavedVerification {
-    /// Reads the workspace's `verify.json`. Never fails: a file that cannot be read is a
-    /// state of its own ([`SavedVerification::Unreadable`]), so that it loses no report.
-    pub fn load(ws: &Workspace) -> Self {
-        match ws.load_verification() {
-            Ok(None) => Self::None,
-            Ok(Some(v)) => Self::Saved(v),
-            Err(e) => Self::Unreadable(format!("{e:#}")),
-        }
-    }
-
-    /// The verification, when there is a readable one.
-    pub fn get(&self) -> Option<&Verification> {
-        match self {
-            Self::Saved(v) => Some(v),
-            Self::None | Self::Unreadable(_) => None,
-        }
-    }
-}
-
-/// One line for `autokernel report`'s stdout on the saved verification, so that a failed,
-/// stale, missing or unreadable verification is seen without opening report.md:
-/// `verification: PASS on cuda NVIDIA H200, 1.234x end to end`, `verification: FAIL on cpu
-/// (report.md says why)`, `verification: none yet (autokernel verify --workspace DIR)`,
-/// `verification: unreadable verify.json (…)`. `stale`: the targets whose kernel.py changed
-/// since ([`Verification::changed_kernels`]).
-pub fn verification_summary(ws: &Workspace, saved: &SavedVerification, stale: &[String]) -> String {
-    let v = match saved {
-        SavedVerification::Saved(v) => v,
-        SavedVerification::None => {
-            return format!(
-                "verification: none yet (autokernel verify --workspace {})",
-                ws.root.display()
-            )
-        }
-        SavedVerification::Unreadable(_) => {
-            return format!(
-                "verification: unreadable verify.json (autokernel verify --workspace {} writes a new one)",
-                ws.root.display()
-            )
-        }
-    };
-    let mut line = if v.passed && v.included.is_empty() {
-        // as `verify` says it: a check of no kernel is no PASS
-        format!(
-            "verification: n/a on {} (no kernel was plugged in)",
-            v.device
-        )
-    } else if v.passed {
-        let speedup = match v.speedup {
-            Some(x) if v.timing_representative => format!(", {x:.3}x end to end"),
-            Some(x) => format!(", {x:.3}x end to end on the CPU interpreter (not a speed)"),
-            None => String::new(),
-        };
-        format!("verification: PASS on {}{speedup}", v.device)
-    } else {
-        format!("verification: FAIL on {} (report.md says why)", v.device)
-    };
-    if !stale.is_empty() {
-        line.push_str(&format!(
-            "; stale: the kernel.py of {} is not the one verified",
-            stale.join(", ")
-        ));
-    }
-    line
-}
-
-/// The targets whose kernel.py is not the one `verification` saw; none without a
-/// verification ([`Verification::changed_kernels`]).
-pub fn stale_kernels(
-    ws: &Workspace,
-    targets: &[Target],
-    verification: Option<&Verification>,
-) -> Vec<String> {
-    verification
-        .map(|v| v.changed_kernels(ws, targets))
-        .unwrap_or_default()
-}
-
-/// A target left out of verification.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Excluded {
-    /// The target id.
-    pub target: String,
-    /// Why.
-    pub reason: String,
-    /// Whether it was left out for being wrong: it cannot be loaded, raises inside the
-    /// model, or changes the model's output beyond the tolerance. False for a kernel left
-    /// out only because the model has no call site for it or it does not make the model
-    /// faster. (Absent from a `verify.json` written before this field: false.)
-    #[serde(default)]
-    pub broken: bool,
-}
-
-impl Verification {
-    /// The targets whose `kernel.py` in `ws` is no longer the one the verification saw
-    /// (edited, added or removed since), in plan order: the verification says nothing about
-    /// them any more, whether it plugged them in or left them out. Empty when nothing
-    /// changed, or when `verify.json` predates the hashes ([`Verification::has_hashes`]).
-    pub fn changed_kernels(&self, ws: &Workspace, targets: &[Target]) -> Vec<String> {
-        let Some(hashes) = &self.kernel_sha256 else {
-            return Vec::new();
-        };
-        targets
-            .iter()
-            .filter(|t| {
-                let verified = hashes.get(&t.id).map(|h| h.to_ascii_lowercase());
-                verified != file_sha256(&ws.path(&t.kernel_relpath()))
-            })
-            .map(|t| t.id.clone())
-            .collect()
-    }
-
-    /// Whether this verification recorded the kernels it saw (a `verify.json` written before
-    /// `kernel_sha256` did not: whether they changed since cannot be told).
-    pub fn has_hashes(&self) -> bool {
-        self.kernel_sha256.is_some()
-    }
-
-    /// The `verified:` value of the summaries: `false` with the count of wrong kernels when
-    /// the check failed, `n/a` when nothing was plugged in, else `true`.
-    pub fn verdict(&self) -> String {
-        let broken = self.excluded.iter().filter(|e| e.broken).count();
-        if !self.passed {
-            if broken == 0 {
-                return "false (the model with the kernels does not match the unmodified model)"
-                    .into();
-            }
-            return format!("false ({broken} kernel(s) break the model or cannot be loaded)");
-        }
-        if self.included.is_empty() {
-            return "n/a (no kernel was plugged into the model; PyTorch's own ops are kept)".into();
-        }
-        "true".into()
-    }
-}
 
 /// Per-target figures of the report (the `targets` of `run`, `tune` and `report --json`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -542,6 +354,24 @@ pub fn render_markdown(
     md
 }
 
+/// Writes `report.md` and `progress.png` into the workspace. `stale`: the targets whose
+/// kernel.py changed after `verification` ([`Workspace::stale_kernels`]).
+///
+/// # Errors
+/// When either file cannot be written.
+pub fn write(
+    ws: &Workspace,
+    targets: &[Target],
+    rows: &[ExperimentRecord],
+    verification: &SavedVerification,
+    stale: &[String],
+) -> anyhow::Result<()> {
+    let md = render_markdown(ws, targets, rows, verification, stale);
+    let path = ws.path("report.md");
+    std::fs::write(&path, md).with_context(|| format!("cannot write `{}`", path.display()))?;
+    draw_progress(&ws.path("progress.png"), targets, rows)
+}
+
 /// One point of the progress chart.
 struct Point {
     experiment: f64,
@@ -651,33 +481,11 @@ pub fn draw_progress(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use crate::verification::{file_sha256, verification_summary, Verification};
+    use autokernel_core::testing::pass_row as row;
     use autokernel_core::{DType, KernelKind, Shape};
-
-    /// A PASS row of `target` at `latency` µs, as if PyTorch's own op took 100 µs: the
-    /// binary's tests (report, log, progress lines) start from it and set what they test.
-    pub(crate) fn row(n: u64, target: &str, decision: Decision, latency: f64) -> ExperimentRecord {
-        ExperimentRecord {
-            experiment: n,
-            timestamp: "2026-12-01T21:00:00Z".into(),
-            target: target.into(),
-            kind: KernelKind::Softmax,
-            agent: "tune".into(),
-            description: format!("try {n}"),
-            commit: Some(format!("{n:040}")),
-            decision,
-            correctness: autokernel_core::Verdict::Pass,
-            latency_us: Some(latency),
-            throughput: None,
-            throughput_unit: String::new(),
-            pct_peak: Some(50.0),
-            speedup_vs_reference: Some(100.0 / latency),
-            peak_vram_mb: None,
-            duration_s: 1.0,
-            head_to_head: None,
-        }
-    }
 
     fn target(id: &str, f: f64) -> Target {
         Target {
@@ -763,12 +571,12 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = Workspace::open(dir.path()).unwrap();
         let targets = [target("01-a", 0.6)];
-        let loaded = SavedVerification::load(&ws);
+        let loaded = ws.saved_verification();
         assert!(matches!(loaded, SavedVerification::None), "{loaded:?}");
         assert!(render_markdown(&ws, &targets, &[], &loaded, &[]).contains("Not run yet"));
 
         std::fs::write(ws.path("verify.json"), "{bad").unwrap();
-        let loaded = SavedVerification::load(&ws);
+        let loaded = ws.saved_verification();
         let SavedVerification::Unreadable(error) = &loaded else {
             panic!("{loaded:?}")
         };
@@ -779,13 +587,13 @@ pub(crate) mod tests {
             md.contains("Unreadable: `") && !md.contains("Not run yet"),
             "{md}"
         );
-        assert!(verification_summary(&ws, &loaded, &[])
+        assert!(verification_summary(&ws.root, &loaded, &[])
             .starts_with("verification: unreadable verify.json"),);
 
         // not a file at all: the path and the hint all the same
         std::fs::remove_file(ws.path("verify.json")).unwrap();
         std::fs::create_dir(ws.path("verify.json")).unwrap();
-        let SavedVerification::Unreadable(error) = SavedVerification::load(&ws) else {
+        let SavedVerification::Unreadable(error) = ws.saved_verification() else {
             panic!("a directory read as a verification")
         };
         assert!(
@@ -801,10 +609,10 @@ pub(crate) mod tests {
             ..Default::default()
         };
         ws.save_verification(&v).unwrap();
-        let loaded = SavedVerification::load(&ws);
+        let loaded = ws.saved_verification();
         assert_eq!(loaded.get().map(|v| v.passed), Some(true));
         assert_eq!(
-            verification_summary(&ws, &loaded, &[]),
+            verification_summary(&ws.root, &loaded, &[]),
             "verification: PASS on cpu"
         );
         // a check that plugged in nothing is no PASS, as `verify` says
@@ -814,7 +622,7 @@ pub(crate) mod tests {
         };
         ws.save_verification(&nothing).unwrap();
         assert_eq!(
-            verification_summary(&ws, &SavedVerification::load(&ws), &[]),
+            verification_summary(&ws.root, &ws.saved_verification(), &[]),
             "verification: n/a on cpu (no kernel was plugged in)"
         );
     }
@@ -836,24 +644,24 @@ pub(crate) mod tests {
             kernel_sha256: Some([("01-a".to_string(), digest.to_string())].into()),
             ..Default::default()
         };
-        assert!(v.changed_kernels(&ws, &targets).is_empty());
+        assert!(v.changed_kernels(&ws.root, &targets).is_empty());
         let md = render_markdown(
             &ws,
             &targets,
             &[],
             &SavedVerification::Saved(v.clone()),
-            &v.changed_kernels(&ws, &targets),
+            &v.changed_kernels(&ws.root, &targets),
         );
         assert!(!md.contains("Stale"), "{md}");
 
         std::fs::write(&path, "KERNEL_KIND = 'softmax'\n# edited\n").unwrap();
-        assert_eq!(v.changed_kernels(&ws, &targets), ["01-a"]);
+        assert_eq!(v.changed_kernels(&ws.root, &targets), ["01-a"]);
         let md = render_markdown(
             &ws,
             &targets,
             &[],
             &SavedVerification::Saved(v.clone()),
-            &v.changed_kernels(&ws, &targets),
+            &v.changed_kernels(&ws.root, &targets),
         );
         assert!(
             md.contains("**Stale:** the `kernel.py` of 01-a changed"),
@@ -861,7 +669,7 @@ pub(crate) mod tests {
         );
 
         std::fs::remove_file(&path).unwrap();
-        assert_eq!(v.changed_kernels(&ws, &targets), ["01-a"]);
+        assert_eq!(v.changed_kernels(&ws.root, &targets), ["01-a"]);
 
         // the digest's case does not matter; a target that had no kernel when verified and
         // has one now is stale too
@@ -870,11 +678,11 @@ pub(crate) mod tests {
             kernel_sha256: Some([("01-a".to_string(), digest.to_uppercase())].into()),
             ..v.clone()
         };
-        assert!(upper.changed_kernels(&ws, &targets).is_empty());
+        assert!(upper.changed_kernels(&ws.root, &targets).is_empty());
         let other = ws.path(&targets[1].kernel_relpath());
         std::fs::create_dir_all(other.parent().unwrap()).unwrap();
         std::fs::write(&other, "KERNEL_KIND = 'softmax'\n").unwrap();
-        assert_eq!(v.changed_kernels(&ws, &targets), ["02-b"]);
+        assert_eq!(v.changed_kernels(&ws.root, &targets), ["02-b"]);
 
         // a verify.json from before the hashes: staleness unknown, nothing flagged, and
         // report.md says it cannot tell
@@ -882,14 +690,14 @@ pub(crate) mod tests {
             serde_json::from_str(r#"{"passed": true, "included": ["01-a"], "excluded": [], "device": "cpu", "timing_representative": false}"#)
                 .unwrap();
         assert!(old.kernel_sha256.is_none());
-        assert!(old.changed_kernels(&ws, &targets).is_empty());
+        assert!(old.changed_kernels(&ws.root, &targets).is_empty());
         // one that saw no kernel (none plugged in) is stale once a kernel exists
         let none_seen = Verification {
             kernel_sha256: Some(BTreeMap::new()),
             ..old.clone()
         };
         assert_eq!(
-            none_seen.changed_kernels(&ws, &targets),
+            none_seen.changed_kernels(&ws.root, &targets),
             vec!["01-a", "02-b"]
         );
         let md = render_markdown(&ws, &targets, &[], &SavedVerification::Saved(old), &[]);

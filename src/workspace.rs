@@ -18,7 +18,7 @@ use anyhow::{bail, Context};
 use autokernel_core::{ExperimentRecord, ModelSource, ModelSpec, ResultsLog, Target};
 use serde::{Deserialize, Serialize};
 
-use crate::report::Verification;
+use crate::verification::{SavedVerification, Verification};
 
 /// Which model a workspace belongs to, as recorded at its first run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -257,6 +257,28 @@ impl Workspace {
         })?))
     }
 
+    /// Reads `verify.json` as the reports show it. Never fails: a file that cannot be read
+    /// is a state of its own ([`SavedVerification::Unreadable`]), so that it loses no report.
+    pub fn saved_verification(&self) -> SavedVerification {
+        match self.load_verification() {
+            Ok(None) => SavedVerification::None,
+            Ok(Some(v)) => SavedVerification::Saved(v),
+            Err(e) => SavedVerification::Unreadable(format!("{e:#}")),
+        }
+    }
+
+    /// The targets whose kernel.py is not the one `verification` saw; none without a
+    /// verification ([`Verification::changed_kernels`]).
+    pub fn stale_kernels(
+        &self,
+        targets: &[Target],
+        verification: Option<&Verification>,
+    ) -> Vec<String> {
+        verification
+            .map(|v| v.changed_kernels(&self.root, targets))
+            .unwrap_or_default()
+    }
+
     /// Every row of `results.tsv` (read only: a log a run is appending to is never
     /// repaired from here), each with the head-to-head timing that decided it, from the
     /// experiment's note in the workspace's repository. Notes that cannot be read cost the
@@ -287,6 +309,36 @@ impl Workspace {
         let p = self.path("verify.json");
         std::fs::write(&p, serde_json::to_string_pretty(v)?)
             .with_context(|| format!("cannot write `{}`", p.display()))
+    }
+}
+
+/// A workspace folder that did not exist before a command: removed on drop unless
+/// [`CreatedFolder::keep`] was called (the command got as far as a plan), so that a run
+/// that fails early (a model that does not load) leaves no folder behind.
+#[derive(Debug)]
+pub struct CreatedFolder {
+    path: Option<PathBuf>,
+}
+
+impl CreatedFolder {
+    /// Remembers `path` when it does not exist yet.
+    pub fn new(path: &Path) -> Self {
+        CreatedFolder {
+            path: (!path.exists()).then(|| path.to_path_buf()),
+        }
+    }
+
+    /// The folder has what makes it a workspace (a plan): keep it.
+    pub fn keep(&mut self) {
+        self.path = None;
+    }
+}
+
+impl Drop for CreatedFolder {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            let _ = std::fs::remove_dir_all(path);
+        }
     }
 }
 

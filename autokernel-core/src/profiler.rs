@@ -49,6 +49,68 @@ pub struct ModelSpec {
     pub device: Device,
 }
 
+impl ModelSpec {
+    /// A model from `source` on `device`, with the default dtype (float32 on the CPU,
+    /// float16 elsewhere), no constructor arguments and the model's default input shape.
+    pub fn new(source: ModelSource, device: Device) -> Self {
+        ModelSpec {
+            source,
+            kwargs: serde_json::Value::Null,
+            input_shape: Vec::new(),
+            dtype: match device {
+                Device::Cpu => DType::Float32,
+                Device::Auto | Device::Cuda => DType::Float16,
+            },
+            device,
+        }
+    }
+
+    /// A bundled example model (`tiny`, `gpt2`, `llama`, `bert`) on `device`.
+    pub fn example(name: impl Into<String>, device: Device) -> Self {
+        Self::new(ModelSource::Example { name: name.into() }, device)
+    }
+
+    /// An importable class, e.g. `("transformers", "GPT2LMHeadModel")`, on `device`.
+    pub fn import(module: impl Into<String>, class: impl Into<String>, device: Device) -> Self {
+        Self::new(
+            ModelSource::Import {
+                module: module.into(),
+                class: class.into(),
+            },
+            device,
+        )
+    }
+
+    /// The `nn.Module` subclass `class` of the Python file `path`, on `device`.
+    pub fn file(path: impl Into<PathBuf>, class: impl Into<String>, device: Device) -> Self {
+        Self::new(
+            ModelSource::File {
+                path: path.into(),
+                class: class.into(),
+            },
+            device,
+        )
+    }
+
+    /// With constructor keyword arguments (a JSON object).
+    pub fn with_kwargs(mut self, kwargs: serde_json::Value) -> Self {
+        self.kwargs = kwargs;
+        self
+    }
+
+    /// With an input shape, e.g. `[1, 1024]` (batch, sequence).
+    pub fn with_input_shape(mut self, shape: impl Into<Vec<u64>>) -> Self {
+        self.input_shape = shape.into();
+        self
+    }
+
+    /// In `dtype`.
+    pub fn with_dtype(mut self, dtype: DType) -> Self {
+        self.dtype = dtype;
+        self
+    }
+}
+
 /// Device time spent in one op group of the profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpProfile {

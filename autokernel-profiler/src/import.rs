@@ -22,6 +22,11 @@ use serde::Deserialize;
 
 use crate::scan::{self, Ctx};
 
+/// Prefix of the `record_function` ranges that name a module, as `profile_model.py` writes
+/// them (`nn.Module: LlamaRMSNorm`); torch's own `with_modules` ranges use it too (with a
+/// `_N` instance suffix, removed).
+pub const MODULE_PREFIX: &str = "nn.Module: ";
+
 /// Size of the read buffer; it grows only for a single event larger than this.
 const BLOCK: usize = 4 << 20;
 
@@ -716,9 +721,7 @@ impl Collector {
                 let rcat = match c {
                     "cpu_op" | "operator" => RangeCat::Op,
                     "user_annotation" => RangeCat::Annotation,
-                    _ if name.starts_with(crate::link::MODULE_PREFIX.as_bytes()) => {
-                        RangeCat::Annotation
-                    }
+                    _ if name.starts_with(MODULE_PREFIX.as_bytes()) => RangeCat::Annotation,
                     _ => RangeCat::Other,
                 };
                 let (dims, dtype) = match args {

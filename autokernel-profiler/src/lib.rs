@@ -44,7 +44,7 @@ pub use classify::{
     bound, classify_group, kind_of_kernel, kind_of_op, problem_layout, problem_shape,
 };
 pub use import::TransferStats;
-pub use link::MODULE_PREFIX;
+pub use import::MODULE_PREFIX;
 #[cfg(feature = "model-profiler")]
 pub use profiler::{ChromeTraceProfiler, ModelRun, EXAMPLES, PROFILE_MODEL_PY};
 pub use rank::{

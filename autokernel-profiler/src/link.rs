@@ -18,12 +18,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use autokernel_core::DType;
 
-use crate::import::{RangeCat, Trace};
-
-/// Prefix of the `record_function` ranges that name a module, as `profile_model.py` writes
-/// them (`nn.Module: LlamaRMSNorm`); torch's own `with_modules` ranges use it too (with a
-/// `_N` instance suffix, removed).
-pub const MODULE_PREFIX: &str = "nn.Module: ";
+use crate::import::{RangeCat, Trace, MODULE_PREFIX};
 
 /// Tolerance of time containment, in µs: kineto rounds to nanoseconds, and at trace
 /// timestamps of ~5e12 µs an f64 resolves about 0.001 µs.

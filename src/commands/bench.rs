@@ -13,7 +13,7 @@ use autokernel_core::{
 };
 use serde_json::json;
 
-use crate::cli::GlobalArgs;
+use crate::global_args::GlobalArgs;
 
 const EXAMPLES: &str = "Examples:
   autokernel bench kernel.py                      all stages, then timing on the GPU

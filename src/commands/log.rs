@@ -12,10 +12,10 @@ use anyhow::bail;
 use autokernel_core::ExperimentRecord;
 use serde::Serialize;
 
-use crate::cli::GlobalArgs;
-use crate::numfmt::latency_us;
-use crate::report::speedups_vs_baseline;
-use crate::workspace::Workspace;
+use crate::global_args::GlobalArgs;
+use autokernel::numfmt::latency_us;
+use autokernel::report::speedups_vs_baseline;
+use autokernel::workspace::Workspace;
 
 /// Arguments of `autokernel log`.
 #[derive(Debug, clap::Args)]
@@ -180,9 +180,9 @@ pub async fn run(args: LogArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode
     }
     let list = entries(&rows, args.target.as_deref());
     if args.json {
-        crate::print_stdout(&serde_json::to_string_pretty(&list)?);
+        crate::output::print_stdout(&serde_json::to_string_pretty(&list)?);
     } else {
-        crate::print_stdout(&render(&list));
+        crate::output::print_stdout(&render(&list));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -190,7 +190,7 @@ pub async fn run(args: LogArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::row;
+    use autokernel_core::testing::pass_row as row;
     use autokernel_core::{Comparison, Decision};
 
     fn h2h(incumbent: f64, candidate: f64) -> Option<Comparison> {

@@ -1,5 +1,5 @@
 //! One module per verb; each exposes its clap `…Args` and an async `run` returning the
-//! process exit code.
+//! process exit code (`main` dispatches).
 
 pub mod bench;
 pub mod experiments;
@@ -10,23 +10,3 @@ pub mod report;
 pub mod run;
 pub mod tune;
 pub mod verify;
-
-use std::process::ExitCode;
-
-use crate::cli::{Cli, Command};
-
-/// Runs the verb the user typed.
-pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
-    let global = cli.global;
-    match cli.command {
-        Command::Bench(args) => bench::run(args, &global).await,
-        Command::NewKernel(args) => new_kernel::run(args, &global).await,
-        Command::Profile(args) => profile::run(args, &global).await,
-        Command::Run(args) => run::run(args, &global).await,
-        Command::Tune(args) => tune::run(args, &global).await,
-        Command::Report(args) => report::run(args, &global).await,
-        Command::Log(args) => log::run(args, &global).await,
-        Command::Verify(args) => verify::run(args, &global).await,
-        Command::Worker => unreachable!("handled in main before the runtime starts"),
-    }
-}

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use autokernel_core::KernelKind;
 
-use crate::cli::GlobalArgs;
+use crate::global_args::GlobalArgs;
 
 const EXAMPLES: &str = "Examples:
   autokernel new-kernel softmax -o kernel.py

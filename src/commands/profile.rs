@@ -13,7 +13,7 @@ use autokernel_profiler::{
     DEFAULT_WARMUP,
 };
 
-use crate::cli::GlobalArgs;
+use crate::global_args::GlobalArgs;
 use crate::model_args::ModelArgs;
 
 const EXAMPLES: &str = "Examples:

@@ -4,12 +4,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
-use autokernel_core::{ExperimentRecord, Target};
+use anyhow::bail;
 
-use crate::cli::GlobalArgs;
-use crate::report::{self, SavedVerification};
-use crate::workspace::Workspace;
+use crate::global_args::GlobalArgs;
+use autokernel::workspace::Workspace;
+use autokernel::{report, SavedVerification};
 
 /// Arguments of `autokernel report`.
 #[derive(Debug, clap::Args)]
@@ -38,21 +37,6 @@ pub struct ReportArgs {
     pub json: bool,
 }
 
-/// Writes `report.md` and `progress.png` into the workspace. `stale`: the targets whose
-/// kernel.py changed after `verification` ([`report::stale_kernels`]).
-pub fn write_report(
-    ws: &Workspace,
-    targets: &[Target],
-    rows: &[ExperimentRecord],
-    verification: &SavedVerification,
-    stale: &[String],
-) -> anyhow::Result<()> {
-    let md = report::render_markdown(ws, targets, rows, verification, stale);
-    let path = ws.path("report.md");
-    std::fs::write(&path, md).with_context(|| format!("cannot write `{}`", path.display()))?;
-    report::draw_progress(&ws.path("progress.png"), targets, rows)
-}
-
 /// Runs `autokernel report`.
 pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let ws = Workspace::open_existing(&args.workspace)?;
@@ -68,7 +52,7 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
     // a verify.json that cannot be read loses nothing else: the summary is still printed.
     // A `tune` workspace has no model to verify: a verify.json there is not read.
     let saved = match ws.settings.tuned_kernel {
-        None => SavedVerification::load(&ws),
+        None => ws.saved_verification(),
         Some(_) => SavedVerification::None,
     };
     if let SavedVerification::Unreadable(e) = &saved {
@@ -77,7 +61,7 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
             eprintln!("warning: {e}");
         }
     }
-    let stale = report::stale_kernels(&ws, &targets, saved.get());
+    let stale = ws.stale_kernels(&targets, saved.get());
     if !stale.is_empty() {
         #[allow(clippy::print_stderr)]
         {
@@ -88,7 +72,7 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
             );
         }
     }
-    let written = write_report(&ws, &targets, &rows, &saved, &stale);
+    let written = report::write(&ws, &targets, &rows, &saved, &stale);
     let summaries = report::summarize(&targets, &rows);
     if args.json {
         if let Err(e) = &written {
@@ -123,16 +107,16 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
             "verification": verification,
             "report": written.is_ok().then(|| ws.path("report.md")),
         });
-        crate::print_stdout(&serde_json::to_string_pretty(&summary)?);
+        crate::output::print_stdout(&serde_json::to_string_pretty(&summary)?);
         return Ok(ExitCode::SUCCESS);
     }
-    crate::print_stdout(&report::summary_table(&summaries));
+    crate::output::print_stdout(&report::summary_table(&summaries));
     // a `tune` workspace has no model: no end-to-end speedup to project, nothing to verify
     let model_lines = match ws.settings.tuned_kernel {
         None => format!(
             "projected_speedup: {:.3}\n{}\n",
             report::projected(&summaries),
-            report::verification_summary(&ws, &saved, &stale)
+            autokernel::verification::verification_summary(&ws.root, &saved, &stale)
         ),
         Some(_) => String::new(),
     };
@@ -152,7 +136,7 @@ pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitC
         .iter()
         .filter(|r| r.decision == autokernel_core::Decision::Baseline)
         .count();
-    crate::print_stdout(&format!(
+    crate::output::print_stdout(&format!(
         "---\nexperiments: {}\nbaselines: {baselines}\n{model_lines}report: {report_line}",
         rows.len() - baselines,
     ));

@@ -5,28 +5,19 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
-use autokernel_core::{Agent, Device, StopReason};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-use crate::cli::GlobalArgs;
-use crate::commands::experiments::{
-    refuse_bfloat16_on_cpu, run_experiments, Baselines, CreatedFolder, LoopArgs,
-};
+use anyhow::bail;
+use autokernel::job::VerificationRun;
+use autokernel::settings::{AgentChoice, AgentSettings};
+use autokernel::{report, Job, Verification};
+use autokernel_core::Interrupt;
+
+use crate::commands::experiments::{spawn_signal_handler, LoopArgs};
+use crate::global_args::GlobalArgs;
 use crate::model_args::ModelArgs;
-use crate::progress::spinner;
-use crate::workspace::{ModelIdentity, Workspace};
-use crate::{defaults, report};
-
-/// Which agent proposes candidates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum AgentChoice {
-    /// Coordinate descent over each kernel's TUNABLES; needs no network
-    Tune,
-    /// An OpenAI-compatible chat-completions server (OpenAI, vLLM, Ollama, llama.cpp)
-    Openai,
-    /// The LLM proposes structure; the tuner refines each kept candidate's CONFIG
-    Hybrid,
-}
+use crate::progress::{ProgressReporter, StepHooks};
 
 /// Arguments of `autokernel run`.
 #[derive(Debug, clap::Args)]
@@ -88,273 +79,102 @@ pub struct RunArgs {
     pub json: bool,
 }
 
-/// Runs `autokernel run`.
+/// Runs `autokernel run`: the flags as a [`Job`], its progress on stderr, its summary on
+/// stdout.
 pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     // flags first: a refused command leaves no workspace folder behind
-    let device = args.experiments.device;
-    let spec = args.model.spec(device)?;
-    if args.top == Some(0) {
-        bail!("--top 0 leaves nothing to optimise; pass --top 1 or more");
-    }
+    let spec = args.model.spec(args.experiments.device)?;
     if args.experiments.max_experiments == Some(0) {
         bail!("--max-experiments 0 runs no experiment; pass 1 or more (`autokernel profile` shows the plan alone)");
     }
-    args.experiments.check()?;
-    args.experiments
-        .refuse_bfloat16_where_it_cannot_run(spec.dtype)?;
     // a signal before the loop's handler is installed still ends with exit 130 and a line
     let early_stop = crate::commands::experiments::exit_on_signal_until_the_loop();
-    // a folder this run creates is removed again if the run fails before it has a plan
-    // (a model that does not load), instead of being left with a repository and a log
-    let mut created = CreatedFolder::new(&args.workspace);
-    let mut ws = Workspace::open(&args.workspace)?;
-    let identity = ModelIdentity::of(&spec, args.model.dtype.is_some());
-    if let Some(kernel) = &ws.settings.tuned_kernel {
-        bail!(
-            "workspace `{}` is `autokernel tune`'s, for `{}`, not a model's\nhint: pass another --workspace",
-            ws.root.display(),
-            kernel.display()
-        );
-    }
-    if let Some(previous) = &ws.settings.model {
-        if !previous.same_model(&identity) {
-            bail!(
-                "workspace `{}` belongs to another model ({}), not {}\nhint: pass a new --workspace, or delete that folder to start over",
-                ws.root.display(),
-                previous.describe(),
-                identity.describe()
-            );
-        }
-    }
-    // a dtype given now must be the one the saved plan was made in (a first run that left
-    // the dtype to its default recorded none, so the identity alone cannot tell)
-    if let (Some(_), Some(planned)) = (&args.model.dtype, ws.load_plan()?) {
-        if let Some(was) = planned
-            .first()
-            .map(|t| t.dtype)
-            .filter(|d| *d != spec.dtype)
-        {
-            bail!(
-                "workspace `{}` was planned and measured in {was}, not {}\nhint: resume without --dtype (or with --dtype {was}), or pass a new --workspace to start over in {}",
-                ws.root.display(),
-                spec.dtype,
-                spec.dtype
-            );
-        }
-    }
-    // the agent is configured (and an LLM's settings checked) before any work is done
-    let agent: Box<dyn Agent> = defaults::agent(
-        args.agent,
-        &ws,
-        args.llm_base_url.clone(),
-        args.llm_model.clone(),
-    )?;
-    let run_tag = args
-        .run_tag
-        .clone()
-        .or_else(|| ws.settings.run_tag.clone())
-        .unwrap_or_else(|| {
-            format!(
-                "{}-{}",
-                chrono::Utc::now().format("%Y%m%d-%H%M"),
-                identity.slug()
-            )
-        });
-    // opening the store takes the workspace's owner lock: nothing is written before it
-    let store = defaults::store(&ws, &run_tag)?;
-    defaults::install_program_md(&ws)?;
-
-    let (mut services, scripts) = args.experiments.services(&ws)?;
-    // the device first: a dtype it cannot run is refused before a profile is taken
-    let resolved_device = services.device_name(&scripts, device).await?;
-    tracing::info!(device = %resolved_device, gpu = ?services.gpu_name, "bench device");
-    let dtype = match ws.load_plan()? {
-        Some(planned) => planned.first().map_or(spec.dtype, |t| t.dtype),
-        None => spec.dtype,
+    let interrupt = Arc::new(Interrupt::new());
+    let loop_over = Arc::new(AtomicBool::new(false));
+    let hooks = {
+        let (interrupt, loop_over, quiet) = (interrupt.clone(), loop_over.clone(), global.quiet);
+        let loop_ended = loop_over.clone();
+        StepHooks::new(
+            global,
+            args.json,
+            move || {
+                early_stop.abort();
+                spawn_signal_handler(interrupt, loop_over, quiet);
+            },
+            move || loop_ended.store(true, Ordering::SeqCst),
+        )
     };
-    refuse_bfloat16_on_cpu(dtype, !resolved_device.starts_with("cuda"))?;
-
-    // 1. plan: reuse the saved one when resuming, else profile the model
-    let targets = match ws.load_plan()? {
-        Some(t) => {
-            tracing::info!(targets = t.len(), "resuming with the saved plan");
-            t
-        }
-        None => {
-            let bar = spinner(global, &format!("profiling {}", identity.label()));
-            let trace = ws.path("profiles/trace.json");
-            std::fs::create_dir_all(ws.path("profiles"))?;
-            let profiled = services
-                .profile(
-                    &spec,
-                    args.model.dtype.is_none(),
-                    args.model.iterations,
-                    &scripts,
-                    &trace,
-                )
-                .await;
-            bar.finish_and_clear();
-            let (imported, dtype) = profiled.context("profiling the model failed")?;
-            if !global.quiet {
-                #[allow(clippy::print_stderr)]
-                {
-                    eprintln!("{}", imported.table(15));
-                }
-            }
-            let top = args.top.or(ws.settings.top).unwrap_or(5);
-            let t = autokernel_profiler::plan_for_model(&imported.report, top, dtype);
-            let skipped = autokernel_profiler::unpluggable_ops(&imported.report);
-            if !skipped.is_empty() && !global.quiet {
-                let list: Vec<String> = skipped
-                    .iter()
-                    .map(|(op, kind, f)| format!("{op} ({kind}, {:.1}%)", f * 100.0))
-                    .collect();
-                #[allow(clippy::print_stderr)]
-                {
-                    eprintln!(
-                        "not planned, no standard call site to plug a kernel into: {} (a kernel of your own for them can be tuned with `autokernel tune` and judged with `autokernel bench`)",
-                        list.join(", ")
-                    );
-                }
-            }
-            if t.is_empty() {
-                bail!("the profile has no kernel autokernel can optimise (no op classified as one of its nine kinds)");
-            }
-            ws.save_plan(&t)?;
-            created.keep();
-            t
-        }
-    };
-    // the workspace belongs to this model once it has a plan for it (not before: a run that
-    // failed to load the model must not lock the folder to it); a resumed run keeps the
-    // model as first recorded, whatever this invocation left to defaults
-    if ws.settings.model.is_none() {
-        ws.settings.model = Some(identity.clone());
-    }
-    ws.settings.run_tag = Some(run_tag.clone());
-    ws.settings.device = Some(
-        match device {
-            Device::Auto => "auto",
-            Device::Cuda => "cuda",
-            Device::Cpu => "cpu",
-        }
-        .to_string(),
+    let progress = Arc::new(
+        ProgressReporter::new(global)
+            .with_limits(args.experiments.max_experiments, args.experiments.budget)
+            .with_steps(hooks),
     );
-    ws.save_settings()?;
-    crate::print_info(
-        args.json,
-        &format!(
-            "plan: {} target(s): {}",
-            targets.len(),
-            targets
-                .iter()
-                .map(|t| t.id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    );
-
-    // 2–3. the loop
-    let starters: Vec<_> = targets
-        .iter()
-        .map(|t| {
-            (
-                t.clone(),
-                autokernel_bench::starter_source(t.kind).to_string(),
-            )
+    let mut job = Job::new(&args.workspace, spec)
+        .dtype_given(args.model.dtype.is_some())
+        .agent_settings(AgentSettings {
+            choice: args.agent,
+            llm_base_url: args.llm_base_url.clone(),
+            llm_model: args.llm_model.clone(),
         })
-        .collect();
-    let baselines = Baselines {
-        kernels: starters,
-        from: None,
-    };
-    // the last verification stays: once this run changes a kernel, the report marks it stale
-    // (by the kernels' hashes), and a run that ends without verifying says so
-    early_stop.abort();
-    let experiments = run_experiments(
-        &args.experiments,
-        &ws,
-        &services,
-        agent,
-        store,
-        baselines,
-        global,
-    )
-    .await?;
-    let (outcome, rows) = (&experiments.outcome, &experiments.rows);
-
-    // 4. verify, unless interrupted or asked not to
-    let interrupted = outcome.stop == StopReason::Interrupted;
-    let mut verified_now = None;
-    let mut verify_interrupted = false;
-    if !args.no_verify && !interrupted {
-        let bar = spinner(global, "verifying the kept kernels inside the model");
-        // a signal now (the loop is over, its handler still installed) cuts the
-        // verification short and goes on to the report
-        let v = tokio::select! {
-            v = crate::commands::verify::verify_workspace(&mut services, &ws, &spec, &targets, rows,
-                std::time::Duration::from_secs(crate::commands::verify::VERIFY_TIMEOUT_S)) => Some(v),
-            () = experiments.interrupt.stopped() => None,
-        };
-        bar.finish_and_clear();
-        match v {
-            Some(Ok(v)) => {
-                ws.save_verification(&v)?;
-                verified_now = Some(v);
-            }
-            Some(Err(e)) => tracing::warn!("verification could not run: {e:#}"),
-            None => verify_interrupted = true,
-        }
+        .loop_settings(args.experiments.settings())
+        .profile_iterations(args.model.iterations)
+        .verify(!args.no_verify)
+        .reporter(progress.clone())
+        .interrupt(interrupt.clone());
+    if let Some(top) = args.top {
+        job = job.top(top);
     }
-
-    // 5. report
-    let saved = crate::report::SavedVerification::load(&ws);
-    let stale = crate::report::stale_kernels(&ws, &targets, saved.get());
-    crate::commands::report::write_report(&ws, &targets, rows, &saved, &stale)?;
-    let summaries = report::summarize(&targets, rows);
-    let on_gpu = resolved_device.starts_with("cuda");
+    if let Some(tag) = &args.run_tag {
+        job = job.run_tag(tag.clone());
+    }
+    let outcome = job.run().await;
+    progress.clear_step();
+    let outcome = outcome?;
+    let (experiments, rows) = (&outcome.experiments, &outcome.experiments.rows);
+    let verified_now = outcome.verification.done();
+    let loop_code = crate::commands::experiments::exit_code(experiments, &interrupt, "kernel");
+    let summaries = report::summarize(&outcome.targets, rows);
     if args.json {
-        let verification = match (&verified_now, verify_interrupted) {
-            (Some(v), _) => {
+        let verification = match &outcome.verification {
+            VerificationRun::Done(v) => {
                 serde_json::json!({"state": if v.passed { "passed" } else { "failed" }, "result": v})
             }
-            (None, true) => serde_json::json!({"state": "interrupted"}),
-            (None, false) => serde_json::json!({"state": "not_run"}),
+            VerificationRun::Interrupted => serde_json::json!({"state": "interrupted"}),
+            VerificationRun::NotRun | VerificationRun::CouldNotRun(_) => {
+                serde_json::json!({"state": "not_run"})
+            }
         };
         let summary = serde_json::json!({
-            "workspace": ws.root,
-            "stop_reason": outcome.stop.label(),
-            "experiments": outcome.experiments,
+            "workspace": outcome.workspace.root,
+            "stop_reason": experiments.outcome.stop.label(),
+            "experiments": experiments.outcome.experiments,
             "projected_speedup": report::projected(&summaries),
-            "timing_representative": on_gpu,
+            "timing_representative": outcome.timing_representative(),
             "targets": summaries,
             "verification": verification,
-            "kernels_plugged_in": verified_now.as_ref().map(|v| v.included.len()),
-            "end_to_end_speedup": verified_now.as_ref().and_then(|v| v.speedup),
-            "left_out": verified_now.as_ref().map(|v| &v.excluded),
-            "report": ws.path("report.md"),
+            "kernels_plugged_in": verified_now.map(|v| v.included.len()),
+            "end_to_end_speedup": verified_now.and_then(|v| v.speedup),
+            "left_out": verified_now.map(|v| &v.excluded),
+            "report": outcome.report,
         });
-        crate::print_stdout(&serde_json::to_string_pretty(&summary)?);
-        return Ok(exit_code(
-            experiments.exit_code("kernel"),
-            verified_now.as_ref(),
-        ));
+        crate::output::print_stdout(&serde_json::to_string_pretty(&summary)?);
+        return Ok(exit_code(loop_code, verified_now));
     }
-    crate::print_stdout(&report::summary_table(&summaries));
-    let stop = outcome.stop.label();
+    crate::output::print_stdout(&report::summary_table(&summaries));
     let mut summary = format!(
-        "---\nstop_reason: {stop}\nexperiments: {}\nprojected_speedup: {:.3}\n",
-        outcome.experiments,
+        "---\nstop_reason: {}\nexperiments: {}\nprojected_speedup: {:.3}\n",
+        experiments.outcome.stop.label(),
+        experiments.outcome.experiments,
         report::projected(&summaries)
     );
-    if !on_gpu {
+    if !outcome.timing_representative() {
         // the CPU interpreter's latencies say nothing about speed; say so where they show
         summary.push_str("timings: Triton's interpreter on the CPU, not representative (the keep rule and the speedups above are only exercised, not meaningful)\n");
     }
-    if verify_interrupted {
+    if matches!(outcome.verification, VerificationRun::Interrupted) {
         summary.push_str("verified: not run (interrupted)\n");
     }
-    if let Some(v) = &verified_now {
+    if let Some(v) = verified_now {
         summary.push_str(&format!("verified: {}\n", v.verdict()));
         if !v.included.is_empty() {
             summary.push_str(&format!(
@@ -368,19 +188,16 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
             summary.push_str(&format!("left_out: {}: {}\n", e.target, e.reason));
         }
     }
-    summary.push_str(&format!("report: {}\n", ws.path("report.md").display()));
-    crate::print_stdout(&summary);
-    Ok(exit_code(
-        experiments.exit_code("kernel"),
-        verified_now.as_ref(),
-    ))
+    summary.push_str(&format!("report: {}\n", outcome.report.display()));
+    crate::output::print_stdout(&summary);
+    Ok(exit_code(loop_code, verified_now))
 }
 
-/// `run`'s exit code: the loop's ([`Experiments::exit_code`](crate::commands::experiments::Experiments::exit_code)),
+/// `run`'s exit code: the loop's ([`crate::commands::experiments::exit_code`]),
 /// except that a finished run whose verification found a kernel that breaks the model (or
 /// the model with the kernels wrong) exits 1, as `autokernel verify` does on the same
 /// workspace: a script that deploys on success must not take those kernels.
-fn exit_code(loop_code: ExitCode, verified: Option<&report::Verification>) -> ExitCode {
+fn exit_code(loop_code: ExitCode, verified: Option<&Verification>) -> ExitCode {
     match verified {
         Some(v) if loop_code == ExitCode::SUCCESS && !v.passed => {
             tracing::error!(
@@ -397,8 +214,8 @@ fn exit_code(loop_code: ExitCode, verified: Option<&report::Verification>) -> Ex
 mod tests {
     use super::*;
 
-    fn verification(passed: bool) -> report::Verification {
-        report::Verification {
+    fn verification(passed: bool) -> Verification {
+        Verification {
             passed,
             ..Default::default()
         }

@@ -10,13 +10,13 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use autokernel_core::{DType, Decision, KernelKind, Layout, Shape, Target};
 
-use crate::cli::GlobalArgs;
-use crate::commands::experiments::{
-    refuse_bfloat16_on_cpu, run_experiments, Baselines, CreatedFolder, LoopArgs,
-};
-use crate::commands::run::AgentChoice;
-use crate::workspace::Workspace;
-use crate::{defaults, report};
+use autokernel::experiments::Baselines;
+use autokernel::settings::{self, refuse_bfloat16_on_cpu, AgentSettings};
+use autokernel::workspace::{CreatedFolder, Workspace};
+use autokernel::{report, services, SavedVerification};
+
+use crate::commands::experiments::{exit_code, run_experiments, LoopArgs};
+use crate::global_args::GlobalArgs;
 
 /// Arguments of `autokernel tune`.
 #[derive(Debug, clap::Args)]
@@ -78,10 +78,10 @@ pub struct TuneArgs {
 /// Runs `autokernel tune`: exit 0 when a configuration passed the judge, 1 when none did
 /// (the file's own included), 2 on bad input, 130 when interrupted.
 pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    args.experiments.check()?;
+    let loop_settings = args.experiments.settings();
+    loop_settings.check()?;
     if let Some(dtype) = args.dtype {
-        args.experiments
-            .refuse_bfloat16_where_it_cannot_run(dtype)?;
+        loop_settings.refuse_bfloat16_where_it_cannot_run(dtype)?;
     }
     let (source, kind) = checked_kernel(&args)?;
     if let Some(out) = &args.output {
@@ -102,14 +102,12 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         );
     }
     let device = args.experiments.device;
-    let agent = defaults::agent(AgentChoice::Tune, &ws, None, None)?;
-    let run_tag = ws
-        .settings
-        .run_tag
-        .clone()
-        .unwrap_or_else(|| format!("tune-{kind}-{}", chrono::Utc::now().format("%Y%m%d-%H%M")));
-    let store = defaults::store(&ws, &run_tag)?;
-    let (mut services, scripts) = args.experiments.services(&ws)?;
+    let agent = AgentSettings::tuner().agent(&ws)?;
+    let run_tag = settings::run_tag(None, &ws, || {
+        format!("tune-{kind}-{}", chrono::Utc::now().format("%Y%m%d-%H%M"))
+    });
+    let store = services::store(&ws, &run_tag)?;
+    let (mut services, scripts) = loop_settings.services(&ws)?;
     let resolved_device = services.device_name(&scripts, device).await?;
     let on_gpu = resolved_device.starts_with("cuda");
     let dtype = args.dtype.unwrap_or(if on_gpu {
@@ -126,7 +124,7 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
             dtype,
             args.experiments
                 .bench_timeout
-                .unwrap_or(crate::commands::experiments::DEFAULT_BENCH_TIMEOUT_S),
+                .unwrap_or(settings::DEFAULT_BENCH_TIMEOUT_S),
         );
     }
     let target = Target {
@@ -144,7 +142,7 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
     ws.settings.tuned_kernel = Some(std::path::absolute(&args.path)?);
     ws.settings.run_tag = Some(run_tag);
     ws.save_settings()?;
-    crate::print_info(
+    crate::output::print_info(
         args.json,
         &format!("tuning {} at {}", args.path.display(), describe(&target)),
     );
@@ -155,7 +153,7 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         from: Some(args.path.display().to_string()),
     };
     early_stop.abort();
-    let experiments = run_experiments(
+    let (experiments, interrupt) = run_experiments(
         &args.experiments,
         &ws,
         &services,
@@ -166,13 +164,7 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
     )
     .await?;
     let rows = &experiments.rows;
-    crate::commands::report::write_report(
-        &ws,
-        &targets,
-        rows,
-        &crate::report::SavedVerification::None,
-        &[],
-    )?;
+    report::write(&ws, &targets, rows, &SavedVerification::None, &[])?;
 
     let best = ws.path(&format!("targets/{}/kernel.py", target.id));
     let anything_passed = rows.iter().any(|r| r.correctness.is_pass());
@@ -195,11 +187,11 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
             "targets": summaries,
             "results": results,
         });
-        crate::print_stdout(&serde_json::to_string_pretty(&summary)?);
-        return Ok(experiments.exit_code("configuration"));
+        crate::output::print_stdout(&serde_json::to_string_pretty(&summary)?);
+        return Ok(exit_code(&experiments, &interrupt, "configuration"));
     }
-    crate::print_stdout(&report::summary_table(&summaries));
-    crate::print_stdout(&tune_summary(
+    crate::output::print_stdout(&report::summary_table(&summaries));
+    crate::output::print_stdout(&tune_summary(
         &experiments.outcome,
         rows,
         best,
@@ -207,7 +199,7 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         &resolved_device,
         &args,
     ));
-    Ok(experiments.exit_code("configuration"))
+    Ok(exit_code(&experiments, &interrupt, "configuration"))
 }
 
 /// The kernel file's text and kind, once the tuner can read it and the shapes fit the kind.
@@ -310,7 +302,7 @@ fn plan(
                 path.display()
             )
         }
-        Some(_) => crate::print_info(
+        Some(_) => crate::output::print_info(
             json,
             &format!("resuming the tuning in `{}`", ws.root.display()),
         ),

@@ -3,7 +3,9 @@
 //! and read the workspace back with the `git` command as an independent reader.
 
 mod cli;
+mod embed;
 mod llm;
+mod module_graph;
 mod plugs;
 mod run;
 mod tune;

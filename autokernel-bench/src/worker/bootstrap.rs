@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::harness::Harness;
+use super::log::log;
 use super::requests;
 use crate::protocol::{env, Envelope, Hello, Reply};
 
@@ -39,12 +40,6 @@ pub fn serve_worker() -> ExitCode {
             ExitCode::from(3)
         }
     }
-}
-
-/// One line on stderr, prefixed so it reads well inside a parent's error message.
-pub(super) fn log(line: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "autokernel-worker: {line}");
 }
 
 /// The reply channel and request channel, moved off fds 1 and 0.

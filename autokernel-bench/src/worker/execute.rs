@@ -13,8 +13,8 @@ use numpy::{PyArrayDyn, PyArrayMethods};
 use pyo3::prelude::*;
 use serde::Deserialize;
 
-use super::bootstrap::log;
 use super::harness::{Failure, Harness};
+use super::log::log;
 use super::plan::{self, Case, InputMode, Plan};
 use crate::judge::{self, CaseContext};
 use crate::protocol::BenchJob;

@@ -1,26 +1,20 @@
 //! Wiring of the default implementations: one warm bench worker shared by the profiler, the
-//! benchmarker and verification; the agent chosen on the command line; the gix store.
+//! benchmarker and verification; the scripts it runs; the gix store. (The agent is chosen
+//! by [`crate::settings::AgentSettings`].)
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use autokernel_bench::{PyWorkerBenchmarker, Worker, WorkerOptions, WorkerProgram};
-use autokernel_core::{Agent, DType, Device, ModelSpec};
+use autokernel_core::{DType, Device, ModelSpec};
 use autokernel_profiler::{ChromeTraceProfiler, ImportedTrace};
 
-use crate::commands::run::AgentChoice;
 use crate::workspace::Workspace;
 
 /// The bundled `program.md`, copied into each workspace where the user may edit it.
 pub const PROGRAM_MD: &str = include_str!("../program.md");
-
-/// Parses a duration such as `45m`, `8h`, `1h30m` or `90s`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("`{text}` is not a duration like 45m, 8h or 1h30m: {e}"))
-}
 
 /// Writes `program.md` into the workspace unless the user already has a copy there.
 pub fn install_program_md(ws: &Workspace) -> anyhow::Result<()> {
@@ -126,54 +120,42 @@ impl Services {
     }
 }
 
-/// The agent for `choice`.
-pub fn agent(
-    choice: AgentChoice,
-    ws: &Workspace,
-    base_url: Option<String>,
-    model: Option<String>,
-) -> anyhow::Result<Box<dyn Agent>> {
-    let llm = || -> anyhow::Result<autokernel_agent::OpenAiAgent> {
-        let model = model.clone().or_else(|| ws.settings.llm_model.clone());
-        let base_url = base_url
-            .clone()
-            .or_else(|| ws.settings.llm_base_url.clone());
-        // flags and autokernel.toml override the environment
-        let mut config = autokernel_agent::OpenAiConfig::from_lookup(|name| match name {
-            autokernel_agent::env::AUTOKERNEL_LLM_MODEL if model.is_some() => model.clone(),
-            autokernel_agent::env::OPENAI_BASE_URL if base_url.is_some() => base_url.clone(),
-            other => std::env::var(other).ok(),
-        })
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "{e}\nhint: pass --llm-model NAME (and --llm-base-url URL for a local server)"
-            )
-        })?;
-        if config.base_url == autokernel_agent::DEFAULT_BASE_URL && config.api_key.is_none() {
-            anyhow::bail!(
-                "--agent openai talks to {} by default, and OPENAI_API_KEY is not set\nhint: set OPENAI_API_KEY, or point --llm-base-url at a local server (vLLM, Ollama, llama.cpp)",
-                autokernel_agent::DEFAULT_BASE_URL
-            );
-        }
-        // the workspace's program.md (written from the built-in copy on a first run, so
-        // that the user can edit it), unless AUTOKERNEL_PROGRAM_MD names another
-        if std::env::var_os(autokernel_agent::env::AUTOKERNEL_PROGRAM_MD).is_none() {
-            install_program_md(ws)?;
-            config.program_md = ws.path("program.md");
-        }
-        Ok(autokernel_agent::OpenAiAgent::new(config)?)
-    };
-    Ok(match choice {
-        AgentChoice::Tune => Box::new(autokernel_agent::TunerAgent::new()),
-        AgentChoice::Openai => Box::new(llm()?),
-        AgentChoice::Hybrid => Box::new(autokernel_agent::HybridAgent::new(
-            llm()?,
-            autokernel_agent::TunerAgent::new(),
-        )),
-    })
+/// The verification script, run inside the bench worker.
+pub const VERIFY_PY: &str = include_str!("../python/verify_model.py");
+
+/// Writes the Python scripts the worker runs for a workspace (the verifier, the profiler's
+/// model loader and the bundled example models) into `.autokernel/scripts`; returns that
+/// folder.
+///
+/// # Errors
+/// When the folder or a file cannot be written.
+pub fn install_scripts(ws: &Workspace) -> anyhow::Result<PathBuf> {
+    let scripts = ws.path(".autokernel/scripts");
+    let examples = scripts.join("examples");
+    std::fs::create_dir_all(&examples)
+        .with_context(|| format!("cannot create `{}`", examples.display()))?;
+    let mut files = vec![
+        (scripts.join("verify_model.py"), VERIFY_PY),
+        (
+            scripts.join("profile_model.py"),
+            autokernel_profiler::PROFILE_MODEL_PY,
+        ),
+    ];
+    for (name, text) in autokernel_profiler::EXAMPLES {
+        files.push((examples.join(format!("{name}.py")), text));
+    }
+    for (path, text) in files {
+        std::fs::write(&path, text)
+            .with_context(|| format!("cannot write `{}`", path.display()))?;
+    }
+    Ok(scripts)
 }
 
-/// The gix store on the workspace, on branch `autokernel/<run_tag>`.
+/// Opens the gix store on the workspace, on branch `autokernel/<run_tag>`; this takes the
+/// workspace's owner lock, so that two runs on one workspace refuse each other.
+///
+/// # Errors
+/// When the repository cannot be opened or another run holds the lock.
 pub fn store(ws: &Workspace, run_tag: &str) -> anyhow::Result<autokernel_vcs::GixStore> {
     let options = autokernel_vcs::StoreOptions::new(run_tag);
     autokernel_vcs::GixStore::open(&ws.root, options).with_context(|| {

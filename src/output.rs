@@ -1,0 +1,24 @@
+//! What the command prints for the user: results on stdout, or on stderr when stdout
+//! carries JSON.
+
+/// A line of information: on stdout with the summary it belongs to, or on stderr when
+/// stdout carries JSON (`--json`), which must stay one document a reader can parse.
+pub fn print_info(json: bool, text: &str) {
+    if json {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("{}", text.trim_end_matches('\n'));
+        }
+    } else {
+        print_stdout(text);
+    }
+}
+
+/// Writes data for the user to stdout (the one place the binary prints results).
+#[allow(clippy::print_stdout)]
+pub fn print_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // a closed pipe (`| head`) is not an error worth reporting
+    let _ = writeln!(out, "{}", text.trim_end_matches('\n'));
+}
