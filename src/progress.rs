@@ -343,6 +343,7 @@ mod tests {
             commit: None,
             speedup_vs_reference: Some(0.8),
             head_to_head: h2h,
+            config: None,
             ..crate::report::tests::row(2, "01-matmul", decision, latency)
         }
     }

@@ -676,6 +676,7 @@ pub(crate) mod tests {
             peak_vram_mb: None,
             duration_s: 1.0,
             head_to_head: None,
+            config: None,
         }
     }
 

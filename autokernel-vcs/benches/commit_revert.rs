@@ -31,6 +31,7 @@ fn record(n: u64, commit: &CommitId, decision: Decision) -> ExperimentRecord {
         peak_vram_mb: None,
         duration_s: 0.0,
         head_to_head: None,
+        config: None,
     }
 }
 

@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
+use crate::pyliteral::KernelConfig;
 use crate::{
-    Agent, AgentError, BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest,
-    Correctness, Decision, Device, ExperimentDraft, ExperimentRecord, GpuSpec, Proposal,
-    ProposalContext, ResultsError, ResultsLog, StoreError, Target, VersionStore,
+    Agent, AgentError, BenchError, BenchRequest, BenchResult, Benchmarker, CommitId,
+    CompareRequest, Correctness, Decision, Device, ExperimentDraft, ExperimentRecord, GpuSpec,
+    Proposal, ProposalContext, ResultsError, ResultsLog, StoreError, Target, VersionStore,
 };
 use keep::{decide, KeepVerdict, DEFAULT_KEEP_THRESHOLD};
 use orchestrator::{MoveOn, Orchestrator, OrchestratorOptions, TargetState};
@@ -390,6 +391,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         interrupt: &Interrupt,
     ) -> Result<LoopOutcome, LoopError> {
         self.reconcile(&targets).await?;
+        self.recall().await;
         let started = Instant::now();
         let mut orchestrator = Orchestrator::new(
             targets.iter().map(|(t, _)| t.clone()).collect(),
@@ -511,7 +513,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             } else {
                 Decision::Revert
             };
-            let record = unmeasured_record(
+            let mut record = unmeasured_record(
                 lost.experiment,
                 &lost.target,
                 kind,
@@ -524,11 +526,52 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                 },
                 0.0,
             );
+            // its note then says which configuration was cut short
+            record.config = self.config_at(&lost.target, &lost.commit).await;
             self.store.revert(&record).await?;
             self.log.append(record.clone())?;
             self.reporter.on_decision(&record, None);
         }
         Ok(())
+    }
+
+    /// Gives the rows of earlier invocations back what `results.tsv` has no column for:
+    /// what the store kept with each experiment ([`VersionStore::recall`]: head-to-head,
+    /// configuration), and for a benchmarked row still without a configuration (a workspace
+    /// written before they were kept), the one its commit's `kernel.py` declares. A failure
+    /// costs only knowledge (a tuner may measure a configuration again): a warning.
+    async fn recall(&mut self) {
+        if let Err(e) = self.store.recall(self.log.rows_mut()).await {
+            self.reporter.on_warning(&format!(
+                "cannot read the notes of earlier experiments: {e}"
+            ));
+        }
+        for i in 0..self.log.rows().len() {
+            let row = &self.log.rows()[i];
+            if row.config.is_some() || row.decision == Decision::Invalid {
+                continue;
+            }
+            let Some(commit) = row.commit.clone().map(CommitId) else {
+                continue;
+            };
+            let target = row.target.clone();
+            let config = self.config_at(&target, &commit).await;
+            self.log.rows_mut()[i].config = config;
+        }
+    }
+
+    /// The configuration of the `kernel.py` that `commit` holds, when the store still has
+    /// it and it declares one.
+    async fn config_at(&self, target_id: &str, commit: &CommitId) -> Option<KernelConfig> {
+        match self.store.source_at(target_id, commit).await {
+            Ok(source) => source.as_deref().and_then(KernelConfig::read),
+            Err(e) => {
+                self.reporter.on_warning(&format!(
+                    "cannot read the kernel.py of commit {commit}: {e}"
+                ));
+                None
+            }
+        }
     }
 
     /// Rebuilds a target's incumbent and orchestrator state from earlier rows, if any.
@@ -650,6 +693,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             Some(commit.0),
             Decision::Baseline,
             &result,
+            starter,
             t0,
         );
         if let Correctness::Interrupted { .. } = result.correctness {
@@ -731,6 +775,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         commit: Option<String>,
         decision: Decision,
         result: &BenchResult,
+        source: &str,
         t0: Instant,
     ) -> ExperimentRecord {
         let m = result.metrics.as_ref();
@@ -753,6 +798,8 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             peak_vram_mb: m.map(|m| m.peak_vram_mb),
             duration_s: t0.elapsed().as_secs_f64(),
             head_to_head: None,
+            // the tuner reads what was measured from here (and the note), not the description
+            config: KernelConfig::read(source),
         }
     }
 
@@ -901,6 +948,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                     Some(commit.0.clone()),
                     Decision::Revert,
                     &crash_result(target, &e.to_string()),
+                    &source,
                     t0,
                 );
                 self.store.revert(&record).await?;
@@ -971,6 +1019,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             Some(commit.0),
             decision,
             &result,
+            &source,
             t0,
         );
         record.head_to_head = comparison.clone();
@@ -1058,6 +1107,7 @@ fn unmeasured_record(
         peak_vram_mb: None,
         duration_s,
         head_to_head: None,
+        config: None,
     }
 }
 

@@ -122,6 +122,7 @@ pub fn record(n: u64, target: &str, commit: &CommitId, decision: Decision) -> Ex
         peak_vram_mb: None,
         duration_s: 0.1,
         head_to_head: None,
+        config: None,
     }
 }
 
