@@ -76,15 +76,11 @@ def kernel_fn(x):
 "#;
 
 pub fn target(id: &str) -> Target {
-    Target {
-        layout: Default::default(),
-        id: id.into(),
-        kind: KernelKind::Softmax,
-        shapes: vec![Shape(vec![4096, 4096])],
-        dtype: DType::Float16,
-        fraction: 0.25,
-        op: "aten::_softmax".into(),
-    }
+    Target::new(id, KernelKind::Softmax)
+        .with_shapes(vec![Shape(vec![4096, 4096])])
+        .with_dtype(DType::Float16)
+        .with_fraction(0.25)
+        .with_op("aten::_softmax")
 }
 
 pub fn h200() -> GpuSpec {

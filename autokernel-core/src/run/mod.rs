@@ -152,8 +152,24 @@ pub trait Reporter: Send + Sync {
 pub struct NoReporter;
 impl Reporter for NoReporter {}
 
-/// Choices of the loop that have defaults.
+/// Choices of the loop that have defaults: [`LoopOptions::new`], then the `with_*` setters
+/// (or assignments to the public fields); fields may be added, so outside this crate it
+/// cannot be written as a struct literal.
+///
+/// ```
+/// use std::time::Duration;
+/// use autokernel_core::{Device, LoopOptions, OrchestratorOptions};
+/// let options = LoopOptions::new("workspace/.autokernel/scratch")
+///     .with_device(Device::Cpu)
+///     .with_max_experiments(20)
+///     .with_orchestrator(OrchestratorOptions::default().with_plateau(4));
+/// assert_eq!(options.max_experiments, Some(20));
+/// assert_eq!(options.budget, None);
+/// assert_eq!(options.orchestrator.plateau, 4);
+/// assert_eq!(options.bench_timeout, Duration::from_secs(300));
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LoopOptions {
     /// Keep threshold: a candidate must be more than this fraction faster (default 0.01).
     pub keep_threshold: f64,
@@ -199,6 +215,66 @@ impl LoopOptions {
             gpu: None,
             baseline_source: None,
         }
+    }
+
+    /// Sets [`LoopOptions::keep_threshold`].
+    pub fn with_keep_threshold(mut self, threshold: f64) -> Self {
+        self.keep_threshold = threshold;
+        self
+    }
+
+    /// Sets [`LoopOptions::max_experiments`].
+    pub fn with_max_experiments(mut self, max: u64) -> Self {
+        self.max_experiments = Some(max);
+        self
+    }
+
+    /// Sets [`LoopOptions::budget`].
+    pub fn with_budget(mut self, budget: Duration) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Sets [`LoopOptions::orchestrator`].
+    pub fn with_orchestrator(mut self, orchestrator: OrchestratorOptions) -> Self {
+        self.orchestrator = orchestrator;
+        self
+    }
+
+    /// Sets [`LoopOptions::device`].
+    pub fn with_device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// Sets [`LoopOptions::bench_timeout`].
+    pub fn with_bench_timeout(mut self, timeout: Duration) -> Self {
+        self.bench_timeout = timeout;
+        self
+    }
+
+    /// Sets [`LoopOptions::scale_timeout`]; `None` gives every request `bench_timeout`.
+    pub fn with_scale_timeout(mut self, scale: Option<TimeoutScale>) -> Self {
+        self.scale_timeout = scale;
+        self
+    }
+
+    /// Sets [`LoopOptions::compare_repetitions`].
+    pub fn with_compare_repetitions(mut self, repetitions: u32) -> Self {
+        self.compare_repetitions = repetitions;
+        self
+    }
+
+    /// Sets [`LoopOptions::gpu`].
+    pub fn with_gpu(mut self, gpu: GpuSpec) -> Self {
+        self.gpu = Some(gpu);
+        self
+    }
+
+    /// Sets [`LoopOptions::baseline_source`].
+    pub fn with_baseline_source(mut self, from: impl Into<String>) -> Self {
+        self.baseline_source = Some(from.into());
+        self
     }
 }
 

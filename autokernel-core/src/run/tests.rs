@@ -5,15 +5,11 @@ use crate::testing::{FakeBenchmarker, MemoryStore, ScriptedAgent};
 use crate::{Comparison, DType, KernelKind, Verdict};
 
 fn target(id: &str, fraction: f64) -> Target {
-    Target {
-        layout: Default::default(),
-        id: id.into(),
-        kind: KernelKind::Softmax,
-        shapes: vec![crate::Shape(vec![64, 64])],
-        dtype: DType::Float16,
-        fraction,
-        op: "aten::softmax".into(),
-    }
+    Target::new(id, KernelKind::Softmax)
+        .with_shapes(vec![crate::Shape(vec![64, 64])])
+        .with_dtype(DType::Float16)
+        .with_fraction(fraction)
+        .with_op("aten::softmax")
 }
 
 fn src(latency: f64, extra: &str) -> String {
