@@ -109,3 +109,97 @@ async fn an_old_note_gives_no_configuration_but_the_commit_still_gives_the_sourc
     let unknown = CommitId("0".repeat(40));
     assert_eq!(store.source_at("t", &unknown).await.unwrap(), None);
 }
+
+/// Records the configurations of the history it is shown, then is done.
+struct Probe(std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>);
+
+#[async_trait::async_trait]
+impl autokernel_core::Agent for Probe {
+    fn name(&self) -> String {
+        "probe".into()
+    }
+    async fn propose(
+        &mut self,
+        ctx: &autokernel_core::ProposalContext<'_>,
+    ) -> Result<autokernel_core::Proposal, autokernel_core::AgentError> {
+        *self.0.lock().unwrap() = ctx
+            .history
+            .iter()
+            .map(|r| {
+                r.config
+                    .as_ref()
+                    .map(|c| PyValue::Dict(c.values.clone()).to_string())
+            })
+            .collect();
+        Ok(autokernel_core::Proposal::Exhausted)
+    }
+}
+
+fn configured(block: i64, latency: f64) -> String {
+    format!(
+        "KERNEL_KIND = \"softmax\"\nCONFIG = {{\"BLOCK\": {block}}}\n# latency_us = {latency}\n"
+    )
+}
+
+/// A workspace written before notes kept configurations (its notes rewritten here as an
+/// earlier autokernel wrote them) resumes with each row's configuration read from the
+/// kernel.py its commit holds.
+#[tokio::test]
+async fn a_workspace_whose_notes_predate_configurations_resumes_with_them() {
+    use autokernel_core::testing::{FakeBenchmarker, ScriptedAgent};
+    use autokernel_core::{Interrupt, LoopOptions, OptimizationLoop, ResultsLog};
+    let fx = Fixture::new();
+    let ws = fx.ws();
+    let (two, four) = (configured(2, 80.0), configured(4, 90.0));
+    let options = || LoopOptions::new(ws.join(".autokernel/scratch"));
+    let commits: Vec<String> = {
+        let mut l = OptimizationLoop::new(
+            ScriptedAgent::candidates(&[("two", &two), ("four", &four)]),
+            FakeBenchmarker::from_comments(),
+            fx.open("old"),
+            ResultsLog::open(ws.join("results.tsv")).unwrap(),
+            options(),
+        );
+        l.run(vec![(target("t"), configured(1, 100.0))], &Interrupt::new())
+            .await
+            .unwrap();
+        l.log()
+            .rows()
+            .iter()
+            .map(|r| r.commit.clone().unwrap())
+            .collect()
+    };
+    assert_eq!(commits.len(), 3);
+    for c in &commits {
+        let note = git(&ws, &["notes", "--ref", "autokernel", "show", c]);
+        assert!(note.contains("kernel_config: "), "{note}");
+        let old: String = note
+            .lines()
+            .filter(|l| !l.starts_with("kernel_"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        git(
+            &ws,
+            &["notes", "--ref", "autokernel", "add", "-f", "-m", &old, c],
+        );
+    }
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut l = OptimizationLoop::new(
+        Probe(seen.clone()),
+        FakeBenchmarker::from_comments(),
+        fx.open("old"),
+        ResultsLog::open(ws.join("results.tsv")).unwrap(),
+        options(),
+    );
+    l.run(vec![(target("t"), configured(1, 100.0))], &Interrupt::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            Some("{\"BLOCK\": 1}".to_string()),
+            Some("{\"BLOCK\": 2}".to_string()),
+            Some("{\"BLOCK\": 4}".to_string()),
+        ]
+    );
+}
