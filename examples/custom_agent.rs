@@ -85,15 +85,10 @@ async fn replay() -> anyhow::Result<()> {
         .collect();
     queue.sort();
 
-    let target = Target {
-        layout: Default::default(),
-        id: "softmax".into(),
-        kind: KernelKind::Softmax,
-        shapes: vec![Shape(vec![64, 1000])],
-        dtype: DType::Float32,
-        fraction: 1.0,
-        op: "hand-picked".into(),
-    };
+    let target = Target::new("softmax", KernelKind::Softmax)
+        .with_shapes(vec![Shape(vec![64, 1000])])
+        .with_dtype(DType::Float32)
+        .with_op("hand-picked");
     std::fs::create_dir_all(&workspace)?;
     // the worker: this executable again, with `worker` (see main)
     let options = WorkerOptions::new(Device::Auto);

@@ -83,17 +83,12 @@ async fn tune() -> anyhow::Result<()> {
     let bench = SizeLimited {
         inner: PyWorkerBenchmarker::with_worker(Arc::new(Worker::new(options))),
     };
-    let target = Target {
-        layout: Default::default(),
-        id: "rmsnorm".into(),
-        kind: KernelKind::Rmsnorm,
-        shapes: vec![Shape(vec![32, 512])],
-        dtype: DType::Float32,
-        fraction: 1.0,
-        op: "example".into(),
-    };
-    let mut loop_options = LoopOptions::new(workspace.join(".autokernel/scratch"));
-    loop_options.max_experiments = Some(3);
+    let target = Target::new("rmsnorm", KernelKind::Rmsnorm)
+        .with_shapes(vec![Shape(vec![32, 512])])
+        .with_dtype(DType::Float32)
+        .with_op("example");
+    let loop_options =
+        LoopOptions::new(workspace.join(".autokernel/scratch")).with_max_experiments(3);
     let mut the_loop = OptimizationLoop::new(
         autokernel_agent::TunerAgent::new(),
         bench,

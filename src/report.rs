@@ -488,15 +488,11 @@ mod tests {
     use autokernel_core::{DType, KernelKind, Shape};
 
     fn target(id: &str, f: f64) -> Target {
-        Target {
-            layout: Default::default(),
-            id: id.into(),
-            kind: KernelKind::Softmax,
-            shapes: vec![Shape(vec![8, 8])],
-            dtype: DType::Float16,
-            fraction: f,
-            op: "x".into(),
-        }
+        Target::new(id, KernelKind::Softmax)
+            .with_shapes(vec![Shape(vec![8, 8])])
+            .with_dtype(DType::Float16)
+            .with_fraction(f)
+            .with_op("x")
     }
 
     #[test]

@@ -1,18 +1,16 @@
 //! [`TunerAgent`]: coordinate descent over a kernel's `TUNABLES`, editing only `CONFIG`.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
 
 use async_trait::async_trait;
 use autokernel_core::{
     Agent, AgentError, Decision, ExperimentRecord, Proposal, ProposalContext, Verdict,
 };
 
-use crate::pyliteral::{parse_literal, PyValue, TunableSource};
+use crate::pyliteral::{PyValue, TunableSource};
 
-/// The prefix of every description the tuner writes; [`TunerAgent`] reads measured
-/// configurations back from `results.tsv` rows that start with it.
+/// The prefix of every description the tuner writes, for people reading the log; the
+/// tuner itself never reads descriptions back (it reads [`ExperimentRecord::config`]).
 pub const TUNE_PREFIX: &str = "tune:";
 
 /// The agent that needs no network: it searches the launch parameters a kernel declares.
@@ -28,10 +26,12 @@ pub const TUNE_PREFIX: &str = "tune:";
 /// which ([`autokernel_core::Metrics::config_keys_read`]), singles then pairs; then every
 /// key, as without that list. A configuration
 /// is never proposed twice for the same kernel structure (the file without its `CONFIG`
-/// literal): the tuner remembers what it proposed, and after a restart re-reads the
-/// configurations measured since the structure last changed from the history's
-/// descriptions (`tune: BLOCK_SIZE=1024 num_warps=8 …`). When every single and paired
-/// move around the best has been measured it answers [`Proposal::Exhausted`].
+/// literal): the tuner remembers what it proposed, and after a restart reads the
+/// configurations measured on this structure from the history's structured records
+/// ([`ExperimentRecord::config`]: the `CONFIG` each benchmarked kernel declared and the
+/// digest of the rest of its file), whoever proposed them; descriptions are never parsed.
+/// When every single and paired move around the best has been measured it answers
+/// [`Proposal::Exhausted`].
 ///
 /// Only the `CONFIG` literal is rewritten; every other byte of the file, the rest of that
 /// line included, is unchanged. A file without `CONFIG`/`TUNABLES`, or with literals
@@ -39,8 +39,8 @@ pub const TUNE_PREFIX: &str = "tune:";
 /// warning in the log saying why.
 #[derive(Debug, Default)]
 pub struct TunerAgent {
-    /// Per target id, per structure hash: canonical forms of the configurations tried.
-    tried: HashMap<String, HashMap<u64, HashSet<String>>>,
+    /// Per target id, per structure digest: canonical forms of the configurations tried.
+    tried: HashMap<String, HashMap<String, HashSet<String>>>,
 }
 
 impl TunerAgent {
@@ -60,18 +60,17 @@ impl TunerAgent {
                 return None;
             }
         };
-        let (before, after) = parsed.structure(source);
-        let mut hasher = DefaultHasher::new();
-        (before, after).hash(&mut hasher);
+        let structure = parsed.structure_digest(source);
+        let measured = measured_on(context.history, &structure);
         let tried = self
             .tried
             .entry(context.target.id.clone())
             .or_default()
-            .entry(hasher.finish())
+            .entry(structure)
             .or_default();
         tried.insert(canonical(&parsed.config));
-        for measured in measured_since_structure_change(context.history, &parsed.config) {
-            tried.insert(canonical(&measured));
+        for config in measured {
+            tried.insert(canonical(config));
         }
         // single-key moves first (coordinate descent), then pairs of keys: launch
         // parameters interact (more rows per program wants more warps), and a pair can
@@ -203,88 +202,38 @@ fn canonical(config: &[(String, PyValue)]) -> String {
     PyValue::Dict(entries).to_string()
 }
 
-/// Reads a configuration back from a description the tuner wrote: the `KEY=VALUE` words
-/// after [`TUNE_PREFIX`], up to the first word that is not one. `None` when the words do
-/// not parse or do not name exactly the keys of `like`.
-pub(crate) fn parse_description(
-    description: &str,
-    like: &[(String, PyValue)],
-) -> Option<Vec<(String, PyValue)>> {
-    let rest = description.strip_prefix(TUNE_PREFIX)?;
-    let mut config = Vec::new();
-    for word in rest.split_whitespace() {
-        let Some((key, value)) = word.split_once('=') else {
-            break;
-        };
-        config.push((key.to_string(), parse_literal(value).ok()?));
-    }
-    let mut keys: Vec<&str> = config.iter().map(|(k, _)| k.as_str()).collect();
-    let mut want: Vec<&str> = like.iter().map(|(k, _)| k.as_str()).collect();
-    keys.sort_unstable();
-    want.sort_unstable();
-    (keys == want).then_some(config)
-}
-
-/// Configurations measured on the current structure: the tuner's rows after the last
-/// kept (or baseline) row that was not the tuner's, since only such a row can have changed
-/// the file outside `CONFIG`. Invalid rows were never measured.
-fn measured_since_structure_change(
-    history: &[ExperimentRecord],
-    like: &[(String, PyValue)],
-) -> Vec<Vec<(String, PyValue)>> {
-    let is_tune = |r: &ExperimentRecord| r.description.starts_with(TUNE_PREFIX);
-    let start = history
-        .iter()
-        .rposition(|r| matches!(r.decision, Decision::Keep | Decision::Baseline) && !is_tune(r))
-        .map_or(0, |i| i + 1);
+/// Configurations measured on the kernel structure `structure` (the digest of the file
+/// without its `CONFIG` literal, [`autokernel_core::pyliteral::KernelConfig::structure`]):
+/// every benchmarked row whose recorded configuration is of that structure, the baseline's
+/// and other agents' included, since an equal digest means the same kernel. Invalid rows
+/// were never measured; rows without a recorded configuration say nothing.
+fn measured_on<'h>(
+    history: &'h [ExperimentRecord],
+    structure: &str,
+) -> Vec<&'h [(String, PyValue)]> {
     let mut measured = Vec::new();
     let mut interrupted: HashMap<String, u32> = HashMap::new();
-    for r in history[start..]
-        .iter()
-        .filter(|r| is_tune(r) && r.decision != Decision::Invalid)
-    {
-        let Some(config) = parse_description(&r.description, like) else {
+    for r in history.iter().filter(|r| r.decision != Decision::Invalid) {
+        let Some(config) = r.config.as_ref().filter(|c| c.structure == structure) else {
             continue;
         };
-        // `(KEY OLD -> NEW)` names the incumbent it started from, which was measured too:
-        // after a resume that is how the baseline's configuration is known again
-        if let Some(from) = starting_point(&r.description, &config) {
-            measured.push(from);
-        }
         // an experiment cut short (a kill, a second Ctrl-C) measured nothing: its
         // configuration may be tried once more, not again and again (a configuration that
         // itself brings the process down would otherwise be retried on every resume)
         if r.correctness == Verdict::Interrupted {
-            let times = interrupted.entry(canonical(&config)).or_default();
+            let times = interrupted.entry(canonical(&config.values)).or_default();
             *times += 1;
             if *times < MAX_INTERRUPTED_TRIES {
                 continue;
             }
         }
-        measured.push(config);
+        measured.push(config.values.as_slice());
     }
     measured
 }
 
 /// How many times a configuration may be cut short before the tuner counts it as tried.
 const MAX_INTERRUPTED_TRIES: u32 = 2;
-
-/// The configuration a tuner proposal started from: `config` with each key of its
-/// `(KEY OLD -> NEW, KEY OLD -> NEW)` suffix set back to `OLD` (values are written without
-/// spaces by `compact`, so ", " only separates changes).
-fn starting_point(
-    description: &str,
-    config: &[(String, PyValue)],
-) -> Option<Vec<(String, PyValue)>> {
-    let inner = description.rsplit_once(" (")?.1.strip_suffix(')')?;
-    let mut from = config.to_vec();
-    for change in inner.split(", ") {
-        let (key, change) = change.split_once(' ')?;
-        let (old, _new) = change.split_once(" -> ")?;
-        from.iter_mut().find(|(k, _)| k == key)?.1 = parse_literal(old).ok()?;
-    }
-    Some(from)
-}
 
 /// How many of each key's nearest alternatives the paired moves combine.
 const PAIR_RANKS: usize = 2;
@@ -409,19 +358,15 @@ mod tests {
     }
 
     #[test]
-    fn descriptions_round_trip_and_stop_at_the_first_non_assignment() {
+    fn descriptions_name_the_full_configuration_without_spaces_in_values() {
         let config = vec![
             ("BLOCK_SIZE".to_string(), PyValue::Int(1024)),
             ("order".to_string(), PyValue::List(ints(&[1, 0]))),
             ("mode".to_string(), PyValue::Str("fast".into())),
         ];
-        let d = format!("{} (BLOCK_SIZE 512 -> 1024)", describe(&config));
         assert_eq!(
-            d,
-            "tune: BLOCK_SIZE=1024 order=[1,0] mode=\"fast\" (BLOCK_SIZE 512 -> 1024)"
+            describe(&config),
+            "tune: BLOCK_SIZE=1024 order=[1,0] mode=\"fast\""
         );
-        assert_eq!(parse_description(&d, &config), Some(config.clone()));
-        assert_eq!(parse_description("tune: BLOCK_SIZE=1024", &config), None);
-        assert_eq!(parse_description("vectorised loads", &config), None);
     }
 }

@@ -573,6 +573,113 @@ impl TunableSource {
     }
 }
 
+/// The digest of a kernel's structure: SHA-256 (hex) of the text before the `CONFIG`
+/// literal, a `0xFF` byte (never in UTF-8, so the split point cannot be forged), and the
+/// text after it. Two files with equal digests differ at most in their `CONFIG` values.
+fn structure_digest(before: &str, after: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(before.as_bytes());
+    hasher.update([0xFF]);
+    hasher.update(after.as_bytes());
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl TunableSource {
+    /// The digest of `source` without its `CONFIG` literal, as [`KernelConfig::structure`]
+    /// records it. `source` must be the text this was parsed from.
+    pub fn structure_digest(&self, source: &str) -> String {
+        let (before, after) = self.structure(source);
+        structure_digest(before, after)
+    }
+}
+
+/// The `CONFIG` a `kernel.py` was benchmarked with, and which kernel it configured: kept
+/// with each experiment (in [`crate::ExperimentRecord::config`] and the experiment's note)
+/// so that a tuner knows, after a restart, which configurations of the current kernel were
+/// already measured, without reading descriptions.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct KernelConfig {
+    /// `CONFIG`'s entries, in source order.
+    pub values: Vec<(String, PyValue)>,
+    /// SHA-256 (hex) of the file with the `CONFIG` literal cut out: equal digests mean the
+    /// same kernel, whatever its `CONFIG`, so measurements on it stay comparable.
+    pub structure: String,
+}
+
+impl KernelConfig {
+    /// Reads the module-level `CONFIG = {...}` of `source` ([`find_assignment`]; it may
+    /// span lines, and `TUNABLES` need not exist). `None` when there is no such literal
+    /// or it is outside the subset this module reads: nothing structured to keep.
+    pub fn read(source: &str) -> Option<KernelConfig> {
+        let config = find_assignment(source, "CONFIG").ok()?;
+        let values = config.value.as_dict()?.to_vec();
+        Some(KernelConfig {
+            values,
+            structure: structure_digest(
+                &source[..config.literal.start],
+                &source[config.literal.end..],
+            ),
+        })
+    }
+}
+
+/// As JSON-like data: ints, floats, booleans, strings, `null`, arrays, and maps for dicts.
+impl serde::Serialize for PyValue {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self {
+            PyValue::Int(v) => serializer.serialize_i64(*v),
+            PyValue::Float(v) => serializer.serialize_f64(*v),
+            PyValue::Bool(b) => serializer.serialize_bool(*b),
+            PyValue::Str(s) => serializer.serialize_str(s),
+            PyValue::None => serializer.serialize_none(),
+            PyValue::List(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            PyValue::Dict(entries) => {
+                let mut map = serializer.serialize_map(Some(entries.len()))?;
+                for (k, v) in entries {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
+/// The inverse of the `Serialize` form: whole numbers that fit an `i64` read as ints,
+/// other numbers as floats.
+impl<'de> serde::Deserialize<'de> for PyValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        fn from_json(v: serde_json::Value) -> PyValue {
+            use serde_json::Value;
+            match v {
+                Value::Null => PyValue::None,
+                Value::Bool(b) => PyValue::Bool(b),
+                Value::Number(n) => match n.as_i64() {
+                    Some(i) => PyValue::Int(i),
+                    None => PyValue::Float(n.as_f64().unwrap_or(f64::NAN)),
+                },
+                Value::String(s) => PyValue::Str(s),
+                Value::Array(items) => PyValue::List(items.into_iter().map(from_json).collect()),
+                Value::Object(map) => {
+                    PyValue::Dict(map.into_iter().map(|(k, v)| (k, from_json(v))).collect())
+                }
+            }
+        }
+        <serde_json::Value as serde::Deserialize>::deserialize(deserializer).map(from_json)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -686,5 +793,57 @@ mod tests {
             find_assignment("CONFIG == {}\n", "CONFIG").unwrap_err(),
             AssignmentError::Missing { .. }
         ));
+    }
+
+    #[test]
+    fn a_kernel_config_is_its_config_and_the_digest_of_everything_else() {
+        let a = "import x\nCONFIG = {\"BLOCK\": 64, \"mode\": 'fast'}  # tuned\nTUNABLES = {}\n";
+        let config = KernelConfig::read(a).unwrap();
+        assert_eq!(
+            config.values,
+            vec![
+                ("BLOCK".to_string(), PyValue::Int(64)),
+                ("mode".to_string(), PyValue::Str("fast".into())),
+            ]
+        );
+        // only CONFIG's values differ: the same structure
+        let b = a.replace("64", "128");
+        let other = KernelConfig::read(&b).unwrap();
+        assert_ne!(other.values, config.values);
+        assert_eq!(other.structure, config.structure);
+        // any other byte differs: another structure
+        let c = a.replace("import x", "import y");
+        assert_ne!(KernelConfig::read(&c).unwrap().structure, config.structure);
+        // the digest is the one the tuner's parse gives (TUNABLES present here)
+        let parsed = TunableSource::parse(a).unwrap();
+        assert_eq!(parsed.structure_digest(a), config.structure);
+        // no CONFIG, or one outside the subset: nothing to record
+        assert_eq!(KernelConfig::read("TUNABLES = {}\n"), None);
+        assert_eq!(KernelConfig::read("CONFIG = dict(BLOCK=64)\n"), None);
+    }
+
+    #[test]
+    fn a_kernel_config_round_trips_through_json() {
+        let config = KernelConfig {
+            values: vec![
+                ("BLOCK".to_string(), PyValue::Int(64)),
+                ("eps".to_string(), PyValue::Float(1.0)),
+                (
+                    "order".to_string(),
+                    PyValue::List(vec![PyValue::Int(1), PyValue::None]),
+                ),
+                ("on".to_string(), PyValue::Bool(true)),
+            ],
+            structure: "ab".repeat(32),
+        };
+        let json = serde_json::to_string(&config).unwrap();
+        assert_eq!(
+            json,
+            format!(
+                "{{\"values\":[[\"BLOCK\",64],[\"eps\",1.0],[\"order\",[1,null]],[\"on\",true]],\"structure\":\"{}\"}}",
+                "ab".repeat(32)
+            )
+        );
+        assert_eq!(serde_json::from_str::<KernelConfig>(&json).unwrap(), config);
     }
 }

@@ -112,6 +112,14 @@ pub struct ExperimentRecord {
     /// without a comparison (baselines, failures) and for rows read from the TSV alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_to_head: Option<crate::Comparison>,
+    /// The `CONFIG` the benchmarked `kernel.py` declared, with the digest of the rest of
+    /// the file ([`crate::pyliteral::KernelConfig`]): what a tuner reads to know which
+    /// configurations of a kernel were measured. Not a `results.tsv` column either: kept in
+    /// the experiment's note, merged back by commit like `head_to_head`. `None` for rows
+    /// never benchmarked, kernels without a `CONFIG` literal it can read, and rows read from
+    /// the TSV alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<crate::pyliteral::KernelConfig>,
 }
 
 /// Errors reading or writing `results.tsv`.
@@ -221,6 +229,7 @@ impl ExperimentRecord {
             peak_vram_mb: parse_opt(&f(14)),
             duration_s: parse_opt(&f(15)).unwrap_or(0.0),
             head_to_head: None,
+            config: None,
         })
     }
 }
@@ -369,6 +378,12 @@ impl ResultsLog {
         &self.rows
     }
 
+    /// Every row, for filling in what the TSV has no column for (from the version store's
+    /// notes on resume); the file is never rewritten, so only those fields may change.
+    pub(crate) fn rows_mut(&mut self) -> &mut [ExperimentRecord] {
+        &mut self.rows
+    }
+
     /// Whether [`ResultsLog::open`] cut off a torn last line.
     pub fn repaired_torn_line(&self) -> bool {
         self.repaired_torn_line
@@ -430,6 +445,7 @@ mod tests {
             peak_vram_mb: Some(64.0),
             duration_s: 3.2,
             head_to_head: None,
+            config: None,
         }
     }
 

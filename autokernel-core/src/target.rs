@@ -7,7 +7,20 @@ use crate::{DType, KernelKind, Shape};
 
 /// One kernel to optimise: a kind, the shapes the model calls it with, and its share of the
 /// model's device time (the `f` of Amdahl's law).
+///
+/// Built with [`Target::new`] and the `with_*` setters (fields may be added, so outside
+/// this crate it cannot be written as a struct literal):
+///
+/// ```
+/// use autokernel_core::{DType, KernelKind, Shape, Target};
+/// let t = Target::new("01-softmax", KernelKind::Softmax)
+///     .with_shapes(vec![Shape(vec![64, 1000])])
+///     .with_dtype(DType::Float32);
+/// assert_eq!(t.kernel_relpath(), "targets/01-softmax/kernel.py");
+/// assert_eq!(t.fraction, 1.0);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Target {
     /// Stable identifier, also the folder name `targets/<id>/` in the workspace, e.g.
     /// `01-matmul` (letters, digits, `-` and `_` only).
@@ -74,6 +87,53 @@ impl std::str::FromStr for Layout {
 }
 
 impl Target {
+    /// A standalone target: `id` (which should pass [`Target::id_is_valid`]: the loop uses
+    /// it as a folder name and in git refs) of `kind`, with no model shapes (the kind's own
+    /// shape sets are judged), in `float16`, taking all of the time (`fraction` 1), from no
+    /// named op, with contiguous inputs. The `with_*` setters change each of these.
+    pub fn new(id: impl Into<String>, kind: KernelKind) -> Self {
+        Target {
+            id: id.into(),
+            kind,
+            shapes: Vec::new(),
+            dtype: DType::Float16,
+            fraction: 1.0,
+            op: String::new(),
+            layout: Layout::Contiguous,
+        }
+    }
+
+    /// Sets the model's shapes for this kernel; the first is the one timed.
+    pub fn with_shapes(mut self, shapes: Vec<Shape>) -> Self {
+        self.shapes = shapes;
+        self
+    }
+
+    /// Sets the dtype the kernel is judged and timed in.
+    pub fn with_dtype(mut self, dtype: DType) -> Self {
+        self.dtype = dtype;
+        self
+    }
+
+    /// Sets the share of the model's device time spent in this op, in `[0, 1]` (it weighs
+    /// the target in the orchestrator's ranking and the projected end-to-end speedup).
+    pub fn with_fraction(mut self, fraction: f64) -> Self {
+        self.fraction = fraction;
+        self
+    }
+
+    /// Sets the op or module the target came from, for reports.
+    pub fn with_op(mut self, op: impl Into<String>) -> Self {
+        self.op = op.into();
+        self
+    }
+
+    /// Sets how the model lays out the op's inputs.
+    pub fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
     /// Checks that `id` is usable as a folder name and a git ref component.
     pub fn id_is_valid(id: &str) -> bool {
         !id.is_empty()
@@ -102,6 +162,31 @@ mod tests {
         let old = r#"{"id":"01-matmul","kind":"matmul","shapes":[],"dtype":"float16","fraction":0.5,"op":"Linear"}"#;
         let t: Target = serde_json::from_str(old).unwrap();
         assert_eq!(t.layout, Layout::Contiguous);
+    }
+
+    #[test]
+    fn a_new_target_has_the_documented_defaults_and_each_setter_sets_one_field() {
+        let t = Target::new("01-matmul", KernelKind::Matmul);
+        assert_eq!(
+            (t.id.as_str(), t.kind, t.shapes.len(), t.dtype, t.fraction),
+            ("01-matmul", KernelKind::Matmul, 0, DType::Float16, 1.0)
+        );
+        assert_eq!((t.op.as_str(), t.layout), ("", Layout::Contiguous));
+        let t = t
+            .with_shapes(vec![Shape(vec![8, 16, 32])])
+            .with_dtype(DType::Bfloat16)
+            .with_fraction(0.25)
+            .with_op("aten::addmm")
+            .with_layout(Layout::BTransposed);
+        assert_eq!(t.shapes, vec![Shape(vec![8, 16, 32])]);
+        assert_eq!((t.dtype, t.fraction), (DType::Bfloat16, 0.25));
+        assert_eq!(
+            (t.op.as_str(), t.layout),
+            ("aten::addmm", Layout::BTransposed)
+        );
+        // the same target as plan.json writes it
+        let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(serde_json::from_str::<Target>(&json).unwrap(), t);
     }
 
     #[test]

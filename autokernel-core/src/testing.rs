@@ -193,6 +193,8 @@ pub struct MemoryStore {
     pub kept: HashMap<String, Vec<CommitId>>,
     /// Reverted experiment numbers.
     pub reverted: Vec<u64>,
+    /// The record given at each keep or revert, by commit id: the store's notes.
+    notes: HashMap<String, ExperimentRecord>,
 }
 
 impl MemoryStore {
@@ -203,6 +205,19 @@ impl MemoryStore {
             commits: Vec::new(),
             kept: HashMap::new(),
             reverted: Vec::new(),
+            notes: HashMap::new(),
+        }
+    }
+
+    /// Forgets every note, as a store written before notes kept a configuration: what
+    /// [`VersionStore::recall`] gives back is then only what the commits still say.
+    pub fn forget_notes(&mut self) {
+        self.notes.clear();
+    }
+
+    fn note(&mut self, record: &ExperimentRecord) {
+        if let Some(c) = &record.commit {
+            self.notes.insert(c.clone(), record.clone());
         }
     }
 
@@ -241,11 +256,13 @@ impl VersionStore for MemoryStore {
     async fn keep(&mut self, record: &ExperimentRecord) -> Result<(), StoreError> {
         let id = CommitId(record.commit.clone().unwrap_or_default());
         self.kept.entry(record.target.clone()).or_default().push(id);
+        self.note(record);
         Ok(())
     }
 
     async fn revert(&mut self, record: &ExperimentRecord) -> Result<(), StoreError> {
         self.reverted.push(record.experiment);
+        self.note(record);
         let best = self
             .kept
             .get(&record.target)
@@ -292,6 +309,28 @@ impl VersionStore for MemoryStore {
         }
         Ok(out)
     }
+
+    async fn recall(&self, rows: &mut [ExperimentRecord]) -> Result<(), StoreError> {
+        for row in rows {
+            let note = row.commit.as_ref().and_then(|c| self.notes.get(c));
+            if let Some(note) = note.filter(|n| n.experiment == row.experiment) {
+                row.head_to_head = row.head_to_head.take().or(note.head_to_head.clone());
+                row.config = row.config.take().or(note.config.clone());
+            }
+        }
+        Ok(())
+    }
+
+    async fn source_at(
+        &self,
+        target_id: &str,
+        commit: &CommitId,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .find(&commit.0)
+            .filter(|c| c.target == target_id)
+            .map(|c| c.source.clone()))
+    }
 }
 
 /// A PASS row of experiment `n` for a softmax `target` at `latency` µs, as if PyTorch's own
@@ -316,5 +355,6 @@ pub fn pass_row(n: u64, target: &str, decision: Decision, latency: f64) -> Exper
         peak_vram_mb: None,
         duration_s: 1.0,
         head_to_head: None,
+        config: None,
     }
 }

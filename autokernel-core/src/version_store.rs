@@ -148,6 +148,35 @@ pub trait VersionStore: Send + Sync {
         &mut self,
         logged: &[ExperimentRecord],
     ) -> Result<Reconciliation, StoreError>;
+
+    /// Fills in, on rows read back from `results.tsv`, what the store kept with each
+    /// experiment beyond the file's columns (the record it was given at
+    /// [`VersionStore::keep`] or [`VersionStore::revert`]):
+    /// [`ExperimentRecord::head_to_head`] and [`ExperimentRecord::config`], where a row
+    /// lacks them. The default keeps nothing beyond the columns and changes no row.
+    ///
+    /// # Errors
+    /// [`StoreError`] when what the store kept cannot be read.
+    async fn recall(&self, rows: &mut [ExperimentRecord]) -> Result<(), StoreError> {
+        let _ = rows;
+        Ok(())
+    }
+
+    /// The `kernel.py` of target `target_id` as committed in `commit`, when the store still
+    /// has it; `None` when it does not (the default: a store that cannot read history).
+    /// The loop reads a row's configuration from it when [`VersionStore::recall`] found
+    /// none (a workspace written before configurations were kept).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot be read at all.
+    async fn source_at(
+        &self,
+        target_id: &str,
+        commit: &CommitId,
+    ) -> Result<Option<String>, StoreError> {
+        let _ = (target_id, commit);
+        Ok(None)
+    }
 }
 
 #[async_trait]
@@ -172,5 +201,15 @@ impl<T: VersionStore + ?Sized> VersionStore for Box<T> {
         logged: &[ExperimentRecord],
     ) -> Result<Reconciliation, StoreError> {
         (**self).reconcile(logged).await
+    }
+    async fn recall(&self, rows: &mut [ExperimentRecord]) -> Result<(), StoreError> {
+        (**self).recall(rows).await
+    }
+    async fn source_at(
+        &self,
+        target_id: &str,
+        commit: &CommitId,
+    ) -> Result<Option<String>, StoreError> {
+        (**self).source_at(target_id, commit).await
     }
 }

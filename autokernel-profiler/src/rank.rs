@@ -267,14 +267,13 @@ fn plan_where(
     targets
         .into_iter()
         .enumerate()
-        .map(|(i, (kind, shape, layout, fraction, op))| Target {
-            id: format!("{:02}-{}", i + 1, kind.name()),
-            kind,
-            shapes: shape.into_iter().collect(),
-            dtype,
-            fraction: fraction.min(1.0),
-            op,
-            layout,
+        .map(|(i, (kind, shape, layout, fraction, op))| {
+            Target::new(format!("{:02}-{}", i + 1, kind.name()), kind)
+                .with_shapes(shape.into_iter().collect())
+                .with_dtype(dtype)
+                .with_fraction(fraction.min(1.0))
+                .with_op(op)
+                .with_layout(layout)
         })
         .collect()
 }

@@ -31,6 +31,7 @@ fn record(n: u64, commit: &CommitId, decision: Decision) -> ExperimentRecord {
         peak_vram_mb: None,
         duration_s: 0.0,
         head_to_head: None,
+        config: None,
     }
 }
 
@@ -73,15 +74,9 @@ fn commit_revert(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    let target = Target {
-        layout: Default::default(),
-        id: "t".into(),
-        kind: KernelKind::Softmax,
-        shapes: vec![Shape(vec![64, 64])],
-        dtype: DType::Float16,
-        fraction: 1.0,
-        op: String::new(),
-    };
+    let target = Target::new("t", KernelKind::Softmax)
+        .with_shapes(vec![Shape(vec![64, 64])])
+        .with_dtype(DType::Float16);
     let mut group = c.benchmark_group("gix_store");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(20));

@@ -11,8 +11,8 @@
 //! - a reverted experiment leaves the branch (which returns to the last kept commit; work
 //!   tree and index follow) and stays reachable as `refs/autokernel/reverted/<n>`, so
 //!   `git log --all` shows every attempt;
-//! - the verdict, key metrics and deciding head-to-head timing of each decided experiment
-//!   are a git note under `refs/notes/autokernel` (`git log --notes=autokernel`; read back
+//! - the verdict, key metrics, deciding head-to-head timing and measured `CONFIG` of each
+//!   decided experiment are a git note under `refs/notes/autokernel` (`git log --notes=autokernel`; read back
 //!   with [`read_notes`]): published commits are never amended;
 //! - `results.tsv`, logs, reports, profiles, `autokernel.toml`, `program.md` and the scratch
 //!   folder `.autokernel/` are listed in `.git/info/exclude`, so `git status` stays clean.

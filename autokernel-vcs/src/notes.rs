@@ -4,10 +4,16 @@
 //!
 //! The note is where figures that are not `results.tsv` columns live: that file's columns
 //! never change, and a note is attached to the commit without amending it.
+//!
+//! A benchmarked kernel's `CONFIG` is kept too, as two lines: `kernel_config:` with the
+//! literal as Python source on one line, and `kernel_structure_sha256:` with the digest of
+//! the rest of the file ([`KernelConfig`]). Notes written before these lines existed, and
+//! kernels without a `CONFIG`, simply lack them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use autokernel_core::pyliteral::{parse_literal, KernelConfig, PyValue};
 use autokernel_core::{Comparison, ExperimentRecord, StoreError};
 
 /// The ref holding the store's notes: one note per decided experiment, with its verdict and
@@ -16,11 +22,14 @@ pub const NOTES_REF: &str = "refs/notes/autokernel";
 
 /// What one experiment's note holds, read back.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ExperimentNote {
     /// The experiment number, when the note names one.
     pub experiment: Option<u64>,
     /// The head-to-head timing that decided it, when it was compared.
     pub head_to_head: Option<Comparison>,
+    /// The `CONFIG` the benchmarked kernel declared, when the note records one.
+    pub config: Option<KernelConfig>,
 }
 
 /// The note attached to a decided experiment.
@@ -40,6 +49,14 @@ pub(crate) fn note_text(record: &ExperimentRecord) -> String {
         text.push_str(&format!(
             "head_to_head_incumbent_us: {}\nhead_to_head_candidate_us: {}\nhead_to_head_median_speedup: {}\nhead_to_head_spread: {}\nhead_to_head_repetitions: {}\n",
             c.incumbent_latency_us, c.candidate_latency_us, c.median_speedup, c.spread, c.repetitions
+        ));
+    }
+    // one line: the literal renders on one line (newlines in strings escaped)
+    if let Some(config) = &record.config {
+        text.push_str(&format!(
+            "kernel_config: {}\nkernel_structure_sha256: {}\n",
+            PyValue::Dict(config.values.clone()),
+            config.structure
         ));
     }
     text
@@ -71,9 +88,25 @@ pub fn parse_note(text: &str) -> ExperimentNote {
         }),
         _ => None,
     };
+    // both lines or neither: a configuration without its structure could be matched to the
+    // wrong kernel
+    let config = match (
+        fields.get("kernel_config"),
+        fields.get("kernel_structure_sha256"),
+    ) {
+        (Some(literal), Some(structure)) if !structure.is_empty() => parse_literal(literal)
+            .ok()
+            .and_then(|v| v.as_dict().map(<[_]>::to_vec))
+            .map(|values| KernelConfig {
+                values,
+                structure: structure.to_string(),
+            }),
+        _ => None,
+    };
     ExperimentNote {
         experiment: fields.get("experiment").and_then(|v| v.parse().ok()),
         head_to_head,
+        config,
     }
 }
 
@@ -117,14 +150,20 @@ pub fn read_notes(workspace: &Path) -> Result<BTreeMap<String, ExperimentNote>, 
     Ok(notes)
 }
 
-/// Sets each row's [`ExperimentRecord::head_to_head`] from its commit's note, where the
-/// row has none yet: rows read from `results.tsv` get back the figures that decided them.
+/// Sets each row's [`ExperimentRecord::head_to_head`] and [`ExperimentRecord::config`]
+/// from its commit's note, where the row has none yet: rows read from `results.tsv` get
+/// back the figures that decided them and the configuration they measured.
 pub fn merge_notes(rows: &mut [ExperimentRecord], notes: &BTreeMap<String, ExperimentNote>) {
-    for row in rows.iter_mut().filter(|r| r.head_to_head.is_none()) {
+    for row in rows.iter_mut() {
         let note = row.commit.as_ref().and_then(|c| notes.get(c));
         // the note names its experiment: a commit id reused by another row is no match
         if let Some(note) = note.filter(|n| n.experiment.is_none_or(|e| e == row.experiment)) {
-            row.head_to_head = note.head_to_head.clone();
+            if row.head_to_head.is_none() {
+                row.head_to_head = note.head_to_head.clone();
+            }
+            if row.config.is_none() {
+                row.config = note.config.clone();
+            }
         }
     }
 }
@@ -153,6 +192,7 @@ mod tests {
             peak_vram_mb: None,
             duration_s: 1.0,
             head_to_head,
+            config: None,
         }
     }
 
@@ -184,7 +224,8 @@ mod tests {
             parse_note(old),
             ExperimentNote {
                 experiment: Some(3),
-                head_to_head: None
+                head_to_head: None,
+                config: None,
             }
         );
         // a note of another experiment on the same commit id is not merged
@@ -195,5 +236,67 @@ mod tests {
         )]);
         merge_notes(&mut rows, &notes);
         assert_eq!(rows[0].head_to_head, None);
+    }
+
+    fn config() -> KernelConfig {
+        KernelConfig {
+            values: vec![
+                ("BLOCK_SIZE".into(), PyValue::Int(1024)),
+                (
+                    "order".into(),
+                    PyValue::List(vec![PyValue::Int(1), PyValue::Int(0)]),
+                ),
+                ("mode".into(), PyValue::Str("a: b\nc".into())),
+                ("eps".into(), PyValue::Float(0.5)),
+            ],
+            structure: "0f".repeat(32),
+        }
+    }
+
+    #[test]
+    fn a_note_keeps_the_configuration_on_two_lines_and_gives_it_back() {
+        let mut r = record(None);
+        r.config = Some(config());
+        let text = note_text(&r);
+        // the string's newline is escaped: the note stays one `key: value` per line
+        assert!(
+            text.ends_with(&format!(
+                "kernel_config: {{\"BLOCK_SIZE\": 1024, \"order\": [1, 0], \"mode\": \"a: b\\nc\", \"eps\": 0.5}}\nkernel_structure_sha256: {}\n",
+                "0f".repeat(32)
+            )),
+            "{text}"
+        );
+        let note = parse_note(&text);
+        assert_eq!(note.config, Some(config()));
+        assert_eq!(note.experiment, Some(7));
+        // merged into a row read from results.tsv, beside nothing else
+        let mut rows = vec![record(None)];
+        merge_notes(&mut rows, &BTreeMap::from([("ab".repeat(20), note)]));
+        assert_eq!(rows[0].config, Some(config()));
+        assert_eq!(rows[0].head_to_head, None);
+        // a row that has its configuration keeps it
+        let mut other = config();
+        other.structure = "11".repeat(32);
+        let mut rows = vec![record(None)];
+        rows[0].config = Some(other.clone());
+        merge_notes(
+            &mut rows,
+            &BTreeMap::from([("ab".repeat(20), parse_note(&text))]),
+        );
+        assert_eq!(rows[0].config, Some(other));
+    }
+
+    #[test]
+    fn a_note_without_a_configuration_or_with_half_of_one_gives_none() {
+        let text = note_text(&record(None));
+        assert!(!text.contains("kernel_config"), "{text}");
+        assert_eq!(parse_note(&text).config, None);
+        // the literal without its structure, or one outside the subset: nothing
+        assert_eq!(parse_note("kernel_config: {\"B\": 1}\n").config, None);
+        let bad = format!(
+            "kernel_config: dict(B=1)\nkernel_structure_sha256: {}\n",
+            "0f".repeat(32)
+        );
+        assert_eq!(parse_note(&bad).config, None);
     }
 }

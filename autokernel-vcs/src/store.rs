@@ -1066,4 +1066,26 @@ impl VersionStore for GixStore {
     ) -> Result<Reconciliation, StoreError> {
         self.reconcile_impl(logged)
     }
+
+    /// Merges the notes under [`NOTES_REF`] ([`crate::merge_notes`]).
+    async fn recall(&self, rows: &mut [ExperimentRecord]) -> Result<(), StoreError> {
+        crate::merge_notes(rows, &crate::read_notes(&self.workdir)?);
+        Ok(())
+    }
+
+    /// `None` when the repository lacks the commit (a row naming one it never had, or a
+    /// history rewritten since).
+    async fn source_at(
+        &self,
+        target_id: &str,
+        commit: &CommitId,
+    ) -> Result<Option<String>, StoreError> {
+        let Ok(id) = ObjectId::from_hex(commit.0.as_bytes()) else {
+            return Ok(None);
+        };
+        if !self.repo().has_object(id) {
+            return Ok(None);
+        }
+        self.read_kernel(commit, target_id).map(Some)
+    }
 }

@@ -127,16 +127,12 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
                 .unwrap_or(settings::DEFAULT_BENCH_TIMEOUT_S),
         );
     }
-    let target = Target {
-        id: format!("01-{kind}"),
-        kind,
-        shapes: args.shapes.clone(),
-        dtype,
-        fraction: 1.0,
-        // where the target comes from (a model's target names the profiled op)
-        op: format!("tune {}", args.path.display()),
-        layout: args.layout,
-    };
+    // where the target comes from (a model's target names the profiled op)
+    let target = Target::new(format!("01-{kind}"), kind)
+        .with_shapes(args.shapes.clone())
+        .with_dtype(dtype)
+        .with_op(format!("tune {}", args.path.display()))
+        .with_layout(args.layout);
     plan(&mut ws, &target, &args.path, &source, args.json)?;
     created.keep();
     ws.settings.tuned_kernel = Some(std::path::absolute(&args.path)?);

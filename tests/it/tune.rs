@@ -122,6 +122,24 @@ fn tune_resumes_and_refuses_another_problem_or_a_run() {
         rows.iter().filter(|r| r["decision"] == "baseline").count(),
         1
     );
+    // each experiment's note keeps the CONFIG it measured, all three on one structure and
+    // no configuration measured twice across the resume
+    let mut configs = Vec::new();
+    let mut structures = std::collections::HashSet::new();
+    for r in &rows {
+        let note = git(&ws, &["notes", "--ref", "autokernel", "show", &r["commit"]]);
+        let field = |key: &str| {
+            note.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .unwrap_or_else(|| panic!("no `{key}` in the note:\n{note}"))
+                .to_string()
+        };
+        configs.push(field("kernel_config: "));
+        structures.insert(field("kernel_structure_sha256: "));
+    }
+    assert_eq!(structures.len(), 1, "{configs:?}");
+    let distinct: std::collections::HashSet<_> = configs.iter().collect();
+    assert_eq!(distinct.len(), 3, "{configs:?}");
 
     // an edited file is not resumed from its old text, nor another file's text
     let original = std::fs::read_to_string(&kernel).unwrap();

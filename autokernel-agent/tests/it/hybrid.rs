@@ -2,7 +2,7 @@ use async_trait::async_trait;
 use autokernel_agent::{HybridAgent, TunerAgent};
 use autokernel_core::{Agent, AgentError, Decision, Proposal, ProposalContext};
 
-use crate::support::{row, Fixture, KERNEL};
+use crate::support::{measured, Fixture, KERNEL};
 
 /// An LLM stand-in that proposes a numbered structural change each time.
 #[derive(Default)]
@@ -58,7 +58,7 @@ async fn the_tuner_refines_each_kept_llm_structure_before_the_llm_is_asked_again
         else {
             panic!()
         };
-        let r = row(
+        let r = measured(
             n,
             if keep {
                 Decision::Keep
@@ -66,6 +66,7 @@ async fn the_tuner_refines_each_kept_llm_structure_before_the_llm_is_asked_again
                 Decision::Revert
             },
             &description,
+            &source,
         );
         agent.observe(&r);
         fx.history.push(r);

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use autokernel_core::pyliteral::KernelConfig;
 use autokernel_core::{
     lookup_gpu, BenchResult, Correctness, DType, Decision, ExperimentRecord, GpuSpec, KernelKind,
     Metrics, ProposalContext, Shape, Target,
@@ -75,15 +76,11 @@ def kernel_fn(x):
 "#;
 
 pub fn target(id: &str) -> Target {
-    Target {
-        layout: Default::default(),
-        id: id.into(),
-        kind: KernelKind::Softmax,
-        shapes: vec![Shape(vec![4096, 4096])],
-        dtype: DType::Float16,
-        fraction: 0.25,
-        op: "aten::_softmax".into(),
-    }
+    Target::new(id, KernelKind::Softmax)
+        .with_shapes(vec![Shape(vec![4096, 4096])])
+        .with_dtype(DType::Float16)
+        .with_fraction(0.25)
+        .with_op("aten::_softmax")
 }
 
 pub fn h200() -> GpuSpec {
@@ -116,6 +113,15 @@ pub fn row(n: u64, decision: Decision, description: &str) -> ExperimentRecord {
         peak_vram_mb: Some(64.0),
         duration_s: 1.0,
         head_to_head: None,
+        config: None,
+    }
+}
+
+/// A row of `source` benchmarked, carrying the configuration the loop records for it.
+pub fn measured(n: u64, decision: Decision, description: &str, source: &str) -> ExperimentRecord {
+    ExperimentRecord {
+        config: KernelConfig::read(source),
+        ..row(n, decision, description)
     }
 }
 
@@ -134,10 +140,11 @@ impl Fixture {
             target: target("01-softmax"),
             gpu: Some(h200()),
             source: source.to_string(),
-            history: vec![row(
+            history: vec![measured(
                 1,
                 Decision::Baseline,
                 "baseline: softmax starter kernel",
+                source,
             )],
             failures: Vec::new(),
         }

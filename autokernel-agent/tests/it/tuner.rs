@@ -5,7 +5,18 @@ use autokernel_agent::TunerAgent;
 use autokernel_core::pyliteral::{PyValue, TunableSource};
 use autokernel_core::{Agent, BenchResult, Decision, Proposal, ProposalContext};
 
-use crate::support::{differing_lines, row, timed_reading, Fixture, KERNEL};
+use crate::support::{differing_lines, measured, row, timed_reading, Fixture, KERNEL};
+
+/// KERNEL with its CONFIG set to `(BLOCK_SIZE, num_warps, num_stages)`.
+fn with_config((bs, warps, stages): (i64, i64, i64)) -> String {
+    let parsed = TunableSource::parse(KERNEL).unwrap();
+    let config = vec![
+        ("BLOCK_SIZE".to_string(), PyValue::Int(bs)),
+        ("num_warps".to_string(), PyValue::Int(warps)),
+        ("num_stages".to_string(), PyValue::Int(stages)),
+    ];
+    parsed.with_config(KERNEL, &config)
+}
 
 /// `(BLOCK_SIZE, num_warps, num_stages)` of a source's CONFIG.
 fn triple(source: &str) -> (i64, i64, i64) {
@@ -109,19 +120,20 @@ const PAIRS_AROUND_THE_BASE: [(i64, i64, i64); 12] = [
 async fn descend(cost: impl Fn((i64, i64, i64)) -> f64, limit: u64) -> Fixture {
     let mut fx = Fixture::new(KERNEL);
     let mut agent = TunerAgent::new();
-    let mut measured: HashSet<(i64, i64, i64)> = HashSet::from([triple(KERNEL)]);
+    let mut seen: HashSet<(i64, i64, i64)> = HashSet::from([triple(KERNEL)]);
     let mut n = 1;
     while let Some((description, source)) = candidate(&mut agent, &fx).await {
         n += 1;
         let t = triple(&source);
-        assert!(measured.insert(t), "{t:?} was proposed twice");
+        assert!(seen.insert(t), "{t:?} was proposed twice");
         let kept = cost(t) < cost(triple(&fx.source));
         let decision = if kept {
             Decision::Keep
         } else {
             Decision::Revert
         };
-        fx.history.push(row(n, decision, &description));
+        fx.history
+            .push(measured(n, decision, &description, &source));
         if kept {
             fx.source = source;
         }
@@ -151,22 +163,28 @@ async fn kept_improvements_move_the_search_to_the_optimum_without_repeats() {
     );
 }
 
+/// After a restart the tuner knows what was measured from the records' configurations
+/// alone: no description here says `tune:`.
 #[tokio::test]
 async fn a_restarted_tuner_skips_configurations_the_history_measured() {
     let mut fx = Fixture::new(KERNEL);
     let mut first = TunerAgent::new();
     let mut earlier = Vec::new();
     for n in 2..=4 {
-        let (description, source) = candidate(&mut first, &fx).await.unwrap();
+        let (_, source) = candidate(&mut first, &fx).await.unwrap();
         earlier.push(triple(&source));
-        fx.history.push(row(n, Decision::Revert, &description));
+        let description = format!("experiment {n}");
+        fx.history
+            .push(measured(n, Decision::Revert, &description, &source));
     }
-    // an invalid row does not count as measured, whatever its text
-    fx.history.push(row(
+    // an invalid row does not count as measured, whatever it carries
+    fx.history.push(measured(
         5,
         Decision::Invalid,
-        "tune: BLOCK_SIZE=512 num_warps=4 num_stages=2",
+        "no_code: a reply without code",
+        &with_config((512, 4, 2)),
     ));
+    assert!(fx.history.iter().all(|r| !r.description.contains("tune:")));
     let mut restarted = TunerAgent::new();
     let mut later = Vec::new();
     while let Some((_, source)) = candidate(&mut restarted, &fx).await {
@@ -186,13 +204,26 @@ async fn a_restarted_tuner_skips_configurations_the_history_measured() {
     assert_eq!(later[5..], PAIRS_AROUND_THE_BASE);
 }
 
+/// Descriptions are never parsed: a row that only says `tune: …` in its text, with no
+/// recorded configuration (its kernel unreadable, say), tells the tuner nothing.
+#[tokio::test]
+async fn a_tune_description_without_a_recorded_configuration_is_not_read() {
+    let mut fx = Fixture::new(KERNEL);
+    fx.history.push(row(
+        2,
+        Decision::Revert,
+        "tune: BLOCK_SIZE=2048 num_warps=4 num_stages=2 (BLOCK_SIZE 1024 -> 2048)",
+    ));
+    let (_, source) = candidate(&mut TunerAgent::new(), &fx).await.unwrap();
+    assert_eq!(triple(&source), (2048, 4, 2));
+}
+
 /// An experiment cut short (a kill found on resume, a second Ctrl-C) measured nothing: its
 /// configuration is proposed once more, and after a second interruption it counts as
 /// tried (one workspace committed the same move four times when a kill was a `CRASH`).
 #[tokio::test]
 async fn an_interrupted_configuration_is_tried_once_more_not_again_and_again() {
-    let first_move = "tune: BLOCK_SIZE=2048 num_warps=4 num_stages=2 (BLOCK_SIZE 1024 -> 2048)";
-    let mut interrupted = row(2, Decision::Revert, first_move);
+    let mut interrupted = measured(2, Decision::Revert, "cut short", &with_config((2048, 4, 2)));
     interrupted.correctness = autokernel_core::Verdict::Interrupted;
     interrupted.latency_us = None;
     let mut fx = Fixture::new(KERNEL);
@@ -212,17 +243,24 @@ async fn an_interrupted_configuration_is_tried_once_more_not_again_and_again() {
 #[tokio::test]
 async fn configurations_measured_on_an_older_structure_may_be_tried_again() {
     let mut fx = Fixture::new(KERNEL);
-    fx.history.push(row(
+    fx.history.push(measured(
         2,
         Decision::Revert,
-        "tune: BLOCK_SIZE=2048 num_warps=4 num_stages=2 (BLOCK_SIZE 1024 -> 2048)",
+        "a move",
+        &with_config((2048, 4, 2)),
     ));
-    let mut llm_row = row(3, Decision::Keep, "Online softmax: one pass");
+    let changed = KERNEL.replace("e / tl.sum(e, axis=0)", "e * (1.0 / tl.sum(e, axis=0))");
+    assert_ne!(changed, KERNEL);
+    let mut llm_row = measured(3, Decision::Keep, "Online softmax: one pass", &changed);
     llm_row.agent = "openai:m".into();
     fx.history.push(llm_row);
-    fx.source = KERNEL.replace("e / tl.sum(e, axis=0)", "e * (1.0 / tl.sum(e, axis=0))");
+    fx.source = changed;
     let (_, source) = candidate(&mut TunerAgent::new(), &fx).await.unwrap();
     assert_eq!(triple(&source), (2048, 4, 2));
+    // and back on the first structure, what was measured there still counts
+    fx.source = KERNEL.to_string();
+    let (_, source) = candidate(&mut TunerAgent::new(), &fx).await.unwrap();
+    assert_eq!(triple(&source), (1024, 8, 2));
 }
 
 #[tokio::test]
@@ -281,21 +319,23 @@ async fn every_starter_kernel_parses_and_gets_a_config_only_proposal() {
 
 #[tokio::test]
 async fn after_a_resume_the_baseline_configuration_is_not_proposed_again() {
-    // found by a fresh-user test: resumed runs re-measured the starter's CONFIG, because the
-    // baseline row's description names no configuration
+    // found by a fresh-user test: resumed runs re-measured the starter's CONFIG; the
+    // baseline row's recorded configuration is what says it was measured
     let mut fx = Fixture::new(KERNEL);
     let (description, source) = candidate(&mut TunerAgent::new(), &fx).await.unwrap();
     assert_eq!(triple(&source), (2048, 4, 2));
-    fx.history.push(row(2, Decision::Keep, &description));
+    fx.history
+        .push(measured(2, Decision::Keep, &description, &source));
     fx.source = source;
     let mut restarted = TunerAgent::new();
     let mut proposed = Vec::new();
     while let Some((description, source)) = candidate(&mut restarted, &fx).await {
         proposed.push(triple(&source));
-        fx.history.push(row(
+        fx.history.push(measured(
             3 + proposed.len() as u64,
             Decision::Revert,
             &description,
+            &source,
         ));
     }
     assert!(!proposed.is_empty());
@@ -322,25 +362,26 @@ async fn a_paired_move_finds_an_optimum_no_single_move_reaches() {
     );
 }
 
+/// A paired move measured by anyone (here an LLM agent's row) is not proposed again.
 #[tokio::test]
-async fn a_resumed_tuner_reads_paired_moves_and_their_start_back() {
+async fn a_resumed_tuner_reads_paired_moves_from_the_records() {
     let mut fx = Fixture::new(KERNEL);
-    fx.history.push(row(
+    let mut llm_row = measured(
         2,
         Decision::Revert,
-        // a pair measured from (512, 4, 2), a configuration the base is one move from
-        "tune: BLOCK_SIZE=2048 num_warps=8 num_stages=2 (BLOCK_SIZE 512 -> 2048, num_warps 4 -> 8)",
-    ));
+        "more warps, wider blocks",
+        &with_config((2048, 8, 2)),
+    );
+    llm_row.agent = "openai:m".into();
+    fx.history.push(llm_row);
     let mut agent = TunerAgent::new();
     let mut proposed = Vec::new();
     while let Some((_, source)) = candidate(&mut agent, &fx).await {
         proposed.push(triple(&source));
     }
-    // neither the pair nor its starting point is measured again
     assert!(!proposed.contains(&(2048, 8, 2)), "{proposed:?}");
-    assert!(!proposed.contains(&(512, 4, 2)), "{proposed:?}");
-    // everything else around the base: 7 single moves and the 11 other pairs
-    assert_eq!(proposed.len(), 7 + 11);
+    // everything else around the base: the 8 single moves and the 11 other pairs
+    assert_eq!(proposed.len(), 8 + 11);
 }
 
 /// Every proposal until exhaustion, with `best` as the best's timed result.

@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
+use crate::pyliteral::KernelConfig;
 use crate::{
-    Agent, AgentError, BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest,
-    Correctness, Decision, Device, ExperimentDraft, ExperimentRecord, GpuSpec, Proposal,
-    ProposalContext, ResultsError, ResultsLog, StoreError, Target, VersionStore,
+    Agent, AgentError, BenchError, BenchRequest, BenchResult, Benchmarker, CommitId,
+    CompareRequest, Correctness, Decision, Device, ExperimentDraft, ExperimentRecord, GpuSpec,
+    Proposal, ProposalContext, ResultsError, ResultsLog, StoreError, Target, VersionStore,
 };
 use keep::{decide, KeepVerdict, DEFAULT_KEEP_THRESHOLD};
 use orchestrator::{MoveOn, Orchestrator, OrchestratorOptions, TargetState};
@@ -151,8 +152,24 @@ pub trait Reporter: Send + Sync {
 pub struct NoReporter;
 impl Reporter for NoReporter {}
 
-/// Choices of the loop that have defaults.
+/// Choices of the loop that have defaults: [`LoopOptions::new`], then the `with_*` setters
+/// (or assignments to the public fields); fields may be added, so outside this crate it
+/// cannot be written as a struct literal.
+///
+/// ```
+/// use std::time::Duration;
+/// use autokernel_core::{Device, LoopOptions, OrchestratorOptions};
+/// let options = LoopOptions::new("workspace/.autokernel/scratch")
+///     .with_device(Device::Cpu)
+///     .with_max_experiments(20)
+///     .with_orchestrator(OrchestratorOptions::default().with_plateau(4));
+/// assert_eq!(options.max_experiments, Some(20));
+/// assert_eq!(options.budget, None);
+/// assert_eq!(options.orchestrator.plateau, 4);
+/// assert_eq!(options.bench_timeout, Duration::from_secs(300));
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LoopOptions {
     /// Keep threshold: a candidate must be more than this fraction faster (default 0.01).
     pub keep_threshold: f64,
@@ -198,6 +215,66 @@ impl LoopOptions {
             gpu: None,
             baseline_source: None,
         }
+    }
+
+    /// Sets [`LoopOptions::keep_threshold`].
+    pub fn with_keep_threshold(mut self, threshold: f64) -> Self {
+        self.keep_threshold = threshold;
+        self
+    }
+
+    /// Sets [`LoopOptions::max_experiments`].
+    pub fn with_max_experiments(mut self, max: u64) -> Self {
+        self.max_experiments = Some(max);
+        self
+    }
+
+    /// Sets [`LoopOptions::budget`].
+    pub fn with_budget(mut self, budget: Duration) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Sets [`LoopOptions::orchestrator`].
+    pub fn with_orchestrator(mut self, orchestrator: OrchestratorOptions) -> Self {
+        self.orchestrator = orchestrator;
+        self
+    }
+
+    /// Sets [`LoopOptions::device`].
+    pub fn with_device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// Sets [`LoopOptions::bench_timeout`].
+    pub fn with_bench_timeout(mut self, timeout: Duration) -> Self {
+        self.bench_timeout = timeout;
+        self
+    }
+
+    /// Sets [`LoopOptions::scale_timeout`]; `None` gives every request `bench_timeout`.
+    pub fn with_scale_timeout(mut self, scale: Option<TimeoutScale>) -> Self {
+        self.scale_timeout = scale;
+        self
+    }
+
+    /// Sets [`LoopOptions::compare_repetitions`].
+    pub fn with_compare_repetitions(mut self, repetitions: u32) -> Self {
+        self.compare_repetitions = repetitions;
+        self
+    }
+
+    /// Sets [`LoopOptions::gpu`].
+    pub fn with_gpu(mut self, gpu: GpuSpec) -> Self {
+        self.gpu = Some(gpu);
+        self
+    }
+
+    /// Sets [`LoopOptions::baseline_source`].
+    pub fn with_baseline_source(mut self, from: impl Into<String>) -> Self {
+        self.baseline_source = Some(from.into());
+        self
     }
 }
 
@@ -390,6 +467,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         interrupt: &Interrupt,
     ) -> Result<LoopOutcome, LoopError> {
         self.reconcile(&targets).await?;
+        self.recall().await;
         let started = Instant::now();
         let mut orchestrator = Orchestrator::new(
             targets.iter().map(|(t, _)| t.clone()).collect(),
@@ -511,7 +589,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             } else {
                 Decision::Revert
             };
-            let record = unmeasured_record(
+            let mut record = unmeasured_record(
                 lost.experiment,
                 &lost.target,
                 kind,
@@ -524,11 +602,52 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                 },
                 0.0,
             );
+            // its note then says which configuration was cut short
+            record.config = self.config_at(&lost.target, &lost.commit).await;
             self.store.revert(&record).await?;
             self.log.append(record.clone())?;
             self.reporter.on_decision(&record, None);
         }
         Ok(())
+    }
+
+    /// Gives the rows of earlier invocations back what `results.tsv` has no column for:
+    /// what the store kept with each experiment ([`VersionStore::recall`]: head-to-head,
+    /// configuration), and for a benchmarked row still without a configuration (a workspace
+    /// written before they were kept), the one its commit's `kernel.py` declares. A failure
+    /// costs only knowledge (a tuner may measure a configuration again): a warning.
+    async fn recall(&mut self) {
+        if let Err(e) = self.store.recall(self.log.rows_mut()).await {
+            self.reporter.on_warning(&format!(
+                "cannot read the notes of earlier experiments: {e}"
+            ));
+        }
+        for i in 0..self.log.rows().len() {
+            let row = &self.log.rows()[i];
+            if row.config.is_some() || row.decision == Decision::Invalid {
+                continue;
+            }
+            let Some(commit) = row.commit.clone().map(CommitId) else {
+                continue;
+            };
+            let target = row.target.clone();
+            let config = self.config_at(&target, &commit).await;
+            self.log.rows_mut()[i].config = config;
+        }
+    }
+
+    /// The configuration of the `kernel.py` that `commit` holds, when the store still has
+    /// it and it declares one.
+    async fn config_at(&self, target_id: &str, commit: &CommitId) -> Option<KernelConfig> {
+        match self.store.source_at(target_id, commit).await {
+            Ok(source) => source.as_deref().and_then(KernelConfig::read),
+            Err(e) => {
+                self.reporter.on_warning(&format!(
+                    "cannot read the kernel.py of commit {commit}: {e}"
+                ));
+                None
+            }
+        }
     }
 
     /// Rebuilds a target's incumbent and orchestrator state from earlier rows, if any.
@@ -650,6 +769,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             Some(commit.0),
             Decision::Baseline,
             &result,
+            starter,
             t0,
         );
         if let Correctness::Interrupted { .. } = result.correctness {
@@ -731,6 +851,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         commit: Option<String>,
         decision: Decision,
         result: &BenchResult,
+        source: &str,
         t0: Instant,
     ) -> ExperimentRecord {
         let m = result.metrics.as_ref();
@@ -753,6 +874,8 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             peak_vram_mb: m.map(|m| m.peak_vram_mb),
             duration_s: t0.elapsed().as_secs_f64(),
             head_to_head: None,
+            // the tuner reads what was measured from here (and the note), not the description
+            config: KernelConfig::read(source),
         }
     }
 
@@ -901,6 +1024,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                     Some(commit.0.clone()),
                     Decision::Revert,
                     &crash_result(target, &e.to_string()),
+                    &source,
                     t0,
                 );
                 self.store.revert(&record).await?;
@@ -971,6 +1095,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             Some(commit.0),
             decision,
             &result,
+            &source,
             t0,
         );
         record.head_to_head = comparison.clone();
@@ -1058,6 +1183,7 @@ fn unmeasured_record(
         peak_vram_mb: None,
         duration_s,
         head_to_head: None,
+        config: None,
     }
 }
 

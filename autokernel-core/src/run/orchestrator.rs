@@ -5,8 +5,11 @@ use std::time::Duration;
 use crate::run::keep::{amdahl_saving, end_to_end_speedup};
 use crate::Target;
 
-/// When the orchestrator moves on from a target.
+/// When the orchestrator moves on from a target: [`OrchestratorOptions::default`], then
+/// the `with_*` setters (fields may be added, so outside this crate it cannot be written
+/// as a struct literal).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct OrchestratorOptions {
     /// Consecutive experiments not kept before moving on (default 8).
     pub plateau: u32,
@@ -23,6 +26,26 @@ impl Default for OrchestratorOptions {
             target_budget: None,
             roofline_goal_pct: 90.0,
         }
+    }
+}
+
+impl OrchestratorOptions {
+    /// Sets [`OrchestratorOptions::plateau`].
+    pub fn with_plateau(mut self, experiments: u32) -> Self {
+        self.plateau = experiments;
+        self
+    }
+
+    /// Sets [`OrchestratorOptions::target_budget`].
+    pub fn with_target_budget(mut self, budget: Duration) -> Self {
+        self.target_budget = Some(budget);
+        self
+    }
+
+    /// Sets [`OrchestratorOptions::roofline_goal_pct`].
+    pub fn with_roofline_goal_pct(mut self, pct: f64) -> Self {
+        self.roofline_goal_pct = pct;
+        self
     }
 }
 
@@ -206,15 +229,10 @@ mod tests {
     use crate::{DType, KernelKind};
 
     fn target(id: &str, f: f64) -> Target {
-        Target {
-            layout: Default::default(),
-            id: id.into(),
-            kind: KernelKind::Softmax,
-            shapes: vec![],
-            dtype: DType::Float16,
-            fraction: f,
-            op: "aten::softmax".into(),
-        }
+        Target::new(id, KernelKind::Softmax)
+            .with_dtype(DType::Float16)
+            .with_fraction(f)
+            .with_op("aten::softmax")
     }
 
     #[test]

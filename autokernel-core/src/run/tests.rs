@@ -5,15 +5,11 @@ use crate::testing::{FakeBenchmarker, MemoryStore, ScriptedAgent};
 use crate::{Comparison, DType, KernelKind, Verdict};
 
 fn target(id: &str, fraction: f64) -> Target {
-    Target {
-        layout: Default::default(),
-        id: id.into(),
-        kind: KernelKind::Softmax,
-        shapes: vec![crate::Shape(vec![64, 64])],
-        dtype: DType::Float16,
-        fraction,
-        op: "aten::softmax".into(),
-    }
+    Target::new(id, KernelKind::Softmax)
+        .with_shapes(vec![crate::Shape(vec![64, 64])])
+        .with_dtype(DType::Float16)
+        .with_fraction(fraction)
+        .with_op("aten::softmax")
 }
 
 fn src(latency: f64, extra: &str) -> String {
@@ -863,4 +859,122 @@ async fn candidates_get_the_scaled_limit_and_baselines_the_full_one() {
     assert_eq!(limits[0], Duration::from_secs(600), "the baseline");
     // the fake judges in microseconds: 10 x that is below the floor
     assert_eq!(limits[1], Duration::from_secs(5), "the candidate");
+}
+
+/// Shows what the history it is given says of each row's configuration, then gives up.
+#[derive(Default)]
+struct ConfigProbe {
+    seen: Vec<Option<String>>,
+}
+
+#[async_trait::async_trait]
+impl Agent for ConfigProbe {
+    fn name(&self) -> String {
+        "probe".into()
+    }
+    async fn propose(&mut self, ctx: &ProposalContext<'_>) -> Result<Proposal, AgentError> {
+        self.seen = ctx
+            .history
+            .iter()
+            .map(|r| {
+                r.config
+                    .as_ref()
+                    .map(|c| crate::pyliteral::PyValue::Dict(c.values.clone()).to_string())
+            })
+            .collect();
+        Ok(Proposal::Exhausted)
+    }
+}
+
+fn configured(latency: f64, block: i64, extra: &str) -> String {
+    src(
+        latency,
+        &format!("CONFIG = {{\"BLOCK\": {block}}}\n{extra}"),
+    )
+}
+
+/// Runs a baseline (BLOCK 1), a kept candidate (BLOCK 2), a failed one (BLOCK 4) and an
+/// invalid proposal; returns the store and what a fresh loop over the reopened log shows
+/// its agent, after `prepare` has had the store.
+async fn resumed_history(prepare: impl FnOnce(&mut MemoryStore)) -> Vec<Option<String>> {
+    let fx = Fixture::new();
+    let t = target("t", 1.0);
+    let mut agent = ScriptedAgent::candidates(&[
+        ("two", &configured(80.0, 2, "")),
+        ("four", &configured(70.0, 4, "# verdict = FAIL")),
+    ]);
+    agent.script.push_back(Proposal::Invalid {
+        class: crate::InvalidClass::NoCode,
+        detail: "no code".into(),
+        usage: None,
+    });
+    let mut l = OptimizationLoop::new(
+        agent,
+        FakeBenchmarker::from_comments(),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    );
+    l.run(
+        vec![(t.clone(), configured(100.0, 1, ""))],
+        &Interrupt::new(),
+    )
+    .await
+    .unwrap();
+    // the loop's own rows carry what the candidates declared
+    let configs: Vec<Option<String>> = l
+        .log()
+        .rows()
+        .iter()
+        .map(|r| r.config.as_ref().map(|c| format!("{:?}", c.values)))
+        .collect();
+    assert_eq!(configs.len(), 4);
+    assert!(configs[..3].iter().all(Option::is_some), "{configs:?}");
+    assert_eq!(configs[3], None, "an invalid row benchmarked nothing");
+    let mut store = std::mem::replace(&mut l.store, MemoryStore::new(fx.dir.path()));
+    prepare(&mut store);
+    // reopened from results.tsv alone: no configuration column there
+    let log = fx.log();
+    assert!(log.rows().iter().all(|r| r.config.is_none()));
+    let mut l = OptimizationLoop::new(
+        ConfigProbe::default(),
+        FakeBenchmarker::from_comments(),
+        store,
+        log,
+        fx.options(),
+    );
+    l.run(vec![(t, configured(100.0, 1, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    std::mem::take(&mut l.agent.seen)
+}
+
+#[tokio::test]
+async fn a_resumed_run_shows_its_agent_the_configurations_kept_in_the_notes() {
+    let seen = resumed_history(|_| {}).await;
+    assert_eq!(
+        seen,
+        [
+            Some("{\"BLOCK\": 1}".to_string()),
+            Some("{\"BLOCK\": 2}".to_string()),
+            Some("{\"BLOCK\": 4}".to_string()),
+            None,
+        ]
+    );
+}
+
+/// A workspace written before notes kept configurations: each benchmarked row's
+/// configuration is read from the kernel.py its commit holds.
+#[tokio::test]
+async fn without_configurations_in_the_notes_a_resume_reads_them_from_the_commits() {
+    let seen = resumed_history(MemoryStore::forget_notes).await;
+    assert_eq!(
+        seen,
+        [
+            Some("{\"BLOCK\": 1}".to_string()),
+            Some("{\"BLOCK\": 2}".to_string()),
+            Some("{\"BLOCK\": 4}".to_string()),
+            None,
+        ]
+    );
 }

@@ -5,6 +5,7 @@ mod basics;
 mod locks;
 mod loop_run;
 mod many;
+mod notes;
 mod reconcile;
 mod refuse;
 mod revert;

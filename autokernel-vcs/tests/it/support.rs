@@ -63,15 +63,11 @@ mod shared_cases;
 pub use shared_cases::shared_cases_dir;
 
 pub fn target(id: &str) -> Target {
-    Target {
-        layout: Default::default(),
-        id: id.into(),
-        kind: KernelKind::Softmax,
-        shapes: vec![Shape(vec![64, 64])],
-        dtype: DType::Float16,
-        fraction: 0.5,
-        op: "aten::softmax".into(),
-    }
+    Target::new(id, KernelKind::Softmax)
+        .with_shapes(vec![Shape(vec![64, 64])])
+        .with_dtype(DType::Float16)
+        .with_fraction(0.5)
+        .with_op("aten::softmax")
 }
 
 pub fn options(tag: &str) -> StoreOptions {
@@ -122,6 +118,7 @@ pub fn record(n: u64, target: &str, commit: &CommitId, decision: Decision) -> Ex
         peak_vram_mb: None,
         duration_s: 0.1,
         head_to_head: None,
+        config: None,
     }
 }
 
