@@ -228,7 +228,7 @@ pub(crate) fn plan(kind: &KindSpec, job: &BenchJob, on_gpu: bool) -> Result<Plan
     let edge_shapes = if quick {
         &all_edge_shapes[..1]
     } else {
-        &all_edge_shapes[..]
+        all_edge_shapes
     };
     let edge: Vec<Case> = edge_shapes
         .iter()
