@@ -17,7 +17,7 @@ fn judge(c: &mut Criterion) {
     });
     let out = reference.mapv(|r| r * (1.0 + 1e-3));
     let ctx = CaseContext {
-        kind: KernelKind::Rmsnorm,
+        kind: "rmsnorm",
         stage: Stage::ShapeSweep,
         shape: &shape,
         dtype: DType::Float16,

@@ -1,14 +1,15 @@
-"""The kernel catalogue's Python side: inputs, references and output specs of the nine kinds.
+"""The kernel catalogue's Python side: what must be Python, in one registry keyed by kind.
 
-Imported by the bench worker's harness (``harness.py``). Pure functions, no global state:
-the same ``(kind, shape, dtype, seed, mode)`` always gives bitwise the same tensors, on any
-device (generated on the CPU with a seeded ``torch.Generator``, then moved).
+Every kind's facts (input names and dims, shape sets, dtypes, tolerances, output shape) are
+written once, in Rust (``autokernel-core/src/catalogue.rs``); the bench worker hands them
+to :func:`load_catalogue` as JSON when it starts. This module keeps, per kind, only its
+input generator, its float32 reference and its eager PyTorch baseline, in
+:data:`REGISTRY` (:func:`register`); the worker refuses to start when the two sides
+disagree (a kind on one side only, other input names or shapes). docs/kernels.md,
+"Adding a kind", lists the places a new kind touches.
 
-Shapes are the problem shapes of ``KernelKind::dim_names`` in
-``autokernel-core/src/kernel.rs``: matmul ``[M, N, K]``; softmax, layernorm, rmsnorm and
-reduce ``[rows, cols]``; cross_entropy ``[rows, vocab]``; flash_attention and
-rotary_embedding ``[batch, heads, seq, head_dim]``; fused_mlp ``[tokens, hidden,
-intermediate]``.
+Imported by the bench worker's harness (``harness.py``). Pure functions: the same
+``(kind, shape, dtype, seed, mode)`` always gives bitwise the same tensors on a device.
 
 Precision policy (one policy, applied to the reference and the candidate alike; the
 harness calls :func:`apply_precision_policy` once before loading anything):
@@ -45,65 +46,60 @@ import math
 import torch
 import torch.nn.functional as F
 
-KINDS = [
-    "matmul",
-    "softmax",
-    "layernorm",
-    "rmsnorm",
-    "flash_attention",
-    "fused_mlp",
-    "cross_entropy",
-    "rotary_embedding",
-    "reduce",
-]
-"""The nine kernel kinds, in the order of ``KernelKind::ALL``."""
-
-INPUT_NAMES = {
-    "matmul": ["A", "B"],
-    "softmax": ["x"],
-    "layernorm": ["x", "weight", "bias"],
-    "rmsnorm": ["x", "weight"],
-    "flash_attention": ["Q", "K", "V"],
-    "fused_mlp": ["x", "w_gate", "w_up", "w_down"],
-    "cross_entropy": ["logits", "targets"],
-    "rotary_embedding": ["x", "cos", "sin"],
-    "reduce": ["x"],
-}
-"""Keyword names of ``kernel_fn``'s inputs per kind, in order (= ``KernelKind::input_names``)."""
-
-DIM_NAMES = {
-    "matmul": ["M", "N", "K"],
-    "softmax": ["rows", "cols"],
-    "layernorm": ["rows", "cols"],
-    "rmsnorm": ["rows", "cols"],
-    "reduce": ["rows", "cols"],
-    "cross_entropy": ["rows", "vocab"],
-    "flash_attention": ["batch", "heads", "seq", "head_dim"],
-    "rotary_embedding": ["batch", "heads", "seq", "head_dim"],
-    "fused_mlp": ["tokens", "hidden", "intermediate"],
-}
-"""Names of the problem-shape dims per kind (= ``KernelKind::dim_names``)."""
+import types
+from typing import Callable, NamedTuple, Optional
 
 MODES = ["normal", "large", "small", "mixed", "zeros", "constant", "masked"]
-"""Input modes accepted by :func:`make_inputs` (``masked`` only by :data:`MASKED_KINDS`)."""
+"""Input modes accepted by :func:`make_inputs` (``masked`` only by kinds whose catalogue
+entry has ``masked_rows``)."""
 
-MASKED_KINDS = ["softmax", "cross_entropy"]
-"""Kinds whose rows may hold -inf, as attention and vocabulary-padding masks leave them
-(= ``KernelKind::takes_masked_rows``): the ``masked`` mode feeds them rows with -inf
-columns at either end."""
 
-TINY_SHAPES = {
-    "matmul": [16, 16, 16],
-    "softmax": [4, 32],
-    "layernorm": [4, 32],
-    "rmsnorm": [4, 32],
-    "flash_attention": [1, 2, 16, 16],
-    "fused_mlp": [4, 16, 32],
-    "cross_entropy": [4, 32],
-    "rotary_embedding": [1, 2, 8, 16],
-    "reduce": [4, 32],
-}
-"""One small problem shape per kind, to run each reference once when the worker starts."""
+class Kind(NamedTuple):
+    """What must be Python about one kind (immutable: the harness keeps its own copy).
+
+    ``make_inputs(dims, dtype, g, mode)`` returns float32 (or int64) tensors keyed by the
+    catalogue's input names, generated with the ``torch.Generator`` `g` on the current
+    default device; :func:`make_inputs` rounds the float ones to `dtype`.
+    ``reference(inputs)`` computes the output in float32 from float32 copies.
+    ``eager(inputs)`` is the PyTorch a user would run in the inputs' dtype (the speedup's
+    baseline); ``None`` times the reference instead.
+    """
+
+    make_inputs: Callable
+    reference: Callable
+    eager: Optional[Callable] = None
+
+
+REGISTRY: dict = {}
+"""Kind name → :class:`Kind`; filled by :func:`register` (built-ins below, extension
+modules the worker imports after them)."""
+
+_SPECS = types.MappingProxyType({})
+
+
+def register(name: str, *, make_inputs: Callable, reference: Callable, eager: Optional[Callable] = None) -> None:
+    """Registers kind `name`'s Python side; `name` must also be in the catalogue."""
+    if name in REGISTRY:
+        raise ValueError(f"kind {name!r} is registered twice")
+    REGISTRY[name] = Kind(make_inputs, reference, eager)
+
+
+def load_catalogue(text: str) -> None:
+    """Takes the catalogue JSON the worker was started with (``Catalogue::to_json``)."""
+    global _SPECS
+    import json
+
+    _SPECS = types.MappingProxyType({k["name"]: k for k in json.loads(text)["kinds"]})
+
+
+def spec(kind: str) -> dict:
+    """The catalogue entry of `kind` (``KindSpec`` as JSON). Raises ValueError when the
+    kind is not in the catalogue."""
+    try:
+        return _SPECS[kind]
+    except KeyError:
+        raise ValueError(f"unknown kernel kind {kind!r}; expected one of {', '.join(_SPECS)}") from None
+
 
 LAYOUTS = ["contiguous", "b_transposed"]
 """Memory layouts accepted by :func:`make_inputs` (``autokernel_core::Layout``)."""
@@ -170,23 +166,19 @@ def patch_triton_interpreter() -> bool:
 
 def modes(kind: str) -> list[str]:
     """The input modes `kind` takes: every one of :data:`MODES` but ``masked``, which only
-    :data:`MASKED_KINDS` take."""
-    return [m for m in MODES if m != "masked" or kind in MASKED_KINDS]
+    kinds with ``masked_rows`` take."""
+    return [m for m in MODES if m != "masked" or spec(kind)["masked_rows"]]
 
 
 def _check(kind: str, shape, mode: str) -> list[int]:
-    if kind not in INPUT_NAMES:
-        raise ValueError(f"unknown kernel kind {kind!r}; expected one of {', '.join(KINDS)}")
+    names = spec(kind)["dim_names"]
     dims = [int(d) for d in shape]
-    if len(dims) != len(DIM_NAMES[kind]) or any(d <= 0 for d in dims):
-        raise ValueError(
-            f"a {kind} shape has {len(DIM_NAMES[kind])} positive dims "
-            f"({', '.join(DIM_NAMES[kind])}), got {list(shape)}"
-        )
+    if len(dims) != len(names) or any(d <= 0 for d in dims):
+        raise ValueError(f"a {kind} shape has {len(names)} positive dims ({', '.join(names)}), got {list(shape)}")
     if mode not in MODES:
         raise ValueError(f"unknown input mode {mode!r}; expected one of {', '.join(MODES)}")
-    if mode == "masked" and kind not in MASKED_KINDS:
-        raise ValueError(f"the masked mode is for {', '.join(MASKED_KINDS)}, not {kind}")
+    if mode == "masked" and not spec(kind)["masked_rows"]:
+        raise ValueError(f"the masked mode is for kinds whose rows may hold -inf, not {kind}")
     return dims
 
 
@@ -297,8 +289,8 @@ def _reduce_large(g, rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: str = "normal",
-                layout: str = "contiguous") -> dict:
-    """Fresh tensors for ``kernel_fn(**inputs)``, keyed by ``INPUT_NAMES[kind]``.
+                layout: str = "contiguous", registry=None) -> dict:
+    """Fresh tensors for ``kernel_fn(**inputs)``, keyed by the catalogue's input names.
 
     `shape` is the problem shape of ``KernelKind::dim_names`` (see the module docstring);
     `dtype` the floating dtype of every float input; `device` where the tensors go
@@ -315,6 +307,9 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
     ``"contiguous"``; ``"b_transposed"``, matmul's ``B`` as the transpose of a contiguous
     ``[N, K]`` tensor (strides ``(1, K)``), the way ``nn.Linear`` hands its weight over.
 
+    `registry` is where the kind's generator is looked up (:data:`REGISTRY` by default;
+    the harness passes its own frozen copy).
+
     Raises ValueError for an unknown kind, mode or layout, or a shape of the wrong rank.
     """
     dims = _check(kind, shape, mode)
@@ -325,15 +320,25 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
     # call below allocates on `device` (torch.device as a context manager).
     g = torch.Generator(device=torch.device(device))
     g.manual_seed(int(seed))
+    entry = _entry(kind, registry)
     with torch.device(device):
-        inputs = _make_inputs(kind, dims, dtype, device, g, mode)
+        inputs = _finish(entry.make_inputs(dims, dtype, g, mode), dtype, device)
     if layout == "b_transposed" and kind == "matmul":
         inputs["B"] = inputs["B"].t().contiguous().t()
     return inputs
 
 
-def _make_inputs(kind: str, dims, dtype: torch.dtype, device, g: torch.Generator, mode: str) -> dict:
-    """The body of :func:`make_inputs`, run with `device` as the default device."""
+def _entry(kind: str, registry) -> Kind:
+    spec(kind)
+    try:
+        return (REGISTRY if registry is None else registry)[kind]
+    except KeyError:
+        raise ValueError(f"kind {kind!r} has no registered input generator and reference") from None
+
+
+def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mode: str) -> dict:
+    """The built-in kinds' input generators (float32 tensors), run with the target device
+    as the default device."""
     dmax = _dtype_max(dtype)
     large = _LARGE.get(dtype, _LARGE[torch.float32])
     t: dict[str, torch.Tensor] = {}
@@ -474,13 +479,27 @@ def _make_inputs(kind: str, dims, dtype: torch.dtype, device, g: torch.Generator
         cos, sin = rotary_tables(s, d)
         t = {"x": x, "cos": cos, "sin": sin}
 
-    return _finish(t, dtype, device)
+    return t
 
 
-def reference(kind: str, inputs: dict) -> torch.Tensor:
-    """The PyTorch reference, computed in float32 from float32 copies of `inputs`.
+def reference(kind: str, inputs: dict, registry=None) -> torch.Tensor:
+    """The PyTorch reference, computed in float32 from float32 copies of `inputs`: a
+    contiguous float32 tensor of the catalogue's output shape."""
+    f = {k: (v.float() if v.is_floating_point() else v) for k, v in inputs.items()}
+    return _entry(kind, registry).reference(f).float().contiguous()
 
-    Returns a contiguous float32 tensor of the output's shape (see :func:`output_spec`).
+
+def eager(kind: str, inputs: dict, registry=None) -> torch.Tensor:
+    """What a user runs without a custom kernel, in the inputs' dtype: the baseline of the
+    speedup. A kind registered without one times its reference."""
+    entry = _entry(kind, registry)
+    if entry.eager is None:
+        return entry.reference({k: (v.float() if v.is_floating_point() else v) for k, v in inputs.items()})
+    return entry.eager(inputs)
+
+
+def _builtin_reference(kind: str, f: dict) -> torch.Tensor:
+    """The built-in kinds' references, on float32 inputs `f`.
     Definitions: matmul ``A @ B``; softmax over the last dim; layernorm eps 1e-5 with
     weight and bias; rmsnorm ``x / sqrt(mean(x²) + 1e-6) · w``; causal attention with scale
     ``1/√d`` (explicit math, no fused kernel, so the precision policy governs it); SwiGLU
@@ -488,9 +507,6 @@ def reference(kind: str, inputs: dict) -> torch.Tensor:
     rotary, pairs ``(x[..., 2i], x[..., 2i+1])`` rotated by ``cos/sin[s, i]``; sum over the
     last dim.
     """
-    if kind not in INPUT_NAMES:
-        raise ValueError(f"unknown kernel kind {kind!r}; expected one of {', '.join(KINDS)}")
-    f = {k: (v.float() if v.is_floating_point() else v) for k, v in inputs.items()}
     if kind == "matmul":
         out = f["A"] @ f["B"]
     elif kind == "softmax":
@@ -520,30 +536,48 @@ def reference(kind: str, inputs: dict) -> torch.Tensor:
         out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
     else:  # reduce
         out = f["x"].sum(dim=-1)
-    return out.float().contiguous()
+    return out
 
 
-def output_spec(kind: str, inputs: dict) -> tuple[list[int], torch.dtype]:
-    """Shape and dtype the candidate must return for `inputs`.
-
-    The dtype is the inputs' float dtype, except cross_entropy: a 0-dim float32 tensor.
-    Shapes: matmul ``[M, N]``; softmax/layernorm/rmsnorm ``[rows, cols]``; reduce
-    ``[rows]``; flash_attention and rotary ``[b, h, s, d]``; fused_mlp ``[T, H]``.
-    """
+def _builtin_eager(kind: str, inputs: dict) -> torch.Tensor:
+    """The built-in kinds' eager PyTorch, in the inputs' dtype (fused ops where PyTorch has
+    them: ``F.rms_norm``, ``scaled_dot_product_attention``)."""
     if kind == "matmul":
-        a, b = inputs["A"], inputs["B"]
-        return [a.shape[0], b.shape[1]], a.dtype
-    if kind in ("softmax", "layernorm", "rmsnorm", "rotary_embedding"):
-        return list(inputs["x"].shape), inputs["x"].dtype
-    if kind == "reduce":
-        return list(inputs["x"].shape[:-1]), inputs["x"].dtype
+        return inputs["A"] @ inputs["B"]
+    if kind == "softmax":
+        return torch.softmax(inputs["x"], dim=-1)
+    if kind == "layernorm":
+        x = inputs["x"]
+        return F.layer_norm(x, (x.shape[-1],), inputs["weight"], inputs["bias"], LAYERNORM_EPS)
+    if kind == "rmsnorm":
+        x = inputs["x"]
+        return F.rms_norm(x, (x.shape[-1],), inputs["weight"], RMSNORM_EPS)
     if kind == "flash_attention":
-        return list(inputs["Q"].shape), inputs["Q"].dtype
+        return F.scaled_dot_product_attention(inputs["Q"], inputs["K"], inputs["V"], is_causal=True)
     if kind == "fused_mlp":
-        return list(inputs["x"].shape), inputs["x"].dtype
+        x = inputs["x"]
+        return F.linear(F.silu(F.linear(x, inputs["w_gate"])) * F.linear(x, inputs["w_up"]), inputs["w_down"])
     if kind == "cross_entropy":
-        return [], torch.float32
-    raise ValueError(f"unknown kernel kind {kind!r}; expected one of {', '.join(KINDS)}")
+        return F.cross_entropy(inputs["logits"].float(), inputs["targets"])
+    if kind == "rotary_embedding":
+        x, cos, sin = inputs["x"], inputs["cos"], inputs["sin"]
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    return inputs["x"].sum(dim=-1)  # reduce
+
+
+def _register_builtins() -> None:
+    for kind in ("matmul", "softmax", "layernorm", "rmsnorm", "flash_attention", "fused_mlp",
+                 "cross_entropy", "rotary_embedding", "reduce"):
+        register(
+            kind,
+            make_inputs=lambda dims, dtype, g, mode, k=kind: _builtin_inputs(k, dims, dtype, g, mode),
+            reference=lambda f, k=kind: _builtin_reference(k, f),
+            eager=lambda inputs, k=kind: _builtin_eager(k, inputs),
+        )
+
+
+_register_builtins()
 
 
 def tolerance_note(kind: str, dtype) -> str:

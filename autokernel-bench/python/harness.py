@@ -24,6 +24,7 @@ import statistics
 import sys
 import time
 import traceback
+import types
 
 _STATE = {
     "initialised": False,
@@ -49,11 +50,16 @@ def _now():
     return time.perf_counter()
 
 
-def init(device):
-    """Imports torch, numpy and triton for `device` ("auto" | "cuda" | "cpu").
+def init(device, catalogue_json, registry_modules_json="[]"):
+    """Imports torch, numpy and triton for `device` ("auto" | "cuda" | "cpu"), loads the
+    catalogue (JSON of ``Catalogue::to_json``) and the Python registry: the built-in kinds,
+    then each file of `registry_modules_json` (a JSON list of paths), which registers more
+    with ``catalogue.register``.
 
     In CPU mode TRITON_INTERPRET=1 is set before triton is imported. Returns JSON with the
-    device actually used, its name, versions and how long the imports took.
+    device actually used, its name, versions, how long the imports took, and `kinds`: for
+    each registered kind, the inputs its generator made at the catalogue's tiny shape
+    (name, shape, dtype) or the error it raised, for Rust to compare with the catalogue.
     """
     t0 = _now()
     import numpy
@@ -80,13 +86,18 @@ def init(device):
         sys.path.insert(0, here)
     import catalogue
 
+    catalogue.load_catalogue(catalogue_json)
+    for i, path in enumerate(json.loads(registry_modules_json)):
+        # an extension's kinds (docs/kernels.md, "Adding a kind"); runs before any candidate
+        spec = importlib.util.spec_from_file_location(f"autokernel_registry_{i}", path)
+        if spec is None or spec.loader is None:
+            raise SetupError(f"cannot load the registry module `{path}`")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
     # The precision policy (see catalogue.py): no TF32 for reference or candidate.
-    if hasattr(catalogue, "apply_precision_policy"):
-        catalogue.apply_precision_policy()
-    else:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    if not use_cuda and hasattr(catalogue, "patch_triton_interpreter"):
+    catalogue.apply_precision_policy()
+    if not use_cuda:
         catalogue.patch_triton_interpreter()
 
     _STATE["device"] = "cuda" if use_cuda else "cpu"
@@ -97,10 +108,12 @@ def init(device):
         numpy=numpy,
         triton=triton,
         catalogue=catalogue,
+        # a private, read-only copy: a candidate rebinding a registry entry changes nothing
+        kinds=types.MappingProxyType(dict(catalogue.REGISTRY)),
         make_inputs=catalogue.make_inputs,
         reference=catalogue.reference,
-        output_spec=catalogue.output_spec,
-        tolerance_note=getattr(catalogue, "tolerance_note", None),
+        eager=catalogue.eager,
+        tolerance_note=catalogue.tolerance_note,
         Tensor=torch.Tensor,
         equal=torch.equal,
         clone=torch.Tensor.clone,
@@ -124,7 +137,7 @@ def init(device):
         ProfilerActivity=torch.profiler.ProfilerActivity,
         float32=torch.float32,
     )
-    _exercise_references()
+    kinds = _exercise_references(json.loads(catalogue_json))
     name = torch.cuda.get_device_name() if use_cuda else "cpu"
     return json.dumps(
         {
@@ -135,25 +148,51 @@ def init(device):
             "python": sys.version.split()[0],
             "executable": sys.executable,
             "import_s": _now() - t0,
+            "kinds": kinds,
         }
     )
 
 
-def _exercise_references():
-    """Runs every kind's input generator, reference and eager op once on tiny inputs, on the
-    chosen device: whatever torch initialises lazily on first use (the CUDA context, cuBLAS,
-    backend choices, modules imported on demand) happens now, before Rust snapshots the
-    namespaces it guards, and never looks like a candidate's doing."""
-    cat = _P["catalogue"]
+def _exercise_references(catalogue_spec):
+    """Runs every registered kind's input generator, reference and eager op once at its
+    catalogue tiny shape (a kind the catalogue lacks at a shape of the rank its generator
+    is given), on the chosen device: whatever torch initialises lazily on first use (the
+    CUDA context, cuBLAS, modules imported on demand) happens now, before Rust snapshots
+    the namespaces it guards, and never looks like a candidate's doing. Returns, per kind,
+    {inputs: [[name, shape, dtype]], error} for Rust to compare with the catalogue."""
     torch = _P["torch"]
-    for kind, shape in getattr(cat, "TINY_SHAPES", {}).items():
+    tiny = {k["name"]: k["tiny_shape"] for k in catalogue_spec["kinds"]}
+    report = {}
+    for kind in _P["kinds"]:
+        entry = {"inputs": [], "error": None}
+        report[kind] = entry
+        if kind not in tiny:
+            continue  # Rust names it: registered but not in the catalogue
         try:
-            inputs = _P["make_inputs"](kind, shape, torch.float32, _STATE["device"], 0, "normal")
-            _P["reference"](kind, {k: v.clone() for k, v in inputs.items()})
+            inputs = _make(kind, tiny[kind], torch.float32, 0, "normal")
+            entry["inputs"] = [[k, [int(d) for d in v.shape], _dtype_name(v.dtype)] for k, v in inputs.items()]
+            _reference(kind, {k: v.clone() for k, v in inputs.items()})
             _eager(kind, inputs)
-        except Exception:  # noqa: BLE001 - only a warm-up; the stages report real failures
-            pass
+        except Exception as e:  # noqa: BLE001 - reported: the worker refuses to start
+            entry["error"] = f"{type(e).__name__}: {e}"
     _P["synchronize"]()
+    return report
+
+
+def _make(kind, shape, dtype, seed, mode, layout="contiguous"):
+    """Fresh inputs of `kind` from the harness's own registry copy."""
+    return _P["make_inputs"](kind, list(shape), dtype, _STATE["device"], int(seed), mode, layout,
+                             registry=_P["kinds"])
+
+
+def _reference(kind, inputs):
+    return _P["reference"](kind, inputs, registry=_P["kinds"])
+
+
+def _eager(kind, inputs):
+    """The PyTorch a user would run without a custom kernel, in the inputs' dtype: what the
+    speedup is measured against (the registry's `eager`, else the reference)."""
+    return _P["eager"](kind, inputs, registry=_P["kinds"])
 
 
 def status():
@@ -191,7 +230,7 @@ def guarded_names():
         "time.perf_counter",
         "catalogue.make_inputs",
         "catalogue.reference",
-        "catalogue.output_spec",
+        "catalogue.eager",
         "harness.run_case",
         "harness.time_kernel",
         "harness.compare",
@@ -423,28 +462,23 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
 
     Returns (json, outputs, reference): outputs is a list of float32 numpy copies (one per
     call that produced a checkable tensor), reference the float32 numpy reference. The JSON
-    holds `expected_shape`, `expected_dtype`, `out_shape`, `out_dtype`, `problems` (list of
+    holds `out_shape`, `out_dtype` (Rust compares them with the catalogue), `problems` (list of
     {kind, message}), `error` (the candidate raised: message, traceback, cuda_error),
     `ops` (aten ops dispatched, when recorded) and `note` (the catalogue's likely cause).
     """
     torch = _P["torch"]
     device = _STATE["device"]
     dt = _dtype(dtype)
-    gen = _P["make_inputs"](kind, list(shape), dt, device, int(seed), mode, layout)
+    gen = _make(kind, shape, dt, seed, mode, layout)
     ref_inputs = {k: _P["clone"](v) for k, v in gen.items()}
-    exp_shape, exp_dtype = _P["output_spec"](kind, ref_inputs)
-    ref = _P["reference"](kind, ref_inputs)
+    ref = _reference(kind, ref_inputs)
     _P["synchronize"]()
     ref_host = _to_host(ref)
-    note = None
-    if _P["tolerance_note"] is not None:
-        try:
-            note = _P["tolerance_note"](kind, dt)
-        except Exception:  # noqa: BLE001 - an optional hint
-            note = None
+    try:
+        note = _P["tolerance_note"](kind, dt)
+    except Exception:  # noqa: BLE001 - an optional hint
+        note = None
     meta = {
-        "expected_shape": [int(d) for d in exp_shape],
-        "expected_dtype": _dtype_name(exp_dtype),
         "out_shape": None,
         "out_dtype": None,
         "problems": [],
@@ -532,40 +566,6 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
 # ---------------------------------------------------------------------------------------
 # Timing
 # ---------------------------------------------------------------------------------------
-
-
-def _eager(kind, inputs):
-    """The PyTorch eager implementation in the inputs' dtype: what a user would run without
-    a custom kernel, and what the speedup is measured against."""
-    cat = _P["catalogue"]
-    if hasattr(cat, "eager"):
-        return cat.eager(kind, inputs)
-    torch = _P["torch"]
-    F = torch.nn.functional
-    if kind == "matmul":
-        return inputs["A"] @ inputs["B"]
-    if kind == "softmax":
-        return torch.softmax(inputs["x"], dim=-1)
-    if kind == "layernorm":
-        x = inputs["x"]
-        return F.layer_norm(x, (x.shape[-1],), inputs["weight"], inputs["bias"], 1e-5)
-    if kind == "rmsnorm":
-        x = inputs["x"]
-        return F.rms_norm(x, (x.shape[-1],), inputs["weight"], 1e-6)
-    if kind == "flash_attention":
-        return F.scaled_dot_product_attention(inputs["Q"], inputs["K"], inputs["V"], is_causal=True)
-    if kind == "fused_mlp":
-        x = inputs["x"]
-        return F.linear(F.silu(F.linear(x, inputs["w_gate"])) * F.linear(x, inputs["w_up"]), inputs["w_down"])
-    if kind == "cross_entropy":
-        return F.cross_entropy(inputs["logits"].float(), inputs["targets"])
-    if kind == "rotary_embedding":
-        x, cos, sin = inputs["x"], inputs["cos"], inputs["sin"]
-        x1, x2 = x[..., 0::2], x[..., 1::2]
-        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
-    if kind == "reduce":
-        return inputs["x"].sum(dim=-1)
-    raise ValueError(f"unknown kind {kind}")
 
 
 # The batch overrules only when the host spent at least this share of it waiting on the
@@ -782,7 +782,7 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="co
     torch = _P["torch"]
     dt = _dtype(dtype)
     device = _STATE["device"]
-    inputs = _P["make_inputs"](kind, list(shape), dt, device, int(seed), "normal", layout)
+    inputs = _make(kind, shape, dt, seed, "normal", layout)
     fn = candidate.fn
     result = {"latency_us": None, "reference_latency_us": None, "compiled_latency_us": None,
               "compiled_error": None, "peak_vram_mb": None, "config_keys_read": None}
@@ -812,7 +812,7 @@ def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout=
     """Times incumbent and candidate interleaved `repetitions` times (alternating which goes
     first). Returns JSON lists `incumbent_us` and `candidate_us`, one per repetition."""
     dt = _dtype(dtype)
-    inputs = _P["make_inputs"](kind, list(shape), dt, _STATE["device"], int(seed), "normal", layout)
+    inputs = _make(kind, shape, dt, seed, "normal", layout)
     inc, cand = [], []
     _spin_up()
     for r in range(int(repetitions)):

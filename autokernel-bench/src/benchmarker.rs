@@ -70,7 +70,7 @@ impl Benchmarker for PyWorkerBenchmarker {
         let sha = format!("{:x}", Sha256::digest(&bytes));
         let job = BenchJob {
             kernel_path: path.clone(),
-            kind: request.kind,
+            kind: request.kind.map(|k| k.name().to_string()),
             extra_shapes: request.extra_shapes.clone(),
             timing: request.timing.clone(),
             dtypes: request.dtypes.clone(),
@@ -115,17 +115,10 @@ impl Benchmarker for PyWorkerBenchmarker {
             },
             Err(e) => return Err(e.into()),
         };
+        // the worker died before reporting the kind: the request's, else the file's literal
         let kind = request
             .kind
-            .or_else(|| declared_kind(&String::from_utf8_lossy(&bytes)))
-            .ok_or_else(|| BenchError::UnlabelledVerdict {
-                verdict: verdict.label().to_string(),
-                reason: format!(
-                    "{} (and `{}` declares no literal KERNEL_KIND, e.g. KERNEL_KIND = \"softmax\", to label the result with)",
-                    verdict.reason().unwrap_or_default(),
-                    path.display()
-                ),
-            })?;
+            .or_else(|| declared_kind(&String::from_utf8_lossy(&bytes)));
         let device = match self.worker.device_name().await {
             Some((d, name)) if d == "cuda" => format!("cuda ({name})"),
             _ => match request.device {
@@ -162,7 +155,7 @@ impl Benchmarker for PyWorkerBenchmarker {
         let job = CompareJob {
             incumbent: abs(&request.incumbent)?,
             candidate: abs(&request.candidate)?,
-            kind: request.kind,
+            kind: request.kind.name().to_string(),
             timing: request.timing.clone(),
             repetitions: request.repetitions,
             layout: request.layout,

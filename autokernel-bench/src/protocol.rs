@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use autokernel_core::{DType, KernelKind, Layout, Shape};
+use autokernel_core::{DType, Layout, Shape};
 use serde::{Deserialize, Serialize};
 
 /// Environment variables the parent sets for the worker.
@@ -17,6 +17,10 @@ pub(crate) mod env {
     pub const PYTHON: &str = "AUTOKERNEL_WORKER_PYTHON";
     /// `auto`, `cuda` or `cpu`.
     pub const DEVICE: &str = "AUTOKERNEL_WORKER_DEVICE";
+    /// The kernel catalogue, as JSON (`Catalogue::to_json`).
+    pub const CATALOGUE: &str = "AUTOKERNEL_WORKER_CATALOGUE";
+    /// Extra Python registry modules, joined like `PATH`.
+    pub const REGISTRY: &str = "AUTOKERNEL_WORKER_REGISTRY";
     /// Address-space limit (RLIMIT_AS) in MB, for tests of runaway allocation on the CPU.
     pub const MEMORY_LIMIT_MB: &str = "AUTOKERNEL_WORKER_MEMORY_LIMIT_MB";
 }
@@ -57,7 +61,8 @@ pub(crate) enum Request {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct BenchJob {
     pub kernel_path: PathBuf,
-    pub kind: Option<KernelKind>,
+    /// The kind's catalogue name; `None` takes the file's `KERNEL_KIND`.
+    pub kind: Option<String>,
     pub extra_shapes: Vec<Shape>,
     pub timing: Option<(Shape, DType)>,
     /// Dtypes to judge; empty: the kind's for the device.
@@ -76,7 +81,8 @@ pub(crate) struct BenchJob {
 pub(crate) struct CompareJob {
     pub incumbent: PathBuf,
     pub candidate: PathBuf,
-    pub kind: KernelKind,
+    /// The kind's catalogue name.
+    pub kind: String,
     pub timing: (Shape, DType),
     pub repetitions: u32,
     /// How the inputs are laid out.

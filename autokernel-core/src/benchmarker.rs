@@ -297,8 +297,11 @@ pub struct Metrics {
 /// The full result of judging one `kernel.py`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchResult {
-    /// The kind the file declared.
-    pub kind: KernelKind,
+    /// The kind the file declared; `None` when it is unknown: the candidate crashed, timed
+    /// out or tampered before declaring one (and the request named none), or it declared a
+    /// kind that is not a [`KernelKind`] (a catalogue extension's kind, named in the load
+    /// stage's report).
+    pub kind: Option<KernelKind>,
     /// The verdict.
     pub correctness: Correctness,
     /// One report per stage that ran.
@@ -454,17 +457,6 @@ pub enum BenchError {
         /// What happened, with the tail of the worker's stderr.
         message: String,
     },
-    /// The candidate crashed, timed out or tampered before it could say what it is: no
-    /// literal `KERNEL_KIND` in the file and none in the request, so no [`BenchResult`] can
-    /// be labelled. The verdict is the candidate's, not the environment's (`autokernel
-    /// bench` reports it as such and exits 1).
-    #[error("{verdict}: {reason}")]
-    UnlabelledVerdict {
-        /// `CRASH`, `TIMEOUT` or `TAMPER`.
-        verdict: String,
-        /// What happened, and that the file declares no literal `KERNEL_KIND`.
-        reason: String,
-    },
     /// The request itself is invalid (e.g. a shape of the wrong rank, CUDA asked but absent).
     #[error("invalid bench request: {0}")]
     Request(String),
@@ -526,7 +518,7 @@ mod tests {
 
     fn result(correctness: Correctness, stages: Vec<StageReport>) -> BenchResult {
         BenchResult {
-            kind: crate::KernelKind::Softmax,
+            kind: Some(crate::KernelKind::Softmax),
             correctness,
             stages,
             metrics: None,

@@ -1,10 +1,13 @@
-//! Kernel kinds, dtypes, shapes and the catalogue of each kind: inputs, shape sets,
-//! tolerances, forbidden reference ops, and the FLOP and byte formulas of the roofline.
+//! Kernel kinds, dtypes and shapes. Each kind's facts (inputs, shape sets, tolerances,
+//! forbidden reference ops, FLOP and byte formulas) live in its catalogue entry
+//! ([`crate::Catalogue`]); [`KernelKind`]'s methods read it.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+use crate::catalogue::{Catalogue, KindSpec};
 
 /// The kinds of kernel autokernel knows how to judge and optimise, by the field's names.
 ///
@@ -161,45 +164,28 @@ impl KernelKind {
         }
     }
 
+    /// The kind's catalogue entry ([`crate::Catalogue::builtin`]): every fact below is
+    /// read from it.
+    pub fn spec(self) -> &'static KindSpec {
+        let spec = &Catalogue::builtin().kinds[self as usize];
+        debug_assert_eq!(spec.name, self.name());
+        spec
+    }
+
     /// Keyword names of `kernel_fn`'s inputs, in order.
-    pub fn input_names(self) -> &'static [&'static str] {
-        match self {
-            KernelKind::Matmul => &["A", "B"],
-            KernelKind::Softmax | KernelKind::Reduce => &["x"],
-            KernelKind::Layernorm => &["x", "weight", "bias"],
-            KernelKind::Rmsnorm => &["x", "weight"],
-            KernelKind::FlashAttention => &["Q", "K", "V"],
-            KernelKind::FusedMlp => &["x", "w_gate", "w_up", "w_down"],
-            KernelKind::CrossEntropy => &["logits", "targets"],
-            KernelKind::RotaryEmbedding => &["x", "cos", "sin"],
-        }
+    pub fn input_names(self) -> Vec<&'static str> {
+        self.spec().input_names()
     }
 
     /// Names of the dims of this kind's problem shape (see [`Shape`]).
-    pub fn dim_names(self) -> &'static [&'static str] {
-        match self {
-            KernelKind::Matmul => &["M", "N", "K"],
-            KernelKind::Softmax
-            | KernelKind::Layernorm
-            | KernelKind::Rmsnorm
-            | KernelKind::Reduce => &["rows", "cols"],
-            KernelKind::CrossEntropy => &["rows", "vocab"],
-            KernelKind::FlashAttention | KernelKind::RotaryEmbedding => {
-                &["batch", "heads", "seq", "head_dim"]
-            }
-            KernelKind::FusedMlp => &["tokens", "hidden", "intermediate"],
-        }
+    pub fn dim_names(self) -> Vec<&'static str> {
+        self.spec().dim_names.iter().map(String::as_str).collect()
     }
 
     /// Whether the kind is memory- or compute-bound at its `gpu` shapes (its arithmetic
     /// intensity against an H100/H200-class ridge point of ~200 FLOP/byte).
     pub fn bound(self) -> Bound {
-        match self {
-            KernelKind::Matmul | KernelKind::FlashAttention | KernelKind::FusedMlp => {
-                Bound::Compute
-            }
-            _ => Bound::Memory,
-        }
+        self.spec().bound
     }
 
     /// The shapes of the given set (see [`ShapeSet`]).
@@ -208,38 +194,7 @@ impl KernelKind {
     /// the sizes of real models (and of the roofline targets); `edge` shapes are not powers
     /// of two, to catch masking bugs.
     pub fn shapes(self, set: ShapeSet) -> Vec<Shape> {
-        let raw: &[&[u64]] = match (self, set) {
-            (KernelKind::Matmul, ShapeSet::Cpu) => &[&[64, 64, 64], &[128, 64, 32]],
-            (KernelKind::Matmul, ShapeSet::Gpu) => &[&[4096, 4096, 4096], &[4096, 11008, 4096]],
-            (KernelKind::Matmul, ShapeSet::Edge) => &[&[67, 45, 93], &[1, 33, 17]],
-            (KernelKind::Softmax, ShapeSet::Cpu) => &[&[8, 128], &[16, 256]],
-            (KernelKind::Softmax, ShapeSet::Gpu) => &[&[4096, 4096], &[8192, 8192], &[4096, 50257]],
-            (KernelKind::Softmax, ShapeSet::Edge) => &[&[7, 1000], &[33, 77]],
-            (KernelKind::Layernorm | KernelKind::Rmsnorm, ShapeSet::Cpu) => {
-                &[&[8, 128], &[16, 256]]
-            }
-            (KernelKind::Layernorm, ShapeSet::Gpu) => &[&[4096, 4096], &[8192, 8192]],
-            (KernelKind::Rmsnorm, ShapeSet::Gpu) => &[&[4096, 4096], &[8192, 8192]],
-            (KernelKind::Layernorm | KernelKind::Rmsnorm, ShapeSet::Edge) => {
-                &[&[7, 1000], &[33, 77]]
-            }
-            (KernelKind::FlashAttention, ShapeSet::Cpu) => &[&[1, 2, 32, 16], &[2, 2, 64, 32]],
-            (KernelKind::FlashAttention, ShapeSet::Gpu) => &[&[1, 32, 2048, 128]],
-            (KernelKind::FlashAttention, ShapeSet::Edge) => &[&[1, 3, 37, 64]],
-            (KernelKind::FusedMlp, ShapeSet::Cpu) => &[&[16, 32, 64], &[32, 64, 96]],
-            (KernelKind::FusedMlp, ShapeSet::Gpu) => &[&[2048, 4096, 11008]],
-            (KernelKind::FusedMlp, ShapeSet::Edge) => &[&[13, 40, 72]],
-            (KernelKind::CrossEntropy, ShapeSet::Cpu) => &[&[8, 128], &[16, 500]],
-            (KernelKind::CrossEntropy, ShapeSet::Gpu) => &[&[4096, 50257], &[4096, 32000]],
-            (KernelKind::CrossEntropy, ShapeSet::Edge) => &[&[7, 1000], &[33, 77]],
-            (KernelKind::RotaryEmbedding, ShapeSet::Cpu) => &[&[1, 2, 16, 32], &[2, 2, 32, 64]],
-            (KernelKind::RotaryEmbedding, ShapeSet::Gpu) => &[&[1, 32, 2048, 128]],
-            (KernelKind::RotaryEmbedding, ShapeSet::Edge) => &[&[1, 3, 37, 48]],
-            (KernelKind::Reduce, ShapeSet::Cpu) => &[&[8, 128], &[16, 256]],
-            (KernelKind::Reduce, ShapeSet::Gpu) => &[&[8192, 8192], &[4096, 4096]],
-            (KernelKind::Reduce, ShapeSet::Edge) => &[&[7, 1000], &[33, 77]],
-        };
-        raw.iter().map(|d| Shape(d.to_vec())).collect()
+        self.spec().shapes(set).to_vec()
     }
 
     /// Dtypes swept by the shape-sweep stage on the given device class.
@@ -247,11 +202,7 @@ impl KernelKind {
     /// Triton's interpreter computes with numpy, which has no bfloat16, so CPU mode sweeps
     /// float32 and float16 only.
     pub fn dtypes(self, on_gpu: bool) -> Vec<DType> {
-        if on_gpu {
-            DType::ALL.to_vec()
-        } else {
-            vec![DType::Float32, DType::Float16]
-        }
+        self.spec().dtypes(on_gpu).to_vec()
     }
 
     /// Whether the kind's rows may hold -inf, as attention masks and padded vocabularies
@@ -259,7 +210,7 @@ impl KernelKind {
     /// with -inf columns at either end (the `masked` input mode of `python/catalogue.py`) at
     /// the timing shape, and unless quick at the first shape of the set and the edge shapes.
     pub fn takes_masked_rows(self) -> bool {
-        matches!(self, KernelKind::Softmax | KernelKind::CrossEntropy)
+        self.spec().masked_rows
     }
 
     /// Whether `autokernel verify` can plug a kernel of this kind into a model: each such
@@ -268,49 +219,17 @@ impl KernelKind {
     /// cross_entropy, silu-gated MLP modules; `python/verify_model.py`). Rotary embeddings
     /// and reductions are written inline in models and have none.
     pub fn pluggable(self) -> bool {
-        !matches!(self, KernelKind::RotaryEmbedding | KernelKind::Reduce)
+        self.spec().pluggable
     }
 
     /// Aten ops a candidate of this kind may not dispatch: computing the result with the
     /// reference's own operation is not a kernel.
-    pub fn forbidden_ops(self) -> &'static [&'static str] {
-        match self {
-            KernelKind::Matmul => &[
-                "aten::mm",
-                "aten::bmm",
-                "aten::addmm",
-                "aten::matmul",
-                "aten::linear",
-            ],
-            KernelKind::Softmax => &["aten::_softmax", "aten::softmax", "aten::_log_softmax"],
-            KernelKind::Layernorm => &["aten::layer_norm", "aten::native_layer_norm"],
-            KernelKind::Rmsnorm => &["aten::rms_norm", "aten::_fused_rms_norm"],
-            KernelKind::FlashAttention => &[
-                "aten::scaled_dot_product_attention",
-                "aten::_scaled_dot_product_flash_attention",
-                "aten::_scaled_dot_product_efficient_attention",
-                "aten::_scaled_dot_product_cudnn_attention",
-                "aten::_scaled_dot_product_attention_math",
-                "aten::_softmax",
-            ],
-            KernelKind::FusedMlp => &[
-                "aten::mm",
-                "aten::addmm",
-                "aten::matmul",
-                "aten::linear",
-                "aten::silu",
-            ],
-            KernelKind::CrossEntropy => &[
-                "aten::cross_entropy_loss",
-                "aten::nll_loss",
-                "aten::nll_loss_forward",
-                "aten::nll_loss_nd",
-                "aten::_log_softmax",
-                "aten::log_softmax",
-            ],
-            KernelKind::RotaryEmbedding => &[],
-            KernelKind::Reduce => &["aten::sum"],
-        }
+    pub fn forbidden_ops(self) -> Vec<&'static str> {
+        self.spec()
+            .forbidden_ops
+            .iter()
+            .map(String::as_str)
+            .collect()
     }
 
     /// The comparison tolerance for outputs of this kind in `dtype`.
@@ -318,70 +237,16 @@ impl KernelKind {
     /// Elementwise: `|out − ref| ≤ atol + rtol·|ref|`; and as a whole:
     /// `‖out − ref‖₂ / ‖ref‖₂ ≤ max_rel_l2`, which catches an answer that is elementwise
     /// close only because every true value is tiny (an all-zeros softmax over a long row).
-    /// References are computed in float32; these bounds cover one rounding of the output to
-    /// `dtype` (unit roundoff 2⁻¹¹ for float16, 2⁻⁸ for bfloat16) plus reordered
-    /// float32 accumulation, with margin for long reductions.
+    /// The values are the catalogue's ([`crate::Tolerances::DEFAULT`] and the kinds that
+    /// differ).
     pub fn tolerance(self, dtype: DType) -> Tolerance {
-        let base = match dtype {
-            DType::Float32 => Tolerance {
-                atol: 1e-4,
-                rtol: 1e-4,
-                max_rel_l2: 1e-4,
-            },
-            DType::Float16 => Tolerance {
-                atol: 1e-2,
-                rtol: 1e-2,
-                max_rel_l2: 5e-3,
-            },
-            DType::Bfloat16 => Tolerance {
-                atol: 2e-2,
-                rtol: 2e-2,
-                max_rel_l2: 2e-2,
-            },
-        };
-        match (self, dtype) {
-            // Long dot products: float32 accumulation in a different order than cuBLAS
-            // (and no TF32: the precision policy turns it off for both sides).
-            (
-                KernelKind::Matmul | KernelKind::FusedMlp | KernelKind::FlashAttention,
-                DType::Float32,
-            ) => Tolerance {
-                atol: 1e-3,
-                rtol: 1e-3,
-                max_rel_l2: 1e-4,
-            },
-            (KernelKind::FusedMlp, _) => Tolerance {
-                atol: base.atol * 2.0,
-                rtol: base.rtol * 2.0,
-                max_rel_l2: base.max_rel_l2 * 2.0,
-            },
-            _ => base,
-        }
+        self.spec().tolerance(dtype)
     }
 
-    /// Floating-point operations of one call at `shape`.
-    ///
-    /// # Source
-    /// Matmul `2·M·N·K` (a multiply and an add per term). Causal attention
-    /// `2·(2·b·h·s²·d)/2`: `QKᵀ` and `PV` are each `2·b·h·s²·d`, halved by the causal mask
-    /// (FlashAttention-2, Dao 2023, §4 counts the same). SwiGLU: three matmuls of
-    /// `2·T·H·I`. Memory-bound kinds count a handful of operations per element
-    /// (softmax: max, subtract, exp, sum, divide = 5; layernorm 8; rmsnorm 4;
-    /// cross-entropy 5; rotary 3; reduce 1); these only inform arithmetic intensity.
+    /// Floating-point operations of one call at `shape` (the catalogue entry's formula;
+    /// sources beside the entries in `catalogue.rs`).
     pub fn flops(self, shape: &Shape) -> f64 {
-        let d: Vec<f64> = shape.0.iter().map(|&v| v as f64).collect();
-        let get = |i: usize| d.get(i).copied().unwrap_or(0.0);
-        match self {
-            KernelKind::Matmul => 2.0 * get(0) * get(1) * get(2),
-            KernelKind::FlashAttention => 2.0 * get(0) * get(1) * get(2) * get(2) * get(3),
-            KernelKind::FusedMlp => 3.0 * 2.0 * get(0) * get(1) * get(2),
-            KernelKind::Softmax => 5.0 * get(0) * get(1),
-            KernelKind::Layernorm => 8.0 * get(0) * get(1),
-            KernelKind::Rmsnorm => 4.0 * get(0) * get(1),
-            KernelKind::CrossEntropy => 5.0 * get(0) * get(1),
-            KernelKind::RotaryEmbedding => 3.0 * get(0) * get(1) * get(2) * get(3),
-            KernelKind::Reduce => get(0) * get(1),
-        }
+        self.spec().flops(shape)
     }
 
     /// Minimum DRAM bytes one call must move at `shape`: every input read once and the
@@ -390,27 +255,8 @@ impl KernelKind {
     /// # Units
     /// Bytes. Divided by latency it is achieved bandwidth, comparable to
     /// [`crate::GpuSpec::mem_bandwidth_gb_s`] (1 GB = 1e9 B).
-    /// # Source
-    /// Roofline model, Williams, Waterman & Patterson, CACM 52(4), 2009. Cross-entropy
-    /// targets are int64 (8 bytes); its output is one scalar. Rotary `cos`/`sin` are
-    /// `[seq, head_dim/2]` each.
     pub fn min_bytes(self, shape: &Shape, dtype: DType) -> f64 {
-        let e = dtype.size_bytes() as f64;
-        let d: Vec<f64> = shape.0.iter().map(|&v| v as f64).collect();
-        let get = |i: usize| d.get(i).copied().unwrap_or(0.0);
-        match self {
-            KernelKind::Matmul => (get(0) * get(2) + get(2) * get(1) + get(0) * get(1)) * e,
-            KernelKind::Softmax => 2.0 * get(0) * get(1) * e,
-            KernelKind::Layernorm => (2.0 * get(0) * get(1) + 2.0 * get(1)) * e,
-            KernelKind::Rmsnorm => (2.0 * get(0) * get(1) + get(1)) * e,
-            KernelKind::FlashAttention => 4.0 * get(0) * get(1) * get(2) * get(3) * e,
-            KernelKind::FusedMlp => (2.0 * get(0) * get(1) + 3.0 * get(1) * get(2)) * e,
-            KernelKind::CrossEntropy => get(0) * get(1) * e + get(0) * 8.0 + 4.0,
-            KernelKind::RotaryEmbedding => {
-                2.0 * get(0) * get(1) * get(2) * get(3) * e + get(2) * get(3) * e
-            }
-            KernelKind::Reduce => (get(0) * get(1) + get(0)) * e,
-        }
+        self.spec().min_bytes(shape, dtype)
     }
 
     /// Arithmetic intensity in FLOP per byte at `shape` and `dtype`: [`Self::flops`] over
@@ -427,14 +273,7 @@ impl KernelKind {
     /// Throughput of one call that took `latency_us`, in this kind's unit
     /// ([`Bound::throughput_unit`]): GB/s of [`Self::min_bytes`] or TFLOP/s of [`Self::flops`].
     pub fn throughput(self, shape: &Shape, dtype: DType, latency_us: f64) -> f64 {
-        if latency_us <= 0.0 {
-            return 0.0;
-        }
-        let seconds = latency_us * 1e-6;
-        match self.bound() {
-            Bound::Memory => self.min_bytes(shape, dtype) / seconds / 1e9,
-            Bound::Compute => self.flops(shape) / seconds / 1e12,
-        }
+        self.spec().throughput(shape, dtype, latency_us)
     }
 }
 

@@ -32,6 +32,7 @@
 
 mod agent;
 mod benchmarker;
+mod catalogue;
 mod gpu;
 mod kernel;
 mod profiler;
@@ -47,6 +48,10 @@ pub use agent::{Agent, AgentError, InvalidClass, Proposal, ProposalContext, Toke
 pub use benchmarker::{
     BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest, Comparison, Correctness,
     Device, Metrics, Stage, StageReport, Verdict,
+};
+pub use catalogue::{
+    eval_dims, Catalogue, DTypes, ElementType, Formulas, InputRole, InputSpec, KindSpec,
+    OutputSpec, ParamSpec, ShapeSets, Tolerances,
 };
 pub use gpu::{lookup_gpu, GpuLookup, GpuSpec};
 pub use kernel::{Bound, DType, KernelKind, ParseError, Shape, ShapeSet, Tolerance};

@@ -106,6 +106,18 @@ impl FakeBenchmarker {
     }
 }
 
+/// The kind of a `KERNEL_KIND = "name"` line of `src`, when it names a [`KernelKind`].
+fn literal_kind(src: &str) -> Option<KernelKind> {
+    src.lines().find_map(|l| {
+        let rest = l.trim().strip_prefix("KERNEL_KIND")?.trim_start();
+        rest.strip_prefix('=')?
+            .trim()
+            .trim_matches(|c| c == '"' || c == '\'')
+            .parse()
+            .ok()
+    })
+}
+
 fn read(path: &Path) -> Result<String, BenchError> {
     std::fs::read_to_string(path).map_err(|source| BenchError::KernelFile {
         path: path.to_path_buf(),
@@ -130,17 +142,18 @@ impl Benchmarker for FakeBenchmarker {
             .expect("not poisoned")
             .push(request.layout);
         let (correctness, latency_us) = (self.judge)(&src);
-        let kind = request.kind.unwrap_or(KernelKind::Softmax);
+        // as the worker does: the request's kind, else the file's literal KERNEL_KIND
+        let kind = request.kind.or_else(|| literal_kind(&src));
         let shape = Shape(vec![1024, 1024]);
         let metrics = correctness.is_pass().then(|| Metrics {
-            throughput: kind.throughput(&shape, DType::Float16, latency_us),
+            throughput: kind.map_or(0.0, |k| k.throughput(&shape, DType::Float16, latency_us)),
             shape,
             dtype: DType::Float16,
             latency_us,
             reference_latency_us: 100.0,
             compiled_latency_us: None,
             speedup_vs_reference: 100.0 / latency_us,
-            throughput_unit: kind.bound().throughput_unit().into(),
+            throughput_unit: kind.map_or("", |k| k.bound().throughput_unit()).into(),
             pct_peak: None,
             peak_vram_mb: 1.0,
             config_keys_read: None,

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use autokernel_bench::{PyWorkerBenchmarker, WorkerOptions, WorkerProgram};
 use autokernel_core::{
-    BenchError, BenchRequest, BenchResult, Benchmarker, Correctness, DType, Device, KernelKind,
-    Layout, Shape, Stage,
+    BenchRequest, BenchResult, Benchmarker, Correctness, DType, Device, KernelKind, Layout, Shape,
+    Stage,
 };
 use serde_json::json;
 
@@ -174,12 +174,6 @@ async fn judge_all(
             let started = Instant::now();
             let result = match bench.bench(&request(args, path, *shape)).await {
                 Ok(r) => r,
-                // the candidate's verdict, though it cannot be labelled with a kind
-                Err(BenchError::UnlabelledVerdict { verdict, reason }) => {
-                    all_passed = false;
-                    print_unlabelled(args, path, &verdict, &reason, several)?;
-                    continue;
-                }
                 Err(e) => {
                     return Err(
                         anyhow::Error::new(e).context(format!("cannot bench `{}`", path.display()))
@@ -212,35 +206,6 @@ fn not_run_again(earlier: &BenchResult, shape: Option<&Shape>) -> BenchResult {
         correctness: Correctness::Timeout { reason },
         ..earlier.clone()
     }
-}
-
-/// A verdict without a kind: the JSON keys of the contract with nulls, or two lines.
-fn print_unlabelled(
-    args: &BenchArgs,
-    path: &Path,
-    verdict: &str,
-    reason: &str,
-    several: bool,
-) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        let v = json!({
-            "kind": null, "correctness": verdict, "failed_stage": null, "reason": reason,
-            "stages": [], "latency_us": null, "reference_latency_us": null,
-            "speedup_vs_reference": null, "throughput": null, "throughput_unit": null,
-            "pct_peak": null, "peak_vram_mb": null, "device": null,
-            "timing_representative": false, "source_sha256": null,
-            "config_keys_read": null, "path": path.display().to_string(),
-        });
-        write_json(&mut out, &v, several)?;
-    } else {
-        writeln!(
-            out,
-            "kernel: {}\ncorrectness: {verdict}\nreason: {reason}",
-            path.display()
-        )?;
-    }
-    Ok(())
 }
 
 /// One JSON object: on one line among several evaluations (JSON lines), pretty when alone.
@@ -310,7 +275,7 @@ fn to_json(r: &BenchResult) -> serde_json::Value {
     let m = r.metrics.as_ref();
     let on_gpu = r.device.starts_with("cuda");
     json!({
-        "kind": r.kind.name(),
+        "kind": r.kind.map(KernelKind::name),
         "correctness": r.correctness.label(),
         "failed_stage": r.failed_stage().map(|s| s.name()),
         "reason": r.correctness.reason(),
@@ -336,7 +301,11 @@ fn to_json(r: &BenchResult) -> serde_json::Value {
 fn table(path: &std::path::Path, r: &BenchResult) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let _ = writeln!(s, "kernel: {} ({})", path.display(), r.kind);
+    match r.kind {
+        Some(kind) => writeln!(s, "kernel: {} ({kind})", path.display()),
+        None => writeln!(s, "kernel: {}", path.display()),
+    }
+    .ok();
     let _ = writeln!(
         s,
         "device: {}{}",
@@ -410,7 +379,7 @@ mod tests {
 
     fn failed() -> BenchResult {
         BenchResult {
-            kind: KernelKind::Softmax,
+            kind: Some(KernelKind::Softmax),
             correctness: Correctness::Fail {
                 stage: Stage::Edge,
                 reason: "masking bug".into(),

@@ -280,7 +280,6 @@ fn a_kernel_that_kills_the_worker_before_naming_its_kind_is_a_crash_verdict() {
     assert!(v["kind"].is_null());
     let reason = v["reason"].as_str().unwrap();
     assert!(reason.contains("exit status 3"), "{reason}");
-    assert!(reason.contains("no literal KERNEL_KIND"), "{reason}");
 }
 
 /// A TAMPER names the stage that caught it in `bench --json`'s `failed_stage`, as the
@@ -1261,5 +1260,31 @@ fn profile_iterations_zero_is_refused_with_the_reason() {
     assert!(
         err.contains("'--import <TRACE>' cannot be used with '--iterations <N>'"),
         "{err}"
+    );
+}
+
+/// The starters' paths their own judging does not reach (the wide-row loops with their
+/// blocks forced small, masked rows walked in chunks shorter than their -inf runs, which
+/// made the softmax and cross-entropy starters return NaN before their running max was
+/// shifted by 0, random TUNABLES), judged through this binary's `bench --json`
+/// (`autokernel-bench/python/tests/check_starters.py`, which exits 1 naming any variant
+/// that does not PASS).
+#[test]
+fn starter_variants_pass_the_judge_through_bench_json() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = std::env::var_os("AUTOKERNEL_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join(".venv/bin/python"));
+    let out = std::process::Command::new(python)
+        .arg(root.join("autokernel-bench/python/tests/check_starters.py"))
+        .env("AUTOKERNEL_BIN", env!("CARGO_BIN_EXE_autokernel"))
+        .env("TRITON_INTERPRET", "1")
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with(", 0 failures"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

@@ -174,7 +174,7 @@ pub fn differing_lines(a: &str, b: &str) -> Vec<usize> {
 pub fn timed_reading(keys: &[&str]) -> BenchResult {
     let shape = Shape(vec![1024, 1024]);
     BenchResult {
-        kind: KernelKind::Softmax,
+        kind: Some(KernelKind::Softmax),
         correctness: Correctness::Pass,
         stages: vec![],
         metrics: Some(Metrics {

@@ -18,6 +18,7 @@ use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use autokernel_core::Catalogue;
 use pyo3::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -246,7 +247,20 @@ fn serve() -> Result<(), String> {
     if let Err(e) = crate::py::init::initialize(&python) {
         return hello_err(&mut ch, e);
     }
-    let harness = match Python::attach(|py| Harness::start(py, &dir, &device)) {
+    // the catalogue the parent sent (the built-in one when started by hand), and the
+    // extension's registry modules
+    let catalogue = match std::env::var(env::CATALOGUE) {
+        Ok(text) => match Catalogue::from_json(&text) {
+            Ok(c) => c,
+            Err(e) => return hello_err(&mut ch, format!("unreadable catalogue: {e}")),
+        },
+        Err(_) => Catalogue::builtin().clone(),
+    };
+    let modules: Vec<PathBuf> = std::env::var_os(env::REGISTRY)
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default();
+    let harness = match Python::attach(|py| Harness::start(py, &dir, &device, catalogue, &modules))
+    {
         Ok(h) => h,
         Err(e) => return hello_err(&mut ch, e),
     };

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use autokernel_core::Device;
+use autokernel_core::{Catalogue, Device};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::Mutex;
@@ -187,6 +187,8 @@ struct State {
 pub struct Worker {
     options: WorkerOptions,
     memory_limit_mb: Option<u64>,
+    /// The catalogue sent to the worker when it starts, and extra registry modules.
+    kinds: Option<(Catalogue, Vec<PathBuf>)>,
     startup_timeout: Duration,
     state: Mutex<State>,
 }
@@ -205,6 +207,7 @@ impl Worker {
         Worker {
             options,
             memory_limit_mb: None,
+            kinds: None,
             startup_timeout: Duration::from_secs(180),
             state: Mutex::new(State {
                 running: None,
@@ -219,6 +222,18 @@ impl Worker {
     /// reserves far more address space than it uses.
     pub fn with_memory_limit_mb(mut self, mb: u64) -> Worker {
         self.memory_limit_mb = Some(mb);
+        self
+    }
+
+    /// Judges the kinds of `catalogue` instead of the built-in ones: the worker gets it as
+    /// JSON when it starts, imports each Python file of `registry_modules` after the
+    /// built-in registry (each registers its kinds' reference and input generator with
+    /// `catalogue.register`), and refuses to start, naming the kind, when the catalogue and
+    /// the registry disagree. The extension hook for a kind without a
+    /// [`autokernel_core::KernelKind`] variant (tests, experiments): docs/kernels.md,
+    /// "Adding a kind".
+    pub fn with_kinds(mut self, catalogue: Catalogue, registry_modules: Vec<PathBuf>) -> Worker {
+        self.kinds = Some((catalogue, registry_modules));
         self
     }
 
@@ -430,6 +445,15 @@ impl Worker {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        let (catalogue, modules) = match &self.kinds {
+            Some((c, m)) => (c, m.as_slice()),
+            None => (Catalogue::builtin(), &[][..]),
+        };
+        cmd.env(env::CATALOGUE, catalogue.to_json());
+        match std::env::join_paths(modules) {
+            Ok(joined) if !modules.is_empty() => cmd.env(env::REGISTRY, joined),
+            _ => cmd.env_remove(env::REGISTRY),
+        };
         match self.memory_limit_mb {
             Some(mb) => cmd.env(env::MEMORY_LIMIT_MB, mb.to_string()),
             None => cmd.env_remove(env::MEMORY_LIMIT_MB),

@@ -7,7 +7,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use autokernel_core::{
-    lookup_gpu, BenchResult, Correctness, DType, KernelKind, Metrics, Shape, Stage, StageReport,
+    lookup_gpu, BenchResult, Correctness, DType, KernelKind, KindSpec, Metrics, Shape, Stage,
+    StageReport,
 };
 use numpy::{PyArrayDyn, PyArrayMethods};
 use pyo3::prelude::*;
@@ -22,8 +23,6 @@ use crate::protocol::BenchJob;
 /// What the harness's `run_case` reports besides the arrays.
 #[derive(Deserialize)]
 struct CaseMeta {
-    expected_shape: Vec<usize>,
-    expected_dtype: String,
     out_shape: Option<Vec<usize>>,
     out_dtype: Option<String>,
     problems: Vec<Problem>,
@@ -86,13 +85,10 @@ pub(super) fn bench(
         "cpu".to_string()
     };
     let (meta, cand) = h.load(py, &job.kernel_path)?;
-    let declared = meta.kind.as_deref().map(str::parse::<KernelKind>);
-    let fallback_kind = job
-        .kind
-        .or_else(|| declared.clone().and_then(Result::ok))
-        .unwrap_or(KernelKind::Softmax);
+    // labelled with the request's kind, else the file's, until the load says which it is
+    let label = job.kind.as_deref().or(meta.kind.as_deref());
     let mut result = BenchResult {
-        kind: fallback_kind,
+        kind: label.and_then(|n| n.parse::<KernelKind>().ok()),
         correctness: Correctness::Pass,
         stages: Vec::new(),
         metrics: None,
@@ -135,28 +131,26 @@ pub(super) fn bench(
         let restart = !h.guards.changed(py).is_empty();
         return Ok((result, restart));
     };
-    let kind = match declared {
-        Some(Ok(k)) => k,
-        _ => {
-            load_fail(
-                &mut result,
-                format!(
-                    "unknown KERNEL_KIND `{}`; expected one of: {}",
-                    meta.kind.unwrap_or_default(),
-                    KernelKind::ALL.map(KernelKind::name).join(", ")
-                ),
-            );
-            return Ok((result, false));
-        }
+    let declared = meta.kind.clone().unwrap_or_default();
+    let Some(spec) = h.catalogue.get(&declared) else {
+        load_fail(
+            &mut result,
+            format!(
+                "unknown KERNEL_KIND `{declared}`; expected one of: {}",
+                h.catalogue.names().join(", ")
+            ),
+        );
+        return Ok((result, false));
     };
-    if let Some(wanted) = job.kind.filter(|w| *w != kind) {
+    let kind = spec.name.as_str();
+    if let Some(wanted) = job.kind.as_deref().filter(|w| *w != kind) {
         load_fail(
             &mut result,
             format!("kernel.py declares KERNEL_KIND = \"{kind}\", but it is judged as {wanted}"),
         );
         return Ok((result, false));
     }
-    result.kind = kind;
+    result.kind = kind.parse().ok();
     result.stages.push(StageReport {
         stage: Stage::Load,
         passed: true,
@@ -168,15 +162,15 @@ pub(super) fn bench(
         py,
         h,
         cand: cand.clone(),
-        kind,
+        spec,
         seed: 1000,
-        forbidden: kind.forbidden_ops().iter().map(|s| s.to_string()).collect(),
+        forbidden: spec.forbidden_ops.clone(),
         layout: job.layout.name(),
         file: file_name(&job.kernel_path),
         restart: false,
         stages: std::mem::take(&mut result.stages),
     };
-    let verdict = plan::plan(kind, job, h.on_gpu())
+    let verdict = plan::plan(spec, job, h.on_gpu())
         .map_err(Failure::Harness)
         .and_then(|plan| run.execute(&plan, job));
     let _ = h.func(py, "unload").call1((&cand,));
@@ -194,7 +188,8 @@ struct Run<'a, 'py> {
     py: Python<'py>,
     h: &'a Harness,
     cand: Bound<'py, PyAny>,
-    kind: KernelKind,
+    /// The kind's catalogue entry.
+    spec: &'a KindSpec,
     seed: u64,
     forbidden: Vec<String>,
     /// How the inputs are laid out (`Layout::name`), for every case and the timing.
@@ -216,7 +211,7 @@ impl Run<'_, '_> {
         plan: &Plan,
         job: &BenchJob,
     ) -> Result<(Correctness, Option<Metrics>), Failure> {
-        let kind = self.kind;
+        let kind = self.spec.name.as_str();
         let on_gpu = self.h.on_gpu();
         let (timing_shape, timing_dtype) = (&plan.timing_shape, plan.timing_dtype);
         // module-level code of kernel.py has run: check the harness is intact
@@ -239,7 +234,7 @@ impl Run<'_, '_> {
             .func(self.py, "time_kernel")
             .call1((
                 &self.cand,
-                kind.name(),
+                kind,
                 timing_shape.0.clone(),
                 timing_dtype.name(),
                 seed,
@@ -313,9 +308,9 @@ impl Run<'_, '_> {
         dtype: DType,
         bandwidth: Option<f64>,
     ) -> Metrics {
-        let kind = self.kind;
+        let kind = self.spec;
         let throughput = kind.throughput(shape, dtype, t.latency_us);
-        let unit = kind.bound().throughput_unit().to_string();
+        let unit = kind.bound.throughput_unit().to_string();
         let pct_peak = if self.h.on_gpu() {
             lookup_gpu(&self.h.device_name).spec().map(|spec| {
                 let spec = match bandwidth {
@@ -464,7 +459,7 @@ impl Run<'_, '_> {
         let seed = self.next_seed();
         let res = self.h.func(py, "run_case").call1((
             &self.cand,
-            self.kind.name(),
+            self.spec.name.as_str(),
             c.shape.0.clone(),
             c.dtype.name(),
             seed,
@@ -536,12 +531,15 @@ impl Run<'_, '_> {
                 "the harness returned no output description".into(),
             ));
         };
-        if let Err(reason) = judge::check_spec(
-            &out_shape,
-            &out_dtype,
-            &meta.expected_shape,
-            &meta.expected_dtype,
-        ) {
+        // the expected output comes from the catalogue, not from Python a candidate can reach
+        let (expected_shape, expected_dtype) = self
+            .spec
+            .output_for(&c.shape, c.dtype)
+            .map_err(Failure::Harness)?;
+        let expected_shape: Vec<usize> = expected_shape.iter().map(|&d| d as usize).collect();
+        if let Err(reason) =
+            judge::check_spec(&out_shape, &out_dtype, &expected_shape, &expected_dtype)
+        {
             return Ok(Err(Correctness::Fail {
                 stage,
                 reason: format!("{where_}: {reason}"),
@@ -557,9 +555,9 @@ impl Run<'_, '_> {
             .collect::<Result<_, _>>()?;
         let readonly: Vec<_> = arrays.iter().map(|a| a.readonly()).collect();
         let views: Vec<_> = readonly.iter().map(|r| r.as_array()).collect();
-        let out_dt: DType = meta.expected_dtype.parse().unwrap_or(c.dtype);
+        let out_dt: DType = expected_dtype.parse().unwrap_or(c.dtype);
         let ctx = CaseContext {
-            kind: self.kind,
+            kind: &self.spec.name,
             stage,
             shape: &c.shape,
             dtype: c.dtype,
@@ -569,7 +567,7 @@ impl Run<'_, '_> {
         let Some(first) = views.first() else {
             return Err(Failure::Harness("the harness returned no outputs".into()));
         };
-        let tol = self.kind.tolerance(c.dtype);
+        let tol = self.spec.tolerance(c.dtype);
         let agreement =
             match judge::compare_outputs(first.view(), reference.as_array(), out_dt, tol, &ctx) {
                 Ok(a) => a,

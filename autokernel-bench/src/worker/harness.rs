@@ -2,8 +2,10 @@
 //! once before any candidate ran, the guards taken then, and the calls every request makes
 //! (loading a kernel file, describing an exception).
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use autokernel_core::{eval_dims, Catalogue, ElementType};
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -30,6 +32,83 @@ struct InitMeta {
     device: String,
     device_name: String,
     import_s: f64,
+    /// Per registered kind, what its input generator made at the catalogue's tiny shape.
+    kinds: BTreeMap<String, KindReport>,
+}
+
+/// One registered kind's inputs at its tiny shape (float32 cases), or what it raised.
+#[derive(Debug, Deserialize)]
+pub(super) struct KindReport {
+    /// `(name, shape, dtype)` of each input, in the generator's order.
+    pub inputs: Vec<(String, Vec<u64>, String)>,
+    /// The generator's, reference's or eager op's exception, when one raised.
+    pub error: Option<String>,
+}
+
+/// Refuses a catalogue and a Python registry that disagree, naming the kind: a kind on one
+/// side only, a generator or reference that raises at the tiny shape, or inputs whose
+/// names, order, shapes or dtypes (judged in float32) are not the catalogue's.
+///
+/// # Errors
+/// One message per disagreement, joined.
+pub(super) fn check_agreement(
+    catalogue: &Catalogue,
+    registry: &BTreeMap<String, KindReport>,
+) -> Result<(), String> {
+    let mut problems = Vec::new();
+    for spec in &catalogue.kinds {
+        let kind = &spec.name;
+        let Some(report) = registry.get(kind) else {
+            problems.push(format!(
+                "kind `{kind}` is in the catalogue but no Python reference and input generator are registered for it (catalogue.register)"
+            ));
+            continue;
+        };
+        if let Some(e) = &report.error {
+            problems.push(format!(
+                "kind `{kind}`: its Python side raised at the tiny shape {}: {e}",
+                spec.tiny_shape
+            ));
+            continue;
+        }
+        let got: Vec<&str> = report.inputs.iter().map(|i| i.0.as_str()).collect();
+        if got != spec.input_names() {
+            problems.push(format!(
+                "kind `{kind}`: the input generator makes inputs {got:?}, the catalogue names {:?}",
+                spec.input_names()
+            ));
+            continue;
+        }
+        for (input, (name, shape, dtype)) in spec.inputs.iter().zip(&report.inputs) {
+            let want = eval_dims(&input.dims, &spec.dim_names, &spec.tiny_shape);
+            let want_dt = match input.dtype {
+                ElementType::Judged | ElementType::Float32 => "float32",
+                ElementType::Int64 => "int64",
+            };
+            if want.as_ref() != Ok(shape) || dtype != want_dt {
+                problems.push(format!(
+                    "kind `{kind}`: input `{name}` is {shape:?} {dtype} at the tiny shape {}, the catalogue says {} {want_dt}",
+                    spec.tiny_shape,
+                    input.dims.join(", ")
+                ));
+            }
+        }
+    }
+    for kind in registry.keys() {
+        if catalogue.get(kind).is_none() {
+            problems.push(format!(
+                "kind `{kind}` is registered in Python but not in the catalogue (autokernel-core/src/catalogue.rs)"
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the kernel catalogue and the Python registry disagree: {}",
+            problems.join("; ")
+        ))
+    }
 }
 
 /// What the harness's `load` reports.
@@ -62,25 +141,40 @@ pub(super) struct Harness {
     pub device_name: String,
     /// Seconds spent importing torch, triton and the harness.
     pub import_s: f64,
+    /// The catalogue this worker judges by (sent by the parent when it started).
+    pub catalogue: Catalogue,
 }
 
 impl Harness {
     /// Puts `dir` (where the embedded Python files were written) first on `sys.path`,
-    /// imports the harness, initialises it for `device` (`auto`, `cuda` or `cpu`), looks up
-    /// its functions and takes the guards.
+    /// imports the harness, initialises it for `device` (`auto`, `cuda` or `cpu`) with
+    /// `catalogue` and the extra Python `registry_modules`, checks that the two agree
+    /// ([`check_agreement`]), looks up its functions and takes the guards.
     ///
     /// # Errors
-    /// The message of a `harness.SetupError` (the user's to fix, and it says how), else the
-    /// Python traceback.
-    pub(super) fn start(py: Python<'_>, dir: &Path, device: &str) -> Result<Harness, String> {
+    /// The message of a `harness.SetupError` (the user's to fix, and it says how) or of a
+    /// disagreement, else the Python traceback.
+    pub(super) fn start(
+        py: Python<'_>,
+        dir: &Path,
+        device: &str,
+        catalogue: Catalogue,
+        registry_modules: &[PathBuf],
+    ) -> Result<Harness, String> {
+        let modules = serde_json::to_string(registry_modules).map_err(|e| e.to_string())?;
+        let catalogue_json = catalogue.to_json();
         let run = || -> PyResult<Harness> {
             let sys = py.import("sys")?;
             let path = sys.getattr("path")?.cast_into::<PyList>()?;
             path.insert(0, dir.to_string_lossy().as_ref())?;
             let module = py.import("harness")?;
-            let info: String = module.getattr("init")?.call1((device,))?.extract()?;
+            let info: String = module
+                .getattr("init")?
+                .call1((device, catalogue_json.as_str(), modules.as_str()))?
+                .extract()?;
             let info: InitMeta = serde_json::from_str(&info)
                 .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+            check_agreement(&catalogue, &info.kinds).map_err(SetupError::new_err)?;
             let mut funcs = HashMap::new();
             for f in FUNCS {
                 funcs.insert(f, module.getattr(f)?.unbind());
@@ -91,11 +185,13 @@ impl Harness {
                 device: info.device,
                 device_name: info.device_name,
                 import_s: info.import_s,
+                catalogue: catalogue.clone(),
             })
         };
         run().map_err(|e| {
             // harness.SetupError: the user's to fix, and its message says how
-            let is_setup = e.get_type(py).name().is_ok_and(|n| n == "SetupError");
+            let is_setup = e.get_type(py).name().is_ok_and(|n| n == "SetupError")
+                || e.is_instance_of::<SetupError>(py);
             if is_setup {
                 e.value(py).to_string()
             } else {
@@ -148,6 +244,13 @@ impl Harness {
     }
 }
 
+pyo3::create_exception!(
+    autokernel_worker,
+    SetupError,
+    pyo3::exceptions::PyException,
+    "A start-up problem whose message says what to fix (the catalogue and the registry disagree)."
+);
+
 /// Per-request failure that is not a verdict.
 pub(super) enum Failure {
     /// The request or the harness is at fault; a message.
@@ -171,4 +274,99 @@ fn python_error_text(py: Python<'_>, e: &PyErr) -> String {
         .and_then(|t| t.format().ok())
         .unwrap_or_default();
     format!("{tb}{e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The registry's report of the built-in kinds as a correct Python side makes it.
+    fn agreeing() -> BTreeMap<String, KindReport> {
+        Catalogue::builtin()
+            .kinds
+            .iter()
+            .map(|k| {
+                let inputs = k
+                    .inputs
+                    .iter()
+                    .map(|i| {
+                        let dims = eval_dims(&i.dims, &k.dim_names, &k.tiny_shape).unwrap();
+                        let dt = if i.dtype == ElementType::Int64 {
+                            "int64"
+                        } else {
+                            "float32"
+                        };
+                        (i.name.clone(), dims, dt.to_string())
+                    })
+                    .collect();
+                (
+                    k.name.clone(),
+                    KindReport {
+                        inputs,
+                        error: None,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_registry_that_matches_the_catalogue_is_accepted() {
+        check_agreement(Catalogue::builtin(), &agreeing()).unwrap();
+    }
+
+    #[test]
+    fn a_kind_on_one_side_only_is_named() {
+        let mut reg = agreeing();
+        reg.remove("reduce");
+        let err = check_agreement(Catalogue::builtin(), &reg).unwrap_err();
+        assert!(
+            err.contains("kind `reduce` is in the catalogue but no Python"),
+            "{err}"
+        );
+        let mut reg = agreeing();
+        reg.insert(
+            "ghost".into(),
+            KindReport {
+                inputs: vec![],
+                error: None,
+            },
+        );
+        let err = check_agreement(Catalogue::builtin(), &reg).unwrap_err();
+        assert!(
+            err.contains("kind `ghost` is registered in Python but not"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn other_input_names_or_shapes_are_named_with_their_kind() {
+        let mut reg = agreeing();
+        reg.get_mut("layernorm").unwrap().inputs[2].0 = "b".into();
+        let err = check_agreement(Catalogue::builtin(), &reg).unwrap_err();
+        assert!(
+            err.contains("kind `layernorm`") && err.contains("\"b\""),
+            "{err}"
+        );
+        // rotary's cos is [seq, head_dim/2] = [8, 8] at the tiny shape [1, 2, 8, 16]
+        let mut reg = agreeing();
+        assert_eq!(reg["rotary_embedding"].inputs[1].1, vec![8, 8]);
+        reg.get_mut("rotary_embedding").unwrap().inputs[1].1 = vec![8, 16];
+        let err = check_agreement(Catalogue::builtin(), &reg).unwrap_err();
+        assert!(
+            err.contains("kind `rotary_embedding`: input `cos`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_python_side_that_raises_is_named() {
+        let mut reg = agreeing();
+        reg.get_mut("softmax").unwrap().error = Some("KeyError: 'x'".into());
+        let err = check_agreement(Catalogue::builtin(), &reg).unwrap_err();
+        assert!(
+            err.contains("kind `softmax`: its Python side raised"),
+            "{err}"
+        );
+    }
 }

@@ -7,7 +7,7 @@
 //! (the tests at the bottom), for example "every stability mode also runs at the timing
 //! shape" or "`--quick` keeps masked rows at the timing shape".
 
-use autokernel_core::{DType, KernelKind, Shape, ShapeSet, Stage};
+use autokernel_core::{DType, KindSpec, Shape, ShapeSet, Stage};
 
 use crate::protocol::BenchJob;
 
@@ -28,7 +28,7 @@ pub(crate) enum InputMode {
     /// One constant value.
     Constant,
     /// Rows with -inf columns at the start, the end or both (attention masks, padded
-    /// vocabularies); only for [`KernelKind::takes_masked_rows`].
+    /// vocabularies); only for [`KindSpec::masked_rows`].
     Masked,
 }
 
@@ -63,7 +63,7 @@ impl InputMode {
 /// `repeats` times on them (more than once: outputs must be bitwise identical).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Case {
-    /// The kind's dims (`KernelKind::dim_names`).
+    /// The kind's dims (`KindSpec::dim_names`).
     pub shape: Shape,
     /// The inputs' dtype.
     pub dtype: DType,
@@ -120,7 +120,7 @@ impl Plan {
 /// # Errors
 /// A message when the job asks for what cannot run: an extra shape or the timing shape of
 /// the wrong rank for `kind`, or a bfloat16 timing on the CPU ([`check_request`]).
-pub(crate) fn plan(kind: KernelKind, job: &BenchJob, on_gpu: bool) -> Result<Plan, String> {
+pub(crate) fn plan(kind: &KindSpec, job: &BenchJob, on_gpu: bool) -> Result<Plan, String> {
     for s in &job.extra_shapes {
         check_request(kind, s, DType::Float32, on_gpu)?;
     }
@@ -143,7 +143,7 @@ pub(crate) fn plan(kind: KernelKind, job: &BenchJob, on_gpu: bool) -> Result<Pla
     check_request(kind, &timing_shape, timing_dtype, on_gpu)?;
 
     let small = kind.shapes(ShapeSet::Cpu)[0].clone();
-    let dtypes = judged_dtypes(kind.dtypes(on_gpu), &job.dtypes);
+    let dtypes = judged_dtypes(kind.dtypes(on_gpu).to_vec(), &job.dtypes);
     let quick = job.quick;
     let sweep_dtypes: Vec<DType> = if quick {
         dtypes[..1].to_vec()
@@ -169,7 +169,7 @@ pub(crate) fn plan(kind: KernelKind, job: &BenchJob, on_gpu: bool) -> Result<Pla
     let mut shapes: Vec<Shape> = if quick {
         set[..1].to_vec()
     } else {
-        set.clone()
+        set.to_vec()
     };
     for s in &job.extra_shapes {
         if !shapes.contains(s) {
@@ -204,7 +204,7 @@ pub(crate) fn plan(kind: KernelKind, job: &BenchJob, on_gpu: bool) -> Result<Pla
     // Masked rows (-inf columns at either end) at the timing shape, whose wide rows may
     // take chunked paths that set[0] never reaches, even when quick; otherwise also at
     // set[0] and the edge shapes, where width-specific bugs show.
-    if kind.takes_masked_rows() {
+    if kind.masked_rows {
         let mut masked_shapes = vec![&timing_shape];
         if !quick {
             for shape in std::iter::once(&set[0]).chain(all_edge_shapes.iter()) {
@@ -228,7 +228,7 @@ pub(crate) fn plan(kind: KernelKind, job: &BenchJob, on_gpu: bool) -> Result<Pla
     let edge_shapes = if quick {
         &all_edge_shapes[..1]
     } else {
-        &all_edge_shapes[..]
+        all_edge_shapes
     };
     let edge: Vec<Case> = edge_shapes
         .iter()
@@ -271,16 +271,17 @@ pub(crate) fn plan(kind: KernelKind, job: &BenchJob, on_gpu: bool) -> Result<Pla
 /// A message naming the kind's dims and the shape given, or why bfloat16 cannot run on the
 /// CPU and what to use instead.
 pub(crate) fn check_request(
-    kind: KernelKind,
+    kind: &KindSpec,
     shape: &Shape,
     dtype: DType,
     on_gpu: bool,
 ) -> Result<(), String> {
-    if shape.0.len() != kind.dim_names().len() {
+    if shape.0.len() != kind.dim_names.len() {
         return Err(format!(
-            "a {kind} shape has {} dims ({}), got `{shape}`",
-            kind.dim_names().len(),
-            kind.dim_names().join(", ")
+            "a {} shape has {} dims ({}), got `{shape}`",
+            kind.name,
+            kind.dim_names.len(),
+            kind.dim_names.join(", ")
         ));
     }
     if !on_gpu && dtype == DType::Bfloat16 {
@@ -307,6 +308,7 @@ fn judged_dtypes(supported: Vec<DType>, requested: &[DType]) -> Vec<DType> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use autokernel_core::KernelKind;
 
     /// A job as `autokernel bench kernel.py` sends it: no extra shapes, no timing point,
     /// every dtype, not quick.
@@ -350,7 +352,7 @@ mod tests {
 
     #[test]
     fn stages_run_in_order_and_integrity_rechecks_the_timing_point() {
-        let p = plan(KernelKind::Layernorm, &job(), false).unwrap();
+        let p = plan(KernelKind::Layernorm.spec(), &job(), false).unwrap();
         let order: Vec<Stage> = p.stages.iter().map(|s| s.stage).collect();
         assert_eq!(
             order,
@@ -399,22 +401,22 @@ mod tests {
         let kind = KernelKind::Softmax;
         let cpu0 = kind.shapes(ShapeSet::Cpu)[0].clone();
         let gpu0 = kind.shapes(ShapeSet::Gpu)[0].clone();
-        let p = plan(kind, &job(), false).unwrap();
+        let p = plan(kind.spec(), &job(), false).unwrap();
         assert_eq!((p.timing_shape, p.timing_dtype), (cpu0, DType::Float32));
-        let p = plan(kind, &job(), true).unwrap();
+        let p = plan(kind.spec(), &job(), true).unwrap();
         assert_eq!((p.timing_shape, p.timing_dtype), (gpu0, DType::Float16));
 
         let mut j = job();
         j.extra_shapes = vec![shape(&[3, 300]), shape(&[5, 500])];
         j.dtypes = vec![DType::Bfloat16];
-        let p = plan(kind, &j, true).unwrap();
+        let p = plan(kind.spec(), &j, true).unwrap();
         assert_eq!(
             (p.timing_shape, p.timing_dtype),
             (shape(&[3, 300]), DType::Bfloat16)
         );
 
         j.timing = Some((shape(&[9, 900]), DType::Float32));
-        let p = plan(kind, &j, true).unwrap();
+        let p = plan(kind.spec(), &j, true).unwrap();
         assert_eq!(
             (p.timing_shape, p.timing_dtype),
             (shape(&[9, 900]), DType::Float32)
@@ -425,14 +427,14 @@ mod tests {
     fn shapes_of_the_wrong_rank_and_bfloat16_on_the_cpu_are_refused() {
         let mut j = job();
         j.extra_shapes = vec![shape(&[4, 4, 4])];
-        let err = plan(KernelKind::Softmax, &j, false).unwrap_err();
+        let err = plan(KernelKind::Softmax.spec(), &j, false).unwrap_err();
         assert!(err.contains("2 dims") && err.contains("`4x4x4`"), "{err}");
 
         let mut j = job();
         j.timing = Some((shape(&[8, 128]), DType::Bfloat16));
-        let err = plan(KernelKind::Softmax, &j, false).unwrap_err();
+        let err = plan(KernelKind::Softmax.spec(), &j, false).unwrap_err();
         assert!(err.contains("bfloat16 cannot run on the CPU"), "{err}");
-        assert!(plan(KernelKind::Softmax, &j, true).is_ok());
+        assert!(plan(KernelKind::Softmax.spec(), &j, true).is_ok());
     }
 
     /// The rule of commit aa431c0: the timing shape's rows may take paths the set's first
@@ -441,7 +443,7 @@ mod tests {
     fn every_stability_mode_also_runs_at_the_timing_shape() {
         let mut j = job();
         j.timing = Some((shape(&[4096, 50257]), DType::Float16));
-        let p = plan(KernelKind::Softmax, &j, true).unwrap();
+        let p = plan(KernelKind::Softmax.spec(), &j, true).unwrap();
         let set0 = KernelKind::Softmax.shapes(ShapeSet::Gpu)[0].clone();
         let stability = p.cases(Stage::Stability);
         for mode in InputMode::STABILITY {
@@ -460,7 +462,7 @@ mod tests {
             }
         }
         // the timing shape equal to set[0]: each mode once per dtype, not twice
-        let p = plan(KernelKind::Softmax, &job(), true).unwrap();
+        let p = plan(KernelKind::Softmax.spec(), &job(), true).unwrap();
         for mode in InputMode::STABILITY {
             assert_eq!(at(p.cases(Stage::Stability), mode).len(), DType::ALL.len());
         }
@@ -477,7 +479,7 @@ mod tests {
                     j.quick = quick;
                     // a shape of the kind's rank that is in no set
                     j.extra_shapes = vec![Shape(vec![3; kind.dim_names().len()])];
-                    let p = plan(kind, &j, on_gpu).unwrap();
+                    let p = plan(kind.spec(), &j, on_gpu).unwrap();
                     assert_eq!(p.timing_shape, j.extra_shapes[0]);
                     let modes: &[InputMode] = if quick {
                         &InputMode::QUICK_STABILITY
@@ -501,7 +503,7 @@ mod tests {
         for kind in [KernelKind::Softmax, KernelKind::CrossEntropy] {
             let mut j = job();
             j.timing = Some((shape(&[64, 3000]), DType::Float32));
-            let p = plan(kind, &j, false).unwrap();
+            let p = plan(kind.spec(), &j, false).unwrap();
             let mut want = vec![shape(&[64, 3000]), kind.shapes(ShapeSet::Cpu)[0].clone()];
             want.extend(kind.shapes(ShapeSet::Edge));
             let stability = p.cases(Stage::Stability);
@@ -526,7 +528,7 @@ mod tests {
             }
         }
         // the timing shape being the set's first: masked there once, not twice
-        let p = plan(KernelKind::Softmax, &job(), false).unwrap();
+        let p = plan(KernelKind::Softmax.spec(), &job(), false).unwrap();
         let mut want = vec![KernelKind::Softmax.shapes(ShapeSet::Cpu)[0].clone()];
         want.extend(KernelKind::Softmax.shapes(ShapeSet::Edge));
         assert_eq!(
@@ -544,7 +546,7 @@ mod tests {
             for quick in [false, true] {
                 let mut j = job();
                 j.quick = quick;
-                let p = plan(kind, &j, true).unwrap();
+                let p = plan(kind.spec(), &j, true).unwrap();
                 assert!(
                     p.stages
                         .iter()
@@ -560,7 +562,7 @@ mod tests {
         let mut j = job();
         j.quick = true;
         j.timing = Some((shape(&[64, 3000]), DType::Float32));
-        let p = plan(KernelKind::CrossEntropy, &j, false).unwrap();
+        let p = plan(KernelKind::CrossEntropy.spec(), &j, false).unwrap();
         assert_eq!(
             at(p.cases(Stage::Stability), InputMode::Masked),
             [(shape(&[64, 3000]), DType::Float32)]
@@ -576,7 +578,7 @@ mod tests {
         let mut j = job();
         j.quick = true;
         j.extra_shapes = vec![extra.clone()];
-        let p = plan(kind, &j, true).unwrap();
+        let p = plan(kind.spec(), &j, true).unwrap();
         let first = DType::ALL[0];
         // smoke still calls every dtype once
         assert_eq!(
@@ -623,7 +625,7 @@ mod tests {
         let mut j = job();
         // an extra shape already in the set is not judged twice
         j.extra_shapes = vec![extra.clone(), set[1].clone()];
-        let p = plan(kind, &j, false).unwrap();
+        let p = plan(kind.spec(), &j, false).unwrap();
         let cross = |shapes: &[Shape]| -> Vec<(Shape, DType)> {
             shapes
                 .iter()

@@ -90,7 +90,14 @@ fn call_script(
 /// Times the incumbent and the candidate interleaved at the job's shape and dtype.
 fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, Failure> {
     let (shape, dtype) = &job.timing;
-    check_request(job.kind, shape, *dtype, h.on_gpu()).map_err(Failure::Harness)?;
+    let spec = h.catalogue.get(&job.kind).ok_or_else(|| {
+        Failure::Harness(format!(
+            "unknown kind `{}`; this worker's catalogue has: {}",
+            job.kind,
+            h.catalogue.names().join(", ")
+        ))
+    })?;
+    check_request(spec, shape, *dtype, h.on_gpu()).map_err(Failure::Harness)?;
     let mut loaded = Vec::new();
     for (role, path) in [("incumbent", &job.incumbent), ("candidate", &job.candidate)] {
         let (meta, cand) = h.load(py, path)?;
@@ -111,7 +118,7 @@ fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, 
         .call1((
             &loaded[0],
             &loaded[1],
-            job.kind.name(),
+            job.kind.as_str(),
             shape.0.clone(),
             dtype.name(),
             7u64,

@@ -7,6 +7,7 @@ mod harness_cases;
 mod robustness;
 mod script;
 mod starters;
+mod toy_kind;
 mod warm;
 
 use std::path::{Path, PathBuf};

@@ -61,7 +61,7 @@ async fn os_exit_is_a_crash_with_the_exit_status() {
         reason.contains("about to exit"),
         "stderr tail missing: {reason}"
     );
-    assert_eq!(r.kind.name(), "softmax");
+    assert_eq!(r.kind, Some(autokernel_core::KernelKind::Softmax));
     then_good(&b).await;
 }
 

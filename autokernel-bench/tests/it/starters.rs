@@ -63,17 +63,6 @@ fn matmul_starters_compile_to_tma_and_wgmma() {
     run_check_script("check_tma.py");
 }
 
-/// Every starter against the catalogue's references in Triton's interpreter, beyond the
-/// judge's own stages (`python/tests/check_starters.py`): every input mode at every `cpu` and
-/// `edge` shape, the wide-row loop paths with their blocks forced small, masked rows walked
-/// in chunks shorter than their -inf prefix (which made the softmax and cross-entropy
-/// starters return NaN before their running max was shifted by 0), random TUNABLES.
-#[test]
-fn starters_match_the_references_in_every_mode_and_path() {
-    let out = check_script("check_starters.py", true);
-    assert!(out.ends_with(", 0 failures"), "{out}");
-}
-
 /// Runs `python/tests/<name>` with the compiler (TRITON_INTERPRET unset); it must print "ok".
 fn run_check_script(name: &str) {
     assert_eq!(check_script(name, false), "ok");

@@ -116,7 +116,7 @@ mod tests {
 
     fn result(c: Correctness) -> BenchResult {
         BenchResult {
-            kind: KernelKind::Softmax,
+            kind: Some(KernelKind::Softmax),
             correctness: c,
             stages: vec![],
             metrics: None,

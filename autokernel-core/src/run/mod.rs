@@ -814,7 +814,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             r = self.bench.bench(request) => r?,
             _ = interrupt.abandoned() => {
                 return Ok(BenchResult {
-                    kind: request.kind.unwrap_or(crate::KernelKind::Matmul),
+                    kind: request.kind,
                     correctness: Correctness::Interrupted {
                         reason: ABANDONED_REASON.to_string(),
                     },
@@ -1189,7 +1189,7 @@ fn unmeasured_record(
 
 fn crash_result(target: &Target, reason: &str) -> BenchResult {
     BenchResult {
-        kind: target.kind,
+        kind: Some(target.kind),
         correctness: Correctness::Crash {
             reason: reason.to_string(),
         },

@@ -1,0 +1,887 @@
+//! The kernel catalogue: every kind's facts, written once. A [`KindSpec`] says what a kind's
+//! `kernel_fn` takes and returns, at which shapes and dtypes it is judged, with which
+//! tolerances and forbidden reference ops, and how its roofline figures are counted.
+//!
+//! [`Catalogue::builtin`] holds one entry per [`crate::KernelKind`], in `KernelKind::ALL`
+//! order; `KernelKind`'s methods read it. The bench worker receives the catalogue as JSON
+//! when it starts ([`Catalogue::to_json`]) and its Python side keeps only what must be
+//! Python (references, input generators, starters), keyed by the same names; the worker
+//! refuses to start when the two disagree. docs/kernels.md, "Adding a kind", lists the
+//! places a new kind touches.
+
+use std::sync::LazyLock;
+
+use serde::{Deserialize, Serialize};
+
+use crate::kernel::{Bound, DType, Shape, ShapeSet, Tolerance};
+
+/// What an input is to the judge's input generator: which inputs follow the stability
+/// stage's input mode (`large`, `zeros`, …) and which keep their usual values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputRole {
+    /// Data the kernel transforms; follows the input mode.
+    Data,
+    /// A learned parameter (norm weight, MLP weight); random, whatever the mode.
+    Weight,
+    /// A fixed table (rotary cos/sin); always its real values.
+    Table,
+    /// Integer indices (class ids); ignore the mode.
+    Index,
+}
+
+/// The element type of an input or output, relative to the dtype a case is judged in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElementType {
+    /// The case's dtype (float16, bfloat16 or float32).
+    Judged,
+    /// Always float32 (cross-entropy's loss).
+    Float32,
+    /// Always int64 (class ids).
+    Int64,
+}
+
+/// One keyword argument of `kernel_fn`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputSpec {
+    /// Its keyword name, e.g. `x`, `weight`.
+    pub name: String,
+    /// How the input generator fills it.
+    pub role: InputRole,
+    /// Its tensor shape as dim expressions over the kind's dim names (see [`eval_dims`]),
+    /// e.g. `["M", "K"]`, `["seq", "head_dim/2"]`.
+    pub dims: Vec<String>,
+    /// Its element type.
+    pub dtype: ElementType,
+}
+
+/// What `kernel_fn` returns: a fresh tensor of these dims and element type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputSpec {
+    /// Dim expressions (see [`eval_dims`]); empty for a 0-dim tensor.
+    pub dims: Vec<String>,
+    /// Its element type.
+    pub dtype: ElementType,
+}
+
+/// A semantic parameter of a kind (an epsilon, a causal flag), passed to `kernel_fn` as a
+/// keyword argument. No built-in kind has one yet: their values are fixed by the kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParamSpec {
+    /// Its keyword name.
+    pub name: String,
+    /// Its value when a target does not set one, as JSON.
+    pub default: serde_json::Value,
+}
+
+/// A kind's shape sets (see [`ShapeSet`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShapeSets {
+    /// Small shapes for Triton's interpreter on two cores.
+    pub cpu: Vec<Shape>,
+    /// Sizes of real models (and of the roofline targets).
+    pub gpu: Vec<Shape>,
+    /// Sizes that are not powers of two, to catch masking bugs.
+    pub edge: Vec<Shape>,
+}
+
+/// The dtypes the shape sweep judges, per device class.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DTypes {
+    /// On a GPU.
+    pub gpu: Vec<DType>,
+    /// On the CPU. Triton's interpreter computes with numpy, which has no bfloat16.
+    pub cpu: Vec<DType>,
+}
+
+/// Output tolerances per dtype (see [`crate::KernelKind::tolerance`] for the rule).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Tolerances {
+    /// For float16 outputs.
+    pub float16: Tolerance,
+    /// For bfloat16 outputs.
+    pub bfloat16: Tolerance,
+    /// For float32 outputs.
+    pub float32: Tolerance,
+}
+
+impl Tolerances {
+    /// The bounds shared by most kinds: one rounding of the output to the dtype (unit
+    /// roundoff 2⁻¹¹ for float16, 2⁻⁸ for bfloat16) plus reordered float32 accumulation,
+    /// with margin for long reductions. References are computed in float32.
+    pub const DEFAULT: Tolerances = Tolerances {
+        float16: Tolerance {
+            atol: 1e-2,
+            rtol: 1e-2,
+            max_rel_l2: 5e-3,
+        },
+        bfloat16: Tolerance {
+            atol: 2e-2,
+            rtol: 2e-2,
+            max_rel_l2: 2e-2,
+        },
+        float32: Tolerance {
+            atol: 1e-4,
+            rtol: 1e-4,
+            max_rel_l2: 1e-4,
+        },
+    };
+
+    /// The tolerance for outputs in `dtype`.
+    pub fn get(&self, dtype: DType) -> Tolerance {
+        match dtype {
+            DType::Float16 => self.float16,
+            DType::Bfloat16 => self.bfloat16,
+            DType::Float32 => self.float32,
+        }
+    }
+}
+
+/// A kind's roofline formulas, as Rust functions of the problem shape's dims (as `f64`, in
+/// the order of [`KindSpec::dim_names`]). Not serialised: a catalogue read from JSON gets
+/// the built-in formulas back by kind name ([`Catalogue::from_json`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Formulas {
+    /// Floating-point operations of one call.
+    pub flops: fn(&[f64]) -> f64,
+    /// Minimum DRAM bytes of one call, given the bytes per element of the judged dtype.
+    pub min_bytes: fn(&[f64], f64) -> f64,
+}
+
+/// Everything the judge and the tools know about one kind, but its Python (reference,
+/// input generator, starter).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KindSpec {
+    /// The snake-case name, as in `KERNEL_KIND` and `results.tsv`.
+    pub name: String,
+    /// One line: what it computes.
+    pub summary: String,
+    /// Names of the problem-shape dims (a [`Shape`] lists them in this order).
+    pub dim_names: Vec<String>,
+    /// `kernel_fn`'s keyword arguments, in order.
+    pub inputs: Vec<InputSpec>,
+    /// What `kernel_fn` returns.
+    pub output: OutputSpec,
+    /// Semantic parameters (none yet; room for eps, causal, scale).
+    #[serde(default)]
+    pub params: Vec<ParamSpec>,
+    /// Shape sets.
+    pub shapes: ShapeSets,
+    /// One small shape to run the reference once when the worker starts.
+    pub tiny_shape: Shape,
+    /// Dtypes judged per device class.
+    pub dtypes: DTypes,
+    /// Output tolerances per dtype.
+    pub tolerances: Tolerances,
+    /// Aten ops a candidate may not dispatch (the reference's own operation).
+    pub forbidden_ops: Vec<String>,
+    /// Whether rows may hold -inf (attention masks, padded vocabularies): the stability
+    /// stage then feeds the `masked` input mode.
+    pub masked_rows: bool,
+    /// Whether `autokernel verify` can plug it into a model (it has a standard call site).
+    pub pluggable: bool,
+    /// Memory- or compute-bound at its `gpu` shapes: the unit of its throughput.
+    pub bound: Bound,
+    /// FLOP and byte formulas; `None` for a kind read from JSON that is not built in (its
+    /// throughput then reads 0).
+    #[serde(skip)]
+    pub formulas: Option<Formulas>,
+}
+
+impl PartialEq for KindSpec {
+    /// Equal when every serialised fact is (formulas are functions and not compared).
+    fn eq(&self, other: &Self) -> bool {
+        serde_json::to_value(self).ok() == serde_json::to_value(other).ok()
+    }
+}
+
+impl KindSpec {
+    /// The shapes of `set`.
+    pub fn shapes(&self, set: ShapeSet) -> &[Shape] {
+        match set {
+            ShapeSet::Cpu => &self.shapes.cpu,
+            ShapeSet::Gpu => &self.shapes.gpu,
+            ShapeSet::Edge => &self.shapes.edge,
+        }
+    }
+
+    /// The dtypes judged on a GPU (`on_gpu`) or on the CPU.
+    pub fn dtypes(&self, on_gpu: bool) -> &[DType] {
+        if on_gpu {
+            &self.dtypes.gpu
+        } else {
+            &self.dtypes.cpu
+        }
+    }
+
+    /// The tolerance for outputs in `dtype`.
+    pub fn tolerance(&self, dtype: DType) -> Tolerance {
+        self.tolerances.get(dtype)
+    }
+
+    /// Input names, in order.
+    pub fn input_names(&self) -> Vec<&str> {
+        self.inputs.iter().map(|i| i.name.as_str()).collect()
+    }
+
+    /// The output's tensor shape for the problem `shape`, and its dtype when the case is
+    /// judged in `dtype`.
+    ///
+    /// # Errors
+    /// A message when `shape` has the wrong rank or a dim expression does not evaluate.
+    pub fn output_for(&self, shape: &Shape, dtype: DType) -> Result<(Vec<u64>, String), String> {
+        let dims = eval_dims(&self.output.dims, &self.dim_names, shape)?;
+        let dt = match self.output.dtype {
+            ElementType::Judged => dtype.name(),
+            ElementType::Float32 => "float32",
+            ElementType::Int64 => "int64",
+        };
+        Ok((dims, dt.to_string()))
+    }
+
+    /// Floating-point operations of one call at `shape`; 0 without formulas.
+    pub fn flops(&self, shape: &Shape) -> f64 {
+        let d = as_f64(shape);
+        self.formulas.map_or(0.0, |f| (f.flops)(&d))
+    }
+
+    /// Minimum DRAM bytes of one call at `shape` in `dtype`; 0 without formulas.
+    pub fn min_bytes(&self, shape: &Shape, dtype: DType) -> f64 {
+        let d = as_f64(shape);
+        self.formulas
+            .map_or(0.0, |f| (f.min_bytes)(&d, dtype.size_bytes() as f64))
+    }
+
+    /// Throughput of one call that took `latency_us` (µs), in the unit of [`Self::bound`]:
+    /// GB/s of [`Self::min_bytes`] or TFLOP/s of [`Self::flops`]; 0 for a non-positive
+    /// latency or without formulas.
+    pub fn throughput(&self, shape: &Shape, dtype: DType, latency_us: f64) -> f64 {
+        if latency_us <= 0.0 {
+            return 0.0;
+        }
+        let seconds = latency_us * 1e-6;
+        match self.bound {
+            Bound::Memory => self.min_bytes(shape, dtype) / seconds / 1e9,
+            Bound::Compute => self.flops(shape) / seconds / 1e12,
+        }
+    }
+}
+
+/// The dims of `shape` as `f64`, padded with zeros to eight so that a formula never
+/// indexes past a shape of the wrong rank (it then reads 0).
+fn as_f64(shape: &Shape) -> Vec<f64> {
+    let mut d: Vec<f64> = shape.0.iter().map(|&v| v as f64).collect();
+    d.resize(d.len().max(8), 0.0);
+    d
+}
+
+/// Evaluates dim expressions against a problem shape: each expression is a dim name
+/// (`cols`) or a dim name divided by a positive integer (`head_dim/2`).
+///
+/// # Errors
+/// A message naming the expression that is not a dim of `names`, or a shape whose rank is
+/// not `names.len()`.
+pub fn eval_dims(exprs: &[String], names: &[String], shape: &Shape) -> Result<Vec<u64>, String> {
+    if shape.0.len() != names.len() {
+        return Err(format!(
+            "shape `{shape}` has {} dims, expected {} ({})",
+            shape.0.len(),
+            names.len(),
+            names.join(", ")
+        ));
+    }
+    exprs
+        .iter()
+        .map(|e| {
+            let (name, div) = match e.split_once('/') {
+                Some((n, d)) => (n.trim(), d.trim().parse::<u64>().ok().filter(|d| *d > 0)),
+                None => (e.trim(), Some(1)),
+            };
+            let i = names.iter().position(|n| n == name);
+            match (i, div) {
+                (Some(i), Some(div)) => Ok(shape.0[i] / div),
+                _ => Err(format!(
+                    "dim `{e}` is not one of {} (optionally `/N`)",
+                    names.join(", ")
+                )),
+            }
+        })
+        .collect()
+}
+
+/// Every kind's [`KindSpec`], looked up by name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Catalogue {
+    /// The kinds, in catalogue order.
+    pub kinds: Vec<KindSpec>,
+}
+
+static BUILTIN: LazyLock<Catalogue> = LazyLock::new(|| Catalogue {
+    kinds: builtin::all(),
+});
+
+impl Catalogue {
+    /// The built-in catalogue: one entry per [`crate::KernelKind`], in `KernelKind::ALL`
+    /// order.
+    pub fn builtin() -> &'static Catalogue {
+        &BUILTIN
+    }
+
+    /// The kind named `name`.
+    pub fn get(&self, name: &str) -> Option<&KindSpec> {
+        self.kinds.iter().find(|k| k.name == name)
+    }
+
+    /// Names of its kinds, in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.kinds.iter().map(|k| k.name.as_str()).collect()
+    }
+
+    /// This catalogue plus `spec` (replacing a kind of the same name): how a test or an
+    /// extension adds a kind that has no [`crate::KernelKind`] variant.
+    pub fn with(mut self, spec: KindSpec) -> Catalogue {
+        match self.kinds.iter_mut().find(|k| k.name == spec.name) {
+            Some(k) => *k = spec,
+            None => self.kinds.push(spec),
+        }
+        self
+    }
+
+    /// The catalogue as one line of JSON (formulas left out).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a catalogue always serialises")
+    }
+
+    /// Reads a catalogue written by [`Catalogue::to_json`]; kinds named like a built-in
+    /// kind get its formulas back.
+    ///
+    /// # Errors
+    /// The JSON error, or a message naming a kind listed twice.
+    pub fn from_json(text: &str) -> Result<Catalogue, String> {
+        let mut c: Catalogue = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        for (i, k) in c.kinds.iter().enumerate() {
+            if c.kinds[..i].iter().any(|o| o.name == k.name) {
+                return Err(format!("kind `{}` is listed twice", k.name));
+            }
+        }
+        for k in &mut c.kinds {
+            k.formulas = Catalogue::builtin().get(&k.name).and_then(|b| b.formulas);
+        }
+        Ok(c)
+    }
+}
+
+/// The built-in entries, one function per kind.
+mod builtin {
+    use super::*;
+    use crate::kernel::{Bound, DType, Shape};
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    fn shapes(v: &[&[u64]]) -> Vec<Shape> {
+        v.iter().map(|d| Shape(d.to_vec())).collect()
+    }
+
+    fn input(name: &str, role: InputRole, dims: &[&str]) -> InputSpec {
+        InputSpec {
+            name: name.into(),
+            role,
+            dims: s(dims),
+            dtype: if role == InputRole::Index {
+                ElementType::Int64
+            } else {
+                ElementType::Judged
+            },
+        }
+    }
+
+    fn output(dims: &[&str]) -> OutputSpec {
+        OutputSpec {
+            dims: s(dims),
+            dtype: ElementType::Judged,
+        }
+    }
+
+    /// float32, float16 and bfloat16 on a GPU; float32 and float16 on the CPU (numpy has
+    /// no bfloat16).
+    fn dtypes() -> DTypes {
+        DTypes {
+            gpu: DType::ALL.to_vec(),
+            cpu: vec![DType::Float32, DType::Float16],
+        }
+    }
+
+    /// Long dot products in float32: accumulation in another order than cuBLAS (and no
+    /// TF32: the precision policy turns it off for both sides).
+    fn dot_products() -> Tolerances {
+        Tolerances {
+            float32: Tolerance {
+                atol: 1e-3,
+                rtol: 1e-3,
+                max_rel_l2: 1e-4,
+            },
+            ..Tolerances::DEFAULT
+        }
+    }
+
+    /// A spec with the defaults most kinds share; each entry overrides the rest.
+    #[allow(clippy::too_many_arguments)]
+    fn spec(
+        name: &str,
+        summary: &str,
+        dim_names: &[&str],
+        inputs: Vec<InputSpec>,
+        out: OutputSpec,
+        sets: [&[&[u64]]; 3],
+        tiny: &[u64],
+        forbidden: &[&str],
+        bound: Bound,
+        formulas: Formulas,
+    ) -> KindSpec {
+        KindSpec {
+            name: name.into(),
+            summary: summary.into(),
+            dim_names: s(dim_names),
+            inputs,
+            output: out,
+            params: Vec::new(),
+            shapes: ShapeSets {
+                cpu: shapes(sets[0]),
+                gpu: shapes(sets[1]),
+                edge: shapes(sets[2]),
+            },
+            tiny_shape: Shape(tiny.to_vec()),
+            dtypes: dtypes(),
+            tolerances: Tolerances::DEFAULT,
+            forbidden_ops: s(forbidden),
+            masked_rows: false,
+            pluggable: true,
+            bound,
+            formulas: Some(formulas),
+        }
+    }
+
+    use InputRole::{Data, Index, Table, Weight};
+
+    const ROWS_COLS: &[&str] = &["rows", "cols"];
+    const BHSD: &[&str] = &["batch", "heads", "seq", "head_dim"];
+    const ROW_CPU: &[&[u64]] = &[&[8, 128], &[16, 256]];
+    const ROW_EDGE: &[&[u64]] = &[&[7, 1000], &[33, 77]];
+
+    // Formula sources. Matmul `2·M·N·K` (a multiply and an add per term). Causal attention
+    // `2·(2·b·h·s²·d)/2`: QKᵀ and PV are each `2·b·h·s²·d`, halved by the causal mask
+    // (FlashAttention-2, Dao 2023, §4). SwiGLU: three matmuls of `2·T·H·I`. Memory-bound
+    // kinds count a handful of operations per element (softmax: max, subtract, exp, sum,
+    // divide = 5); these only inform arithmetic intensity. Bytes: every input read once
+    // and the output written once (roofline model, Williams, Waterman & Patterson, CACM
+    // 52(4), 2009).
+
+    fn matmul() -> KindSpec {
+        spec(
+            "matmul",
+            "C = A @ B",
+            &["M", "N", "K"],
+            vec![input("A", Data, &["M", "K"]), input("B", Data, &["K", "N"])],
+            output(&["M", "N"]),
+            [
+                &[&[64, 64, 64], &[128, 64, 32]],
+                &[&[4096, 4096, 4096], &[4096, 11008, 4096]],
+                &[&[67, 45, 93], &[1, 33, 17]],
+            ],
+            &[16, 16, 16],
+            &[
+                "aten::mm",
+                "aten::bmm",
+                "aten::addmm",
+                "aten::matmul",
+                "aten::linear",
+            ],
+            Bound::Compute,
+            Formulas {
+                flops: |d| 2.0 * d[0] * d[1] * d[2],
+                min_bytes: |d, e| (d[0] * d[2] + d[2] * d[1] + d[0] * d[1]) * e,
+            },
+        )
+        .tolerances(dot_products())
+    }
+
+    fn softmax() -> KindSpec {
+        spec(
+            "softmax",
+            "row-wise softmax over the last dim",
+            ROWS_COLS,
+            vec![input("x", Data, ROWS_COLS)],
+            output(ROWS_COLS),
+            [
+                ROW_CPU,
+                &[&[4096, 4096], &[8192, 8192], &[4096, 50257]],
+                ROW_EDGE,
+            ],
+            &[4, 32],
+            &["aten::_softmax", "aten::softmax", "aten::_log_softmax"],
+            Bound::Memory,
+            Formulas {
+                flops: |d| 5.0 * d[0] * d[1],
+                min_bytes: |d, e| 2.0 * d[0] * d[1] * e,
+            },
+        )
+        .masked()
+    }
+
+    fn layernorm() -> KindSpec {
+        spec(
+            "layernorm",
+            "layer normalisation over the last dim (eps 1e-5, affine)",
+            ROWS_COLS,
+            vec![
+                input("x", Data, ROWS_COLS),
+                input("weight", Weight, &["cols"]),
+                input("bias", Weight, &["cols"]),
+            ],
+            output(ROWS_COLS),
+            [ROW_CPU, &[&[4096, 4096], &[8192, 8192]], ROW_EDGE],
+            &[4, 32],
+            &["aten::layer_norm", "aten::native_layer_norm"],
+            Bound::Memory,
+            Formulas {
+                flops: |d| 8.0 * d[0] * d[1],
+                min_bytes: |d, e| (2.0 * d[0] * d[1] + 2.0 * d[1]) * e,
+            },
+        )
+    }
+
+    fn rmsnorm() -> KindSpec {
+        spec(
+            "rmsnorm",
+            "RMS normalisation x / sqrt(mean(x²) + 1e-6) · w",
+            ROWS_COLS,
+            vec![
+                input("x", Data, ROWS_COLS),
+                input("weight", Weight, &["cols"]),
+            ],
+            output(ROWS_COLS),
+            [ROW_CPU, &[&[4096, 4096], &[8192, 8192]], ROW_EDGE],
+            &[4, 32],
+            &["aten::rms_norm", "aten::_fused_rms_norm"],
+            Bound::Memory,
+            Formulas {
+                flops: |d| 4.0 * d[0] * d[1],
+                min_bytes: |d, e| (2.0 * d[0] * d[1] + d[1]) * e,
+            },
+        )
+    }
+
+    fn flash_attention() -> KindSpec {
+        spec(
+            "flash_attention",
+            "causal scaled-dot-product attention, scale 1/√d",
+            BHSD,
+            vec![
+                input("Q", Data, BHSD),
+                input("K", Data, BHSD),
+                input("V", Data, BHSD),
+            ],
+            output(BHSD),
+            [
+                &[&[1, 2, 32, 16], &[2, 2, 64, 32]],
+                &[&[1, 32, 2048, 128]],
+                &[&[1, 3, 37, 64]],
+            ],
+            &[1, 2, 16, 16],
+            &[
+                "aten::scaled_dot_product_attention",
+                "aten::_scaled_dot_product_flash_attention",
+                "aten::_scaled_dot_product_efficient_attention",
+                "aten::_scaled_dot_product_cudnn_attention",
+                "aten::_scaled_dot_product_attention_math",
+                "aten::_softmax",
+            ],
+            Bound::Compute,
+            Formulas {
+                flops: |d| 2.0 * d[0] * d[1] * d[2] * d[2] * d[3],
+                min_bytes: |d, e| 4.0 * d[0] * d[1] * d[2] * d[3] * e,
+            },
+        )
+        .tolerances(dot_products())
+    }
+
+    fn fused_mlp() -> KindSpec {
+        let tih: &[&str] = &["tokens", "hidden", "intermediate"];
+        // three matmuls and an intermediate rounded to the dtype: twice the usual bounds
+        let doubled = |t: Tolerance| Tolerance {
+            atol: t.atol * 2.0,
+            rtol: t.rtol * 2.0,
+            max_rel_l2: t.max_rel_l2 * 2.0,
+        };
+        spec(
+            "fused_mlp",
+            "SwiGLU MLP down(silu(x·gateᵀ) · (x·upᵀ))",
+            tih,
+            vec![
+                input("x", Data, &["tokens", "hidden"]),
+                input("w_gate", Weight, &["intermediate", "hidden"]),
+                input("w_up", Weight, &["intermediate", "hidden"]),
+                input("w_down", Weight, &["hidden", "intermediate"]),
+            ],
+            output(&["tokens", "hidden"]),
+            [
+                &[&[16, 32, 64], &[32, 64, 96]],
+                &[&[2048, 4096, 11008]],
+                &[&[13, 40, 72]],
+            ],
+            &[4, 16, 32],
+            &[
+                "aten::mm",
+                "aten::addmm",
+                "aten::matmul",
+                "aten::linear",
+                "aten::silu",
+            ],
+            Bound::Compute,
+            Formulas {
+                flops: |d| 3.0 * 2.0 * d[0] * d[1] * d[2],
+                min_bytes: |d, e| (2.0 * d[0] * d[1] + 3.0 * d[1] * d[2]) * e,
+            },
+        )
+        .tolerances(Tolerances {
+            float16: doubled(Tolerances::DEFAULT.float16),
+            bfloat16: doubled(Tolerances::DEFAULT.bfloat16),
+            float32: dot_products().float32,
+        })
+    }
+
+    fn cross_entropy() -> KindSpec {
+        let mut k = spec(
+            "cross_entropy",
+            "mean cross-entropy of logits against class ids",
+            &["rows", "vocab"],
+            vec![
+                input("logits", Data, &["rows", "vocab"]),
+                input("targets", Index, &["rows"]),
+            ],
+            OutputSpec {
+                dims: Vec::new(),
+                dtype: ElementType::Float32,
+            },
+            [
+                &[&[8, 128], &[16, 500]],
+                &[&[4096, 50257], &[4096, 32000]],
+                ROW_EDGE,
+            ],
+            &[4, 32],
+            &[
+                "aten::cross_entropy_loss",
+                "aten::nll_loss",
+                "aten::nll_loss_forward",
+                "aten::nll_loss_nd",
+                "aten::_log_softmax",
+                "aten::log_softmax",
+            ],
+            Bound::Memory,
+            // int64 targets (8 bytes each); the output is one float32
+            Formulas {
+                flops: |d| 5.0 * d[0] * d[1],
+                min_bytes: |d, e| d[0] * d[1] * e + d[0] * 8.0 + 4.0,
+            },
+        );
+        k.masked_rows = true;
+        k
+    }
+
+    fn rotary_embedding() -> KindSpec {
+        let mut k = spec(
+            "rotary_embedding",
+            "interleaved rotary position embedding",
+            BHSD,
+            vec![
+                input("x", Data, BHSD),
+                input("cos", Table, &["seq", "head_dim/2"]),
+                input("sin", Table, &["seq", "head_dim/2"]),
+            ],
+            output(BHSD),
+            [
+                &[&[1, 2, 16, 32], &[2, 2, 32, 64]],
+                &[&[1, 32, 2048, 128]],
+                &[&[1, 3, 37, 48]],
+            ],
+            &[1, 2, 8, 16],
+            &[],
+            Bound::Memory,
+            // cos and sin are [seq, head_dim/2] each
+            Formulas {
+                flops: |d| 3.0 * d[0] * d[1] * d[2] * d[3],
+                min_bytes: |d, e| 2.0 * d[0] * d[1] * d[2] * d[3] * e + d[2] * d[3] * e,
+            },
+        );
+        // written inline in models: no standard call site to plug into
+        k.pluggable = false;
+        k
+    }
+
+    fn reduce() -> KindSpec {
+        let mut k = spec(
+            "reduce",
+            "sum over the last dim",
+            ROWS_COLS,
+            vec![input("x", Data, ROWS_COLS)],
+            output(&["rows"]),
+            [ROW_CPU, &[&[8192, 8192], &[4096, 4096]], ROW_EDGE],
+            &[4, 32],
+            &["aten::sum"],
+            Bound::Memory,
+            Formulas {
+                flops: |d| d[0] * d[1],
+                min_bytes: |d, e| (d[0] * d[1] + d[0]) * e,
+            },
+        );
+        k.pluggable = false;
+        k
+    }
+
+    impl KindSpec {
+        fn tolerances(mut self, t: Tolerances) -> KindSpec {
+            self.tolerances = t;
+            self
+        }
+
+        fn masked(mut self) -> KindSpec {
+            self.masked_rows = true;
+            self
+        }
+    }
+
+    /// Every built-in kind, in `KernelKind::ALL` order.
+    pub(super) fn all() -> Vec<KindSpec> {
+        vec![
+            matmul(),
+            softmax(),
+            layernorm(),
+            rmsnorm(),
+            flash_attention(),
+            fused_mlp(),
+            cross_entropy(),
+            rotary_embedding(),
+            reduce(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::KernelKind;
+
+    #[test]
+    fn the_builtin_catalogue_lists_every_kernel_kind_in_order() {
+        let names = Catalogue::builtin().names();
+        let want: Vec<&str> = KernelKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names, want);
+    }
+
+    #[test]
+    fn the_catalogue_round_trips_through_json_with_its_formulas() {
+        let c = Catalogue::builtin();
+        let back = Catalogue::from_json(&c.to_json()).unwrap();
+        assert_eq!(&back, c);
+        let s = Shape(vec![64, 64, 64]);
+        assert_eq!(back.get("matmul").unwrap().flops(&s), 2.0 * 64f64.powi(3));
+    }
+
+    #[test]
+    fn a_kind_listed_twice_is_refused_by_name() {
+        let c = Catalogue::builtin().clone();
+        let mut twice = c.clone();
+        twice.kinds.push(c.kinds[1].clone());
+        let err = Catalogue::from_json(&twice.to_json()).unwrap_err();
+        assert!(err.contains("`softmax`"), "{err}");
+    }
+
+    #[test]
+    fn a_kind_not_built_in_has_no_formulas_and_reads_zero_throughput() {
+        let mut toy = Catalogue::builtin().get("softmax").unwrap().clone();
+        toy.name = "toy".into();
+        let c = Catalogue::builtin().clone().with(toy);
+        let back = Catalogue::from_json(&c.to_json()).unwrap();
+        let toy = back.get("toy").unwrap();
+        assert!(toy.formulas.is_none());
+        assert_eq!(
+            toy.throughput(&Shape(vec![8, 128]), DType::Float16, 1.0),
+            0.0
+        );
+    }
+
+    #[test]
+    fn every_input_and_output_dim_names_a_dim_of_its_kind() {
+        for k in &Catalogue::builtin().kinds {
+            let tiny = &k.tiny_shape;
+            for i in &k.inputs {
+                eval_dims(&i.dims, &k.dim_names, tiny)
+                    .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            }
+            k.output_for(tiny, DType::Float16)
+                .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+        }
+    }
+
+    #[test]
+    fn dim_expressions_divide_and_name_what_is_wrong() {
+        let names = vec!["seq".to_string(), "head_dim".to_string()];
+        let shape = Shape(vec![8, 16]);
+        let dims = eval_dims(&["seq".into(), "head_dim/2".into()], &names, &shape).unwrap();
+        assert_eq!(dims, vec![8, 8]);
+        let err = eval_dims(&["cols".into()], &names, &shape).unwrap_err();
+        assert!(err.contains("`cols`"), "{err}");
+        assert!(eval_dims(&["seq/0".into()], &names, &shape).is_err());
+        assert!(eval_dims(&["seq".into()], &names, &Shape(vec![8])).is_err());
+    }
+
+    #[test]
+    fn tolerances_differ_only_where_the_entries_say() {
+        let t = |k: KernelKind, d| KernelKind::tolerance(k, d);
+        let tol = |atol, rtol, max_rel_l2| Tolerance {
+            atol,
+            rtol,
+            max_rel_l2,
+        };
+        assert_eq!(
+            t(KernelKind::Softmax, DType::Float16),
+            tol(1e-2, 1e-2, 5e-3)
+        );
+        assert_eq!(t(KernelKind::Reduce, DType::Float32), tol(1e-4, 1e-4, 1e-4));
+        // long dot products in float32, and fused_mlp's doubled half-precision bounds
+        assert_eq!(t(KernelKind::Matmul, DType::Float32), tol(1e-3, 1e-3, 1e-4));
+        assert_eq!(
+            t(KernelKind::FusedMlp, DType::Float32),
+            tol(1e-3, 1e-3, 1e-4)
+        );
+        assert_eq!(
+            t(KernelKind::FusedMlp, DType::Float16),
+            tol(2e-2, 2e-2, 1e-2)
+        );
+        assert_eq!(
+            t(KernelKind::FusedMlp, DType::Bfloat16),
+            tol(4e-2, 4e-2, 4e-2)
+        );
+        assert_eq!(t(KernelKind::Matmul, DType::Float16), tol(1e-2, 1e-2, 5e-3));
+    }
+
+    #[test]
+    fn cross_entropy_returns_a_float32_scalar_and_reduce_one_value_per_row() {
+        let c = Catalogue::builtin();
+        let (dims, dt) = c
+            .get("cross_entropy")
+            .unwrap()
+            .output_for(&Shape(vec![8, 128]), DType::Float16)
+            .unwrap();
+        assert_eq!((dims, dt.as_str()), (vec![], "float32"));
+        let (dims, dt) = c
+            .get("reduce")
+            .unwrap()
+            .output_for(&Shape(vec![8, 128]), DType::Bfloat16)
+            .unwrap();
+        assert_eq!((dims, dt.as_str()), (vec![8], "bfloat16"));
+    }
+}
