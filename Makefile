@@ -74,6 +74,8 @@ lint:
 
 # CPU only: Triton's interpreter runs the kernels (no GPU needed).
 test: setup setup-test lint
+	@# every example builds (`cargo test` builds them too; this says so, and fails first)
+	$(CARGO) build --workspace --examples
 	TRITON_INTERPRET=1 $(CARGO) test --workspace --features autokernel-agent/llm-server-tests
 	@# trace import builds and runs without pyo3 or the bench worker (the model profiler is a
 	@# default feature)

@@ -20,6 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::verification::{SavedVerification, Verification};
 
+/// The workspace folder of a command not given one: `./autokernel-workspace`.
+pub const DEFAULT_DIR: &str = "autokernel-workspace";
+
 /// Which model a workspace belongs to, as recorded at its first run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelIdentity {

@@ -1,13 +1,11 @@
 //! Kernel kinds, dtypes and shapes. Each kind's facts (inputs, shape sets, tolerances,
 //! forbidden reference ops, FLOP and byte formulas) live in its catalogue entry
-//! ([`crate::Catalogue`]); [`KernelKind`]'s methods read it.
+//! ([`crate::Catalogue`]); [`KernelKind`]'s methods that read it are defined there.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-
-use crate::catalogue::{Catalogue, KindSpec};
 
 /// The kinds of kernel autokernel knows how to judge and optimise, by the field's names.
 ///
@@ -163,118 +161,6 @@ impl KernelKind {
             KernelKind::Reduce => "reduce",
         }
     }
-
-    /// The kind's catalogue entry ([`crate::Catalogue::builtin`]): every fact below is
-    /// read from it.
-    pub fn spec(self) -> &'static KindSpec {
-        let spec = &Catalogue::builtin().kinds[self as usize];
-        debug_assert_eq!(spec.name, self.name());
-        spec
-    }
-
-    /// Keyword names of `kernel_fn`'s inputs, in order.
-    pub fn input_names(self) -> Vec<&'static str> {
-        self.spec().input_names()
-    }
-
-    /// Names of the dims of this kind's problem shape (see [`Shape`]).
-    pub fn dim_names(self) -> Vec<&'static str> {
-        self.spec().dim_names.iter().map(String::as_str).collect()
-    }
-
-    /// Whether the kind is memory- or compute-bound at its `gpu` shapes (its arithmetic
-    /// intensity against an H100/H200-class ridge point of ~200 FLOP/byte).
-    pub fn bound(self) -> Bound {
-        self.spec().bound
-    }
-
-    /// The shapes of the given set (see [`ShapeSet`]).
-    ///
-    /// `cpu` shapes are small enough for Triton's interpreter on two cores; `gpu` shapes are
-    /// the sizes of real models (and of the roofline targets); `edge` shapes are not powers
-    /// of two, to catch masking bugs.
-    pub fn shapes(self, set: ShapeSet) -> Vec<Shape> {
-        self.spec().shapes(set).to_vec()
-    }
-
-    /// Dtypes swept by the shape-sweep stage on the given device class.
-    ///
-    /// Triton's interpreter computes with numpy, which has no bfloat16, so CPU mode sweeps
-    /// float32 and float16 only.
-    pub fn dtypes(self, on_gpu: bool) -> Vec<DType> {
-        self.spec().dtypes(on_gpu).to_vec()
-    }
-
-    /// Whether the kind's rows may hold -inf, as attention masks and padded vocabularies
-    /// leave them (softmax, cross-entropy): the judge's stability stage then also feeds rows
-    /// with -inf columns at either end (the `masked` input mode of `python/catalogue.py`) at
-    /// the timing shape, and unless quick at the first shape of the set and the edge shapes.
-    pub fn takes_masked_rows(self) -> bool {
-        self.spec().masked_rows
-    }
-
-    /// Whether `autokernel verify` can plug a kernel of this kind into a model: each such
-    /// kind has a standard call site (`nn.Linear` for matmul, `nn.LayerNorm`, RMSNorm
-    /// modules, `torch.nn.functional` softmax, scaled_dot_product_attention and
-    /// cross_entropy, silu-gated MLP modules; `python/verify_model.py`). Rotary embeddings
-    /// and reductions are written inline in models and have none.
-    pub fn pluggable(self) -> bool {
-        self.spec().pluggable
-    }
-
-    /// Aten ops a candidate of this kind may not dispatch: computing the result with the
-    /// reference's own operation is not a kernel.
-    pub fn forbidden_ops(self) -> Vec<&'static str> {
-        self.spec()
-            .forbidden_ops
-            .iter()
-            .map(String::as_str)
-            .collect()
-    }
-
-    /// The comparison tolerance for outputs of this kind in `dtype`.
-    ///
-    /// Elementwise: `|out − ref| ≤ atol + rtol·|ref|`; and as a whole:
-    /// `‖out − ref‖₂ / ‖ref‖₂ ≤ max_rel_l2`, which catches an answer that is elementwise
-    /// close only because every true value is tiny (an all-zeros softmax over a long row).
-    /// The values are the catalogue's ([`crate::Tolerances::DEFAULT`] and the kinds that
-    /// differ).
-    pub fn tolerance(self, dtype: DType) -> Tolerance {
-        self.spec().tolerance(dtype)
-    }
-
-    /// Floating-point operations of one call at `shape` (the catalogue entry's formula;
-    /// sources beside the entries in `catalogue.rs`).
-    pub fn flops(self, shape: &Shape) -> f64 {
-        self.spec().flops(shape)
-    }
-
-    /// Minimum DRAM bytes one call must move at `shape`: every input read once and the
-    /// output written once (the compulsory traffic of the roofline model).
-    ///
-    /// # Units
-    /// Bytes. Divided by latency it is achieved bandwidth, comparable to
-    /// [`crate::GpuSpec::mem_bandwidth_gb_s`] (1 GB = 1e9 B).
-    pub fn min_bytes(self, shape: &Shape, dtype: DType) -> f64 {
-        self.spec().min_bytes(shape, dtype)
-    }
-
-    /// Arithmetic intensity in FLOP per byte at `shape` and `dtype`: [`Self::flops`] over
-    /// [`Self::min_bytes`]. Compare with [`crate::GpuSpec::ridge_point`].
-    pub fn arithmetic_intensity(self, shape: &Shape, dtype: DType) -> f64 {
-        let bytes = self.min_bytes(shape, dtype);
-        if bytes > 0.0 {
-            self.flops(shape) / bytes
-        } else {
-            0.0
-        }
-    }
-
-    /// Throughput of one call that took `latency_us`, in this kind's unit
-    /// ([`Bound::throughput_unit`]): GB/s of [`Self::min_bytes`] or TFLOP/s of [`Self::flops`].
-    pub fn throughput(self, shape: &Shape, dtype: DType, latency_us: f64) -> f64 {
-        self.spec().throughput(shape, dtype, latency_us)
-    }
 }
 
 impl fmt::Display for KernelKind {
@@ -323,27 +209,6 @@ pub struct Tolerance {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Shape(pub Vec<u64>);
-
-impl Shape {
-    /// Parses `4096,4096` or `4096x4096` and checks the rank against `kind`.
-    ///
-    /// # Errors
-    /// [`ParseError::Shape`] for anything but positive integers, [`ParseError::Rank`] for
-    /// the wrong number of dims.
-    pub fn parse_for(kind: KernelKind, text: &str) -> Result<Shape, ParseError> {
-        let shape: Shape = text.parse()?;
-        let names = kind.dim_names();
-        if shape.0.len() != names.len() {
-            return Err(ParseError::Rank {
-                kind,
-                expected: names.len(),
-                names: names.join(", "),
-                got: shape.0.len(),
-            });
-        }
-        Ok(shape)
-    }
-}
 
 impl FromStr for Shape {
     type Err = ParseError;

@@ -649,15 +649,7 @@ impl GixStore {
             .map_err(|e| err(e.into()))?
             .and_then(|r| r.try_id().map(|i| i.detach()));
         let base = self.tree_of(repo, previous, operation)?;
-        let blob = repo
-            .write_blob(text.as_bytes())
-            .map_err(|e| err(e.into()))?
-            .detach();
-        let mut editor = repo.edit_tree(base).map_err(|e| err(e.into()))?;
-        editor
-            .upsert(commit.to_string(), gix::objs::tree::EntryKind::Blob, blob)
-            .map_err(|e| err(e.into()))?;
-        let tree = editor.write().map_err(|e| err(e.into()))?.detach();
+        let tree = tree_with_file(repo, base, &commit.to_string(), text).map_err(err)?;
         let sig = self.signature();
         let mut buf = gix::date::parse::TimeBuf::default();
         let sig_ref = sig.to_ref(&mut buf);
@@ -723,15 +715,7 @@ impl GixStore {
         let err = |e: BoxError| self.git_error(op, &branch, e);
         let tip = self.branch_tip(&repo, op)?;
         let base = self.tree_of(&repo, tip, op)?;
-        let blob = repo
-            .write_blob(draft.source.as_bytes())
-            .map_err(|e| err(e.into()))?
-            .detach();
-        let mut editor = repo.edit_tree(base).map_err(|e| err(e.into()))?;
-        editor
-            .upsert(rel.as_str(), gix::objs::tree::EntryKind::Blob, blob)
-            .map_err(|e| err(e.into()))?;
-        let tree = editor.write().map_err(|e| err(e.into()))?.detach();
+        let tree = tree_with_file(&repo, base, rel.as_str(), draft.source).map_err(err)?;
 
         self.begin_write(&[format!("targets/{target}")])?;
         let path = self.workdir.join(&rel);
@@ -1088,4 +1072,18 @@ impl VersionStore for GixStore {
         }
         self.read_kernel(commit, target_id).map(Some)
     }
+}
+
+/// Writes the tree `base` with the file at `path` set to `text` (a blob written for it),
+/// and returns the new tree's id: a commit's tree and a note's both are made so.
+fn tree_with_file(
+    repo: &gix::Repository,
+    base: ObjectId,
+    path: &str,
+    text: &str,
+) -> Result<ObjectId, BoxError> {
+    let blob = repo.write_blob(text.as_bytes())?.detach();
+    let mut editor = repo.edit_tree(base)?;
+    editor.upsert(path, gix::objs::tree::EntryKind::Blob, blob)?;
+    Ok(editor.write()?.detach())
 }

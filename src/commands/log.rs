@@ -5,7 +5,6 @@
 //! timings); works during or after a run.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::bail;
@@ -33,14 +32,8 @@ Examples:
   autokernel log --json | jq '.[] | select(.best)'"
 )]
 pub struct LogArgs {
-    /// The workspace whose experiments to list
-    #[arg(
-        long,
-        short = 'w',
-        default_value = "autokernel-workspace",
-        value_name = "DIR"
-    )]
-    pub workspace: PathBuf,
+    #[command(flatten)]
+    pub workspace: super::WorkspaceArg,
     /// Only this target's experiments (an id of plan.json, e.g. 01-matmul)
     #[arg(long, value_name = "ID")]
     pub target: Option<String>,
@@ -160,7 +153,7 @@ pub fn render(entries: &[LogEntry]) -> String {
 
 /// Runs `autokernel log`.
 pub async fn run(args: LogArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    let ws = Workspace::open_existing(&args.workspace)?;
+    let ws = Workspace::open_existing(&args.workspace.dir)?;
     let rows = ws.rows()?;
     if let Some(t) = &args.target {
         if !rows.iter().any(|r| &r.target == t) {

@@ -10,3 +10,17 @@ pub mod report;
 pub mod run;
 pub mod tune;
 pub mod verify;
+
+/// The `-w DIR` flag of the verbs that read a workspace (`report`, `log`, `verify`).
+#[derive(Debug, clap::Args)]
+pub struct WorkspaceArg {
+    /// The workspace: the folder `autokernel run` or `autokernel tune` wrote
+    #[arg(
+        id = "workspace",
+        long = "workspace",
+        short = 'w',
+        default_value = autokernel::workspace::DEFAULT_DIR,
+        value_name = "DIR"
+    )]
+    pub dir: std::path::PathBuf,
+}

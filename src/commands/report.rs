@@ -1,7 +1,6 @@
 //! `autokernel report`: `report.md`, `progress.png` and the summary table for a workspace,
 //! from its `results.tsv`, plan and verification. Works during or after a run.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::bail;
@@ -24,14 +23,8 @@ Examples:
   autokernel report -w autokernel-workspace"
 )]
 pub struct ReportArgs {
-    /// The workspace to report on
-    #[arg(
-        long,
-        short = 'w',
-        default_value = "autokernel-workspace",
-        value_name = "DIR"
-    )]
-    pub workspace: PathBuf,
+    #[command(flatten)]
+    pub workspace: super::WorkspaceArg,
     /// Print the summary as one JSON object on stdout
     #[arg(long)]
     pub json: bool,
@@ -39,7 +32,7 @@ pub struct ReportArgs {
 
 /// Runs `autokernel report`.
 pub async fn run(args: ReportArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    let ws = Workspace::open_existing(&args.workspace)?;
+    let ws = Workspace::open_existing(&args.workspace.dir)?;
     let Some(targets) = ws.load_plan()? else {
         bail!(
             "workspace `{}` has no plan.json yet\nhint: run `autokernel run` first",

@@ -62,7 +62,7 @@ pub struct RunArgs {
     #[arg(
         long,
         short = 'w',
-        default_value = "autokernel-workspace",
+        default_value = autokernel::workspace::DEFAULT_DIR,
         value_name = "DIR",
         help_heading = "Output"
     )]

@@ -33,14 +33,8 @@ plugged in: `verified: n/a`); 1 a kernel is wrong (it breaks the model or cannot
 2 error (not a workspace, no usable python, the model does not load)."
 )]
 pub struct VerifyArgs {
-    /// The workspace to verify
-    #[arg(
-        long,
-        short = 'w',
-        default_value = "autokernel-workspace",
-        value_name = "DIR"
-    )]
-    pub workspace: PathBuf,
+    #[command(flatten)]
+    pub workspace: super::WorkspaceArg,
     /// Where to run: auto, cuda or cpu [default: the workspace's]
     #[arg(long, value_name = "auto|cuda|cpu")]
     pub device: Option<Device>,
@@ -62,7 +56,7 @@ pub struct VerifyArgs {
 /// changes its output); a kernel left out for having no call site or for not making the
 /// model faster is no failure.
 pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    let ws = Workspace::open_existing(&args.workspace)?;
+    let ws = Workspace::open_existing(&args.workspace.dir)?;
     // the workspace is checked before the spinner starts: its errors stand alone
     autokernel::verify::model_and_plan(&ws, args.device)?;
     let options = VerifyOptions {
