@@ -231,7 +231,7 @@ pub fn projected(summaries: &[TargetSummary]) -> f64 {
 }
 
 /// Builds `report.md`. `stale`: the targets whose kernel.py is not the one `verification`
-/// saw ([`Verification::changed_kernels`], computed once by the caller).
+/// saw ([`crate::Verification::changed_kernels`], computed once by the caller).
 pub fn render_markdown(
     ws: &Workspace,
     targets: &[Target],

@@ -21,7 +21,7 @@ pub struct CaseContext<'a> {
     /// The inputs' dtype.
     pub dtype: DType,
     /// The input generator's mode (`normal`, `large`, `small`, `mixed`, `zeros`, `constant`,
-    /// and `masked` for the kinds of [`KernelKind::takes_masked_rows`]).
+    /// and `masked` for the kinds of [`autokernel_core::KernelKind::takes_masked_rows`]).
     pub mode: &'a str,
     /// The catalogue's likely-cause note for this kind and dtype, if any.
     pub note: Option<&'a str>,

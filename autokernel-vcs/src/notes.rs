@@ -62,7 +62,7 @@ pub(crate) fn note_text(record: &ExperimentRecord) -> String {
     text
 }
 
-/// Reads a note written by [`note_text`]; unknown keys and unreadable values are ignored
+/// Reads a note written by `note_text`; unknown keys and unreadable values are ignored
 /// (a note of an older or newer autokernel still gives what it can).
 pub fn parse_note(text: &str) -> ExperimentNote {
     let fields: BTreeMap<&str, &str> = text
