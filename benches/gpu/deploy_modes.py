@@ -1,0 +1,200 @@
+"""Times a whole model's forward in the modes people deploy, side by side in one run, and
+checks each mode's output against eager.
+
+Modes: `eager`; `cudagraph` (eager captured into a CUDA graph and replayed); `compile`
+(torch.compile, default mode); `compile-ro` (torch.compile, mode="reduce-overhead").
+Every mode is timed alike: a plain loop of `--forwards` forwards and one synchronize
+(docs/gpu.md says why not do_bench for a host-paced forward), in `--rounds` interleaved
+rounds (each round times every mode once, so that a drifting host weighs on all alike);
+the median round is reported, with the fastest and slowest.
+
+Honest graphs: the graph is captured after a warm-up on a side stream, its input is a
+static tensor filled before each replay, its output is copied out after the replay and
+compared with eager's; no mode reuses another mode's outputs.
+
+Usage (GPU; from the repository root):
+  python benches/gpu/deploy_modes.py --hf GPT2LMHeadModel --input-shape 1,1024
+  python benches/gpu/deploy_modes.py --hf LlamaForCausalLM \\
+      --config '{"hidden_size":768,"intermediate_size":2048,"num_hidden_layers":12,"num_attention_heads":12,"num_key_value_heads":12,"vocab_size":32000}' \\
+      --input-shape 1,512
+  python benches/gpu/deploy_modes.py --hf BertModel --input-shape 8,512
+  python benches/gpu/deploy_modes.py --example llama          # examples/models/llama.py
+  python benches/gpu/deploy_modes.py --example tiny --device cpu --modes eager,compile  # smoke
+One JSON line per model on stdout (and appended to --out), a table on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+MODES = ["eager", "cudagraph", "compile", "compile-ro"]
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def build(args, device, dtype):
+    """The model (eval, on `device` in `dtype`) and its input ids, random weights."""
+    shape = [int(d) for d in args.input_shape.split(",")] if args.input_shape else None
+    if args.hf:
+        import transformers
+
+        cls = getattr(transformers, args.hf)
+        config_cls = cls.config_class
+        config = config_cls(**json.loads(args.config or "{}"))
+        model = cls(config)
+        vocab = getattr(config, "vocab_size", 1000)
+    else:
+        path = os.path.join(REPO, "examples", "models", f"{args.example}.py")
+        spec = importlib.util.spec_from_file_location(f"example_{args.example}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        example = module.EXAMPLE
+        kwargs = example.get("kwargs", {}) | json.loads(args.config or "{}")
+        model = getattr(module, example["class"])(**kwargs)
+        shape = shape or example["input_shape"]
+        vocab = kwargs.get("vocab", kwargs.get("vocab_size", 1000))
+    if not shape:
+        sys.exit("--input-shape is needed for a transformers model, e.g. 1,1024")
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, shape, generator=g).to(device)
+    return model.to(device=device, dtype=dtype).eval(), ids
+
+
+def first_tensor(out):
+    """The first tensor of a model's output (logits, last hidden state)."""
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    if isinstance(out, dict):
+        out = list(out.values())
+    for o in out:
+        t = first_tensor(o) if not isinstance(o, torch.Tensor) else o
+        if t is not None:
+            return t
+    return None
+
+
+def make_modes(model, ids, modes, device):
+    """name -> a function running one forward of that mode and returning its output tensor.
+    Compiling and capturing happen here, before any timing."""
+    forward = lambda x: first_tensor(model(x))  # noqa: E731
+    out = {}
+    for mode in modes:
+        if mode == "eager":
+            out[mode] = lambda: forward(ids)
+        elif mode == "cudagraph":
+            if device != "cuda":
+                continue
+            static_in = ids.clone()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    forward(static_in)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_out = forward(static_in)
+
+            def replay(graph=graph, static_in=static_in, static_out=static_out):
+                static_in.copy_(ids)
+                graph.replay()
+                return static_out
+
+            out[mode] = replay
+        elif mode in ("compile", "compile-ro"):
+            kw = {"mode": "reduce-overhead"} if mode == "compile-ro" else {}
+            compiled = torch.compile(model, **kw)
+            t0 = time.perf_counter()
+            for _ in range(3):  # compile, then warm (reduce-overhead records its graphs)
+                first_tensor(compiled(ids))
+            if device == "cuda":
+                torch.cuda.synchronize()
+            print(f"  {mode}: compiled and warmed in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            out[mode] = lambda compiled=compiled: first_tensor(compiled(ids)).clone()
+    return out
+
+
+def time_ms(run, forwards, device):
+    """Milliseconds per forward over a plain loop of `forwards` forwards, one synchronize."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(forwards):
+        run()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3 / forwards
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--hf", help="a transformers class, e.g. GPT2LMHeadModel (random weights from its config)")
+    src.add_argument("--example", help="a bundled example model: tiny, gpt2, llama, bert")
+    p.add_argument("--config", help="config (transformers) or constructor (example) keyword arguments, JSON")
+    p.add_argument("--input-shape", help="token-id input shape, e.g. 1,1024")
+    p.add_argument("--dtype", default="float16")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--forwards", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--out", help="a JSON-lines file to append the result to")
+    args = p.parse_args()
+    device, dtype = args.device, getattr(torch, args.dtype)
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        sys.exit(f"unknown mode(s) {sorted(unknown)}; expected some of {MODES}")
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model, ids = build(args, device, dtype)
+        reference = first_tensor(model(ids)).float().clone()
+        runs = make_modes(model, ids, modes, device)
+        times = {m: [] for m in runs}
+        for _ in range(args.rounds):
+            for mode, run in runs.items():
+                run()  # one untimed forward: the loop starts warm
+                times[mode].append(time_ms(run, args.forwards, device))
+        # each mode's own output, produced after the timing, against eager's
+        errors = {}
+        for mode, run in runs.items():
+            got = run().float()
+            scale = reference.abs().max().item() or 1.0
+            errors[mode] = (got - reference).abs().max().item() / scale
+    name = args.hf or f"example {args.example}"
+    result = {
+        "model": name,
+        "config": json.loads(args.config or "{}"),
+        "input_shape": list(ids.shape),
+        "dtype": args.dtype,
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "forwards": args.forwards,
+        "rounds": args.rounds,
+        "ms": {m: statistics.median(t) for m, t in times.items()},
+        "ms_range": {m: [min(t), max(t)] for m, t in times.items()},
+        "max_rel_error_vs_eager": errors,
+    }
+    print(f"{name} {list(ids.shape)} {args.dtype} on {result['device']}", file=sys.stderr)
+    for m in times:
+        lo, hi = result["ms_range"][m]
+        print(f"  {m:11s} {result['ms'][m]:8.3f} ms  [{lo:.3f}–{hi:.3f}]  "
+              f"max |Δ|/max|eager| {errors[m]:.2e}", file=sys.stderr)
+    line = json.dumps(result)
+    print(line)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()
