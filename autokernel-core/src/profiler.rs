@@ -125,7 +125,8 @@ pub struct OpProfile {
     pub shapes: Vec<Vec<i64>>,
     /// Total device time, in microseconds.
     pub device_time_us: f64,
-    /// Number of calls (kernel launches for device time, op calls for CPU time).
+    /// Number of calls of the op at these shapes, as `torch.profiler`'s `key_averages`
+    /// counts them: one per module forward or outermost op call, whatever it launched.
     pub calls: u64,
     /// Share of the total, in `[0, 1]`.
     pub fraction: f64,
