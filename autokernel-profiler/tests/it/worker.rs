@@ -19,13 +19,9 @@ fn profiler() -> ChromeTraceProfiler {
 }
 
 fn spec(source: ModelSource) -> ModelSpec {
-    ModelSpec {
-        source,
-        kwargs: serde_json::json!({}),
-        input_shape: vec![],
-        dtype: DType::Float32,
-        device: Device::Cpu,
-    }
+    ModelSpec::new(source, Device::Cpu)
+        .with_kwargs(serde_json::json!({}))
+        .with_dtype(DType::Float32)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
