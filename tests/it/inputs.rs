@@ -289,3 +289,78 @@ fn an_inputs_function_builds_the_call() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("cannot be used with"), "{err}");
 }
+
+/// Keyword inputs reach the verification as they reached the profiler: the model cannot
+/// run without its `scale` input, so a verification that passes (in `run`, then again from
+/// the recorded model with `verify`) called it with one; a resume with another input is
+/// refused like one with another input shape.
+#[test]
+fn keyword_inputs_reach_verification_and_a_resume_with_others_is_refused() {
+    let (dir, ws) = tempdir();
+    let model = dir.path().join("m.py");
+    std::fs::write(
+        &model,
+        "import torch\n\
+         class Net(torch.nn.Module):\n\
+         \x20   def __init__(self):\n\
+         \x20       super().__init__()\n\
+         \x20       self.norm = torch.nn.LayerNorm(64)\n\
+         \x20   def forward(self, x, *, scale):\n\
+         \x20       return self.norm(x) * scale\n",
+    )
+    .unwrap();
+    let run = |scale: &str| {
+        autokernel()
+            .args(["run", "--model"])
+            .arg(&model)
+            .args([
+                "--class",
+                "Net",
+                "--input-shape",
+                "4,16,64",
+                "--input",
+                scale,
+            ])
+            .args(["--device", "cpu", "--agent", "tune", "--top", "1"])
+            .args(["--max-experiments", "1", "--json", "--workspace"])
+            .arg(&ws)
+            .output()
+            .unwrap()
+    };
+    let out = run("scale=1,1,64");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "run failed: {stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["verification"]["state"], "passed", "{summary}");
+    let verify: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("verify.json")).unwrap()).unwrap();
+    assert_eq!(
+        verify["included"],
+        serde_json::json!(["01-layernorm"]),
+        "{verify}"
+    );
+    let settings = std::fs::read_to_string(ws.join("autokernel.toml")).unwrap();
+    assert!(settings.contains("\"scale=1,1,64\""), "{settings}");
+
+    let out = run("scale=1,1,1");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("belongs to another model")
+            && stderr.contains("input scale=1,1,64")
+            && stderr.contains("input scale=1,1,1"),
+        "{stderr}"
+    );
+
+    let out = autokernel()
+        .args(["verify", "--json", "-w"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
