@@ -315,12 +315,15 @@ def _gainers(plugs, alone_ms, eager_ms):
     return kept, excluded
 
 
-def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, loader_dir=None):
+def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, loader_dir=None,
+           inputs=None, inputs_fn=None, pretrained=None):
     """Checks the model with each target's kernel plugged in against the unmodified model.
 
     model: the model source as ``profile_model.load_model`` takes it; targets: a list of
     ``{"id", "kind", "path"}``; dtype: a dtype name; device: ``cuda`` or ``cpu``;
-    loader_dir: the folder holding ``profile_model.py`` and ``examples/``.
+    loader_dir: the folder holding ``profile_model.py`` and ``examples/``; input_shape,
+    inputs, inputs_fn, pretrained: as ``profile_model.load_for_call`` takes them (the
+    profiler's loader, so the model verified is the model profiled, on the same inputs).
     Returns a JSON-able dict matching the Rust ``Verification`` struct.
     """
     if loader_dir and loader_dir not in sys.path:
@@ -332,14 +335,12 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
     torch_dtype = DTYPES[dtype]
     on_gpu = device == "cuda"
     examples_dir = os.path.join(loader_dir, "examples") if loader_dir else None
-    net, default_shape, _ = profile_model.load_model(model, model_kwargs or {}, examples_dir)
-    shape = list(input_shape or []) or list(default_shape or [])
-    net = net.to(device=device, dtype=torch_dtype).eval()
-    x, _ = profile_model.make_inputs(net, shape, torch_dtype, device)
+    net, call, _ = profile_model.load_for_call(model, model_kwargs or {}, examples_dir, pretrained, input_shape,
+                                               inputs, inputs_fn, torch_dtype, device)
 
     def forward():
         with torch.no_grad():
-            return net(x)
+            return call(net)
 
     ref = _first_tensor(forward())
     if ref is None:

@@ -40,8 +40,8 @@ pub use autokernel_bench::{
     resolve_python, serve_worker, PyWorkerBenchmarker, Worker, WorkerOptions,
 };
 pub use autokernel_core::{
-    Agent, AgentError, Benchmarker, DType, Decision, Device, ExperimentRecord, Interrupt,
-    InvalidClass, KernelKind, Layout, LoopOptions, ModelSource, ModelSpec, NoReporter,
+    Agent, AgentError, Benchmarker, DType, Decision, Device, ExperimentRecord, InputsFn, Interrupt,
+    InvalidClass, KernelKind, Layout, LoopOptions, ModelInput, ModelSource, ModelSpec, NoReporter,
     OptimizationLoop, Profiler, Proposal, ProposalContext, Reporter, ResultsLog, Shape, Target,
     Verdict, VersionStore,
 };

@@ -1,10 +1,10 @@
-//! The model flags shared by `run` and `profile`: which model, its constructor arguments,
-//! its input shape and dtype, and how many forward passes to profile.
+//! The model flags shared by `run` and `profile`: which model, its constructor arguments
+//! or checkpoint, its inputs and dtype, and how many forward passes to profile.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use autokernel_core::{DType, Device, ModelSource, ModelSpec};
+use autokernel_core::{DType, Device, InputsFn, ModelInput, ModelSource, ModelSpec};
 
 /// Bundled example models (`examples/models/<name>.py`).
 pub const EXAMPLES: &[&str] = &["tiny", "gpt2", "llama", "bert"];
@@ -28,11 +28,53 @@ pub struct ModelArgs {
     #[arg(long, value_name = "NAME", help_heading = "Model")]
     pub example: Option<String>,
     /// Constructor keyword arguments as a JSON object, e.g. '{"n_layer": 2}'
+    ///
+    /// For a transformers model, the fields of its config (a key the config class does not
+    /// have is an error naming the closest field); with --pretrained, overrides of the
+    /// checkpoint's config.
     #[arg(long, value_name = "JSON", help_heading = "Model")]
     pub model_kwargs: Option<String>,
-    /// Input shape, e.g. 1,1024 (batch, sequence) for a language model [default: the example's]
+    /// Load the weights from a local checkpoint folder with from_pretrained (no download)
+    ///
+    /// For `--model transformers:Class` or any class with `from_pretrained`, e.g. a folder
+    /// written by `model.save_pretrained(DIR)`:
+    /// `--model transformers:GPT2LMHeadModel --pretrained ./gpt2-small --input-shape 1,1024`.
+    #[arg(long, value_name = "DIR", help_heading = "Model")]
+    pub pretrained: Option<PathBuf>,
+    /// The shape of forward's one positional input, e.g. 1,1024 (batch, sequence)
+    /// [default: the example's]
+    ///
+    /// Token ids in the vocab for a language model (a 1- or 2-D shape and a model with
+    /// config.vocab_size or an nn.Embedding), random normal floats otherwise.
     #[arg(long, value_name = "DIMS", help_heading = "Model")]
     pub input_shape: Option<String>,
+    /// A keyword input of forward, NAME=DIMS[:DTYPE] (repeatable), e.g. decoder_input_ids=1,8
+    ///
+    /// `*_mask` (attention_mask): all ones; token_type_ids: zeros; position_ids: 0..n-1;
+    /// other `*_ids` or an int64/int32 DTYPE: random token ids in the vocab (the config's
+    /// vocab_size); anything else: random normal floats in the model's dtype. DTYPE is
+    /// int64, int32, bool, float16, bfloat16 or float32. With --input-shape too, its
+    /// input is passed first, positionally. An encoder-decoder:
+    /// `--model transformers:T5ForConditionalGeneration --input input_ids=1,512
+    /// --input attention_mask=1,512 --input decoder_input_ids=1,128`.
+    #[arg(long = "input", value_name = "NAME=DIMS[:DTYPE]", value_parser = parse_input, help_heading = "Model")]
+    pub inputs: Vec<ModelInput>,
+    /// A Python function that builds forward's inputs, FILE.py:FUNC
+    ///
+    /// Called as FUNC(model, device=..., dtype=...) (device and dtype only if it takes
+    /// them) on the loaded model; returns (args, kwargs): `model(*args, **kwargs)` is
+    /// what gets profiled and verified. For inputs --input cannot describe: images, a
+    /// padded batch with a real mask, e.g.
+    /// `def make(model, device, dtype): return (), {"pixel_values": torch.randn(1, 3, 224,
+    /// 224, device=device, dtype=dtype)}`.
+    #[arg(
+        long = "inputs",
+        value_name = "FILE.py:FUNC",
+        value_parser = parse_inputs_fn,
+        conflicts_with_all = ["inputs", "input_shape"],
+        help_heading = "Model"
+    )]
+    pub inputs_fn: Option<InputsFn>,
     /// Dtype to run the model in [default: float16 on a GPU, float32 on the CPU]
     #[arg(long, value_name = "float16|bfloat16|float32", help_heading = "Model")]
     pub dtype: Option<String>,
@@ -60,6 +102,22 @@ fn parse_iterations(text: &str) -> Result<u32, String> {
             "`{text}` is not a whole number of forward passes, e.g. 10"
         )),
     }
+}
+
+/// Parses `--input NAME=DIMS[:DTYPE]`.
+fn parse_input(text: &str) -> Result<ModelInput, String> {
+    text.parse()
+}
+
+/// Parses `--inputs FILE.py:FUNC`: the file must exist (resolved to an absolute path, so a
+/// resumed run from another folder finds it).
+fn parse_inputs_fn(text: &str) -> Result<InputsFn, String> {
+    let f: InputsFn = text.parse()?;
+    let path = f
+        .path
+        .canonicalize()
+        .map_err(|e| format!("`{}` of `{text}`: {e}", f.path.display()))?;
+    Ok(InputsFn { path, ..f })
 }
 
 impl ModelArgs {
@@ -129,13 +187,31 @@ impl ModelArgs {
             None if device == Device::Cpu => DType::Float32,
             None => DType::Float16,
         };
-        Ok(ModelSpec {
-            source,
-            kwargs,
-            input_shape,
-            dtype,
-            device,
-        })
+        let pretrained = match &self.pretrained {
+            Some(dir) if !dir.is_dir() => bail!(
+                "--pretrained `{}` is not a folder\nhint: pass the folder a checkpoint was saved to with `save_pretrained`",
+                dir.display()
+            ),
+            Some(dir) => Some(
+                dir.canonicalize()
+                    .with_context(|| format!("cannot resolve `{}`", dir.display()))?,
+            ),
+            None => None,
+        };
+        let mut spec = ModelSpec::new(source, device)
+            .with_kwargs(kwargs)
+            .with_input_shape(input_shape)
+            .with_dtype(dtype);
+        for input in &self.inputs {
+            spec = spec.with_input(input.clone());
+        }
+        if let Some(f) = &self.inputs_fn {
+            spec = spec.with_inputs_fn(f.clone());
+        }
+        if let Some(dir) = pretrained {
+            spec = spec.with_pretrained(dir);
+        }
+        Ok(spec)
     }
 }
 
@@ -150,9 +226,47 @@ mod tests {
             example: None,
             model_kwargs: None,
             input_shape: None,
+            inputs: Vec::new(),
+            inputs_fn: None,
+            pretrained: None,
             dtype: None,
             iterations: autokernel_profiler::DEFAULT_ITERATIONS,
         }
+    }
+
+    #[test]
+    fn inputs_and_a_checkpoint_reach_the_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = ModelArgs {
+            model: Some("transformers:T5ForConditionalGeneration".into()),
+            inputs: vec![
+                parse_input("input_ids=1,16").unwrap(),
+                parse_input("decoder_input_ids=1,8").unwrap(),
+            ],
+            pretrained: Some(dir.path().into()),
+            ..args()
+        };
+        let s = a.spec(Device::Cpu).unwrap();
+        assert!(s.input_shape.is_empty());
+        assert_eq!(
+            s.inputs,
+            vec![
+                ModelInput::new("input_ids", [1, 16]),
+                ModelInput::new("decoder_input_ids", [1, 8])
+            ]
+        );
+        assert_eq!(s.pretrained, Some(dir.path().canonicalize().unwrap()));
+        let missing = ModelArgs {
+            pretrained: Some("/nope/ckpt".into()),
+            ..a
+        };
+        let e = missing.spec(Device::Cpu).unwrap_err().to_string();
+        assert!(
+            e.contains("--pretrained `/nope/ckpt` is not a folder"),
+            "{e}"
+        );
+        let e = parse_inputs_fn("/nope/inputs.py:make").unwrap_err();
+        assert!(e.contains("`/nope/inputs.py`"), "{e}");
     }
 
     #[test]

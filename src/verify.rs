@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use autokernel_bench::WorkerError;
-use autokernel_core::{DType, Device, ExperimentRecord, ModelSource, ModelSpec, Target};
+use autokernel_core::{DType, Device, ExperimentRecord, ModelSpec, Target};
 use sha2::{Digest, Sha256};
 
 use crate::report;
@@ -98,6 +98,9 @@ pub fn model_and_plan(
                 .context("autokernel.toml's model kwargs are not JSON")?
         },
         input_shape: identity.input_shape.clone(),
+        inputs: identity.inputs.clone(),
+        inputs_fn: identity.inputs_fn.clone(),
+        pretrained: identity.pretrained.clone(),
         // a defaulted dtype: the one the plan was made in
         dtype: if identity.dtype.is_empty() {
             targets.first().map_or(DType::Float32, |t| t.dtype)
@@ -233,23 +236,11 @@ pub async fn verify_workspace(
             })
         })
         .collect();
-    let model = match &spec.source {
-        ModelSource::File { path, class } => {
-            serde_json::json!({"source": "file", "path": path, "class": class})
-        }
-        ModelSource::Import { module, class } => {
-            serde_json::json!({"source": "import", "module": module, "class": class})
-        }
-        ModelSource::Example { name } => serde_json::json!({"source": "example", "name": name}),
-    };
-    let kwargs = serde_json::json!({
-        "model": model,
-        "model_kwargs": if spec.kwargs.is_null() { serde_json::json!({}) } else { spec.kwargs.clone() },
-        "dtype": planned_dtype(spec.dtype, targets),
-        "device": device,
-        "input_shape": spec.input_shape,
-        "loader_dir": scripts,
-    });
+    // the model and its inputs exactly as the profiler passed them
+    let mut kwargs = autokernel_profiler::loader_kwargs(spec);
+    kwargs["dtype"] = serde_json::json!(planned_dtype(spec.dtype, targets));
+    kwargs["device"] = serde_json::json!(device);
+    kwargs["loader_dir"] = serde_json::json!(scripts);
     let verify = |targets: &[serde_json::Value]| {
         let mut kwargs = kwargs.clone();
         kwargs["targets"] = serde_json::json!(targets);

@@ -15,7 +15,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use autokernel_core::{ExperimentRecord, ModelSource, ModelSpec, ResultsLog, Target};
+use autokernel_core::{
+    ExperimentRecord, InputsFn, ModelInput, ModelSource, ModelSpec, ResultsLog, Target,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::verification::{SavedVerification, Verification};
@@ -39,6 +41,15 @@ pub struct ModelIdentity {
     /// the CPU), so that `--device auto` and `--device cpu` runs of one model match.
     #[serde(default)]
     pub dtype: String,
+    /// Keyword inputs of forward (`--input`), as `NAME=SHAPE[:DTYPE]` text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<ModelInput>,
+    /// The function that builds the inputs (`--inputs FILE.py:FUNC`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs_fn: Option<InputsFn>,
+    /// The checkpoint folder the weights come from (`--pretrained DIR`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pretrained: Option<PathBuf>,
 }
 
 impl ModelIdentity {
@@ -57,6 +68,9 @@ impl ModelIdentity {
             } else {
                 String::new()
             },
+            inputs: spec.inputs.clone(),
+            inputs_fn: spec.inputs_fn.clone(),
+            pretrained: spec.pretrained.clone(),
         }
     }
 
@@ -65,6 +79,9 @@ impl ModelIdentity {
         self.source == other.source
             && self.kwargs == other.kwargs
             && self.input_shape == other.input_shape
+            && self.inputs == other.inputs
+            && self.inputs_fn == other.inputs_fn
+            && self.pretrained == other.pretrained
             && (self.dtype.is_empty() || other.dtype.is_empty() || self.dtype == other.dtype)
     }
 
@@ -74,6 +91,15 @@ impl ModelIdentity {
         if !self.input_shape.is_empty() {
             let dims: Vec<String> = self.input_shape.iter().map(u64::to_string).collect();
             s.push_str(&format!(", input {}", dims.join("x")));
+        }
+        for input in &self.inputs {
+            s.push_str(&format!(", input {input}"));
+        }
+        if let Some(f) = &self.inputs_fn {
+            s.push_str(&format!(", inputs {f}"));
+        }
+        if let Some(dir) = &self.pretrained {
+            s.push_str(&format!(", pretrained {}", dir.display()));
         }
         if !self.kwargs.is_empty() {
             s.push_str(&format!(", kwargs {}", self.kwargs));
@@ -420,15 +446,9 @@ mod tests {
     fn settings_round_trip_through_toml() {
         let dir = tempfile::tempdir().unwrap();
         let mut ws = Workspace::open(dir.path()).unwrap();
-        let spec = ModelSpec {
-            source: ModelSource::Example {
-                name: "tiny".into(),
-            },
-            kwargs: serde_json::Value::Null,
-            input_shape: vec![1, 32],
-            dtype: DType::Float32,
-            device: Device::Cpu,
-        };
+        let spec = ModelSpec::example("tiny", Device::Cpu)
+            .with_input_shape([1, 32])
+            .with_dtype(DType::Float32);
         ws.settings.model = Some(ModelIdentity::of(&spec, true));
         ws.settings.run_tag = Some("20261129-tiny".into());
         ws.save_settings().unwrap();
@@ -448,5 +468,46 @@ mod tests {
         );
         assert!(!model.same_model(&other));
         assert_eq!(other.describe(), "example tiny, input 1x64, float32");
+    }
+
+    #[test]
+    fn inputs_and_weights_are_part_of_the_model_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ws = Workspace::open(dir.path()).unwrap();
+        let t5 = ModelSpec::import("transformers", "T5ForConditionalGeneration", Device::Cpu)
+            .with_input("input_ids=1,16".parse().unwrap())
+            .with_input("decoder_input_ids=1,8:int64".parse().unwrap())
+            .with_pretrained("/ckpt/t5");
+        ws.settings.model = Some(ModelIdentity::of(&t5, false));
+        ws.save_settings().unwrap();
+        let text = std::fs::read_to_string(dir.path().join("autokernel.toml")).unwrap();
+        assert!(
+            text.contains(
+                "inputs = [\n    \"input_ids=1,16\",\n    \"decoder_input_ids=1,8:int64\",\n]"
+            ),
+            "{text}"
+        );
+        let again = Workspace::open(dir.path()).unwrap().settings.model.unwrap();
+        assert_eq!(again, ModelIdentity::of(&t5, false));
+        assert_eq!(
+            again.describe(),
+            "transformers:T5ForConditionalGeneration, input input_ids=1,16, \
+             input decoder_input_ids=1,8:int64, pretrained /ckpt/t5"
+        );
+        // another decoder length, no checkpoint, or a function instead: another model run
+        let mut shorter = t5.clone();
+        shorter.inputs[1].shape = vec![1, 4];
+        let mut random = t5.clone();
+        random.pretrained = None;
+        let built = t5
+            .clone()
+            .with_inputs_fn(InputsFn::new("/m/inputs.py", "make"));
+        for other in [shorter, random, built] {
+            assert!(
+                !again.same_model(&ModelIdentity::of(&other, false)),
+                "{other:?}"
+            );
+        }
+        assert!(again.same_model(&ModelIdentity::of(&t5, true)));
     }
 }

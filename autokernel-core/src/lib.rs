@@ -55,7 +55,10 @@ pub use catalogue::{
 };
 pub use gpu::{lookup_gpu, GpuLookup, GpuSpec};
 pub use kernel::{Bound, DType, KernelKind, ParseError, Shape, ShapeSet, Tolerance};
-pub use profiler::{ModelSource, ModelSpec, OpProfile, ProfileError, ProfileReport, Profiler};
+pub use profiler::{
+    InputsFn, ModelInput, ModelSource, ModelSpec, OpProfile, ProfileError, ProfileReport, Profiler,
+    INPUT_DTYPES,
+};
 pub use results::{Decision, ExperimentRecord, ResultsError, ResultsLog, RESULTS_HEADER};
 pub use run::keep;
 pub use run::orchestrator::{MoveOn, Orchestrator, OrchestratorOptions, TargetState};

@@ -33,6 +33,171 @@ pub enum ModelSource {
     },
 }
 
+/// The dtypes a keyword input may name (`--input NAME=SHAPE:DTYPE`).
+pub const INPUT_DTYPES: &[&str] = &["int64", "int32", "bool", "float16", "bfloat16", "float32"];
+
+/// A keyword input of the model's forward: `--input NAME=SHAPE[:DTYPE]`, e.g.
+/// `decoder_input_ids=1,8` or `pixel_values=1,3,224,224:float32`.
+///
+/// What it holds is chosen from its name and dtype when the model is loaded: a `*_mask` all
+/// ones, `token_type_ids` zeros, `position_ids` 0..n-1, other `*_ids` (or an integer dtype)
+/// random token ids in the model's vocab, anything else random normal floats in the model's
+/// dtype. Written and read back as that text (in `autokernel.toml` too).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ModelInput {
+    /// The keyword of forward, e.g. `input_ids`.
+    pub name: String,
+    /// Its shape, e.g. `[1, 16]`.
+    pub shape: Vec<u64>,
+    /// One of [`INPUT_DTYPES`]; `None` chooses from the name.
+    pub dtype: Option<String>,
+}
+
+impl ModelInput {
+    /// The input `name` of `shape`, its dtype chosen from its name.
+    pub fn new(name: impl Into<String>, shape: impl Into<Vec<u64>>) -> Self {
+        ModelInput {
+            name: name.into(),
+            shape: shape.into(),
+            dtype: None,
+        }
+    }
+}
+
+impl std::fmt::Display for ModelInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dims: Vec<String> = self.shape.iter().map(u64::to_string).collect();
+        write!(f, "{}={}", self.name, dims.join(","))?;
+        if let Some(d) = &self.dtype {
+            write!(f, ":{d}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for ModelInput {
+    type Err = String;
+
+    /// Parses `NAME=SHAPE[:DTYPE]`; the error says what was expected.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let usage =
+            "expected NAME=SHAPE[:DTYPE], e.g. input_ids=1,16 or pixel_values=1,3,224,224:float32";
+        let Some((name, rest)) = text.split_once('=') else {
+            return Err(format!("`{text}` has no `=`: {usage}"));
+        };
+        let name = name.trim();
+        let is_ident = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !is_ident {
+            return Err(format!(
+                "`{name}` in `{text}` is not a keyword argument name: {usage}"
+            ));
+        }
+        let (dims, dtype) = match rest.split_once(':') {
+            Some((dims, dtype)) => (dims, Some(dtype.trim())),
+            None => (rest, None),
+        };
+        let shape = dims
+            .split([',', 'x'])
+            .map(|p| p.trim().parse::<u64>().ok().filter(|v| *v > 0))
+            .collect::<Option<Vec<u64>>>()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                format!("the shape `{dims}` of `{text}` is not positive integers separated by commas: {usage}")
+            })?;
+        if let Some(d) = dtype {
+            if !INPUT_DTYPES.contains(&d) {
+                return Err(format!(
+                    "unknown dtype `{d}` in `{text}`; expected one of {}",
+                    INPUT_DTYPES.join(", ")
+                ));
+            }
+        }
+        Ok(ModelInput {
+            name: name.to_string(),
+            shape,
+            dtype: dtype.map(str::to_string),
+        })
+    }
+}
+
+impl TryFrom<String> for ModelInput {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        text.parse()
+    }
+}
+
+impl From<ModelInput> for String {
+    fn from(input: ModelInput) -> String {
+        input.to_string()
+    }
+}
+
+/// A Python function that builds the model's inputs: `--inputs FILE.py:FUNC`. It is called
+/// as `FUNC(model)` (with `device=` and `dtype=` when it takes them) on the loaded model
+/// and returns `(args, kwargs)`, for inputs `--input` cannot describe (images, padded
+/// batches). Written and read back as that text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct InputsFn {
+    /// The `.py` file.
+    pub path: PathBuf,
+    /// The function's name in it.
+    pub function: String,
+}
+
+impl InputsFn {
+    /// The function `function` of the file `path`.
+    pub fn new(path: impl Into<PathBuf>, function: impl Into<String>) -> Self {
+        InputsFn {
+            path: path.into(),
+            function: function.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for InputsFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.path.display(), self.function)
+    }
+}
+
+impl std::str::FromStr for InputsFn {
+    type Err = String;
+
+    /// Parses `FILE.py:FUNC` (the last `:` splits, so a path may hold one).
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.rsplit_once(':') {
+            Some((path, function)) if path.ends_with(".py") && !function.is_empty() => {
+                Ok(InputsFn::new(path, function))
+            }
+            _ => Err(format!(
+                "`{text}` is not FILE.py:FUNC, e.g. inputs.py:make_inputs (a function of the model returning (args, kwargs))"
+            )),
+        }
+    }
+}
+
+impl TryFrom<String> for InputsFn {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        text.parse()
+    }
+}
+
+impl From<InputsFn> for String {
+    fn from(f: InputsFn) -> String {
+        f.to_string()
+    }
+}
+
 /// A model and how to call it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
@@ -47,6 +212,18 @@ pub struct ModelSpec {
     pub dtype: DType,
     /// Where to run.
     pub device: Device,
+    /// Keyword inputs of forward (`--input`), passed after the positional input of
+    /// `input_shape` when there is one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<ModelInput>,
+    /// A function that builds the inputs instead (`--inputs FILE.py:FUNC`); with it,
+    /// `input_shape` and `inputs` stay empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs_fn: Option<InputsFn>,
+    /// A local checkpoint folder the model is loaded from with `from_pretrained`
+    /// (`--pretrained DIR`; never a download); `None` builds it with random weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pretrained: Option<PathBuf>,
 }
 
 impl ModelSpec {
@@ -62,6 +239,9 @@ impl ModelSpec {
                 Device::Auto | Device::Cuda => DType::Float16,
             },
             device,
+            inputs: Vec::new(),
+            inputs_fn: None,
+            pretrained: None,
         }
     }
 
@@ -109,6 +289,24 @@ impl ModelSpec {
         self.dtype = dtype;
         self
     }
+
+    /// With one more keyword input of forward, e.g. `ModelInput::new("input_ids", [1, 16])`.
+    pub fn with_input(mut self, input: ModelInput) -> Self {
+        self.inputs.push(input);
+        self
+    }
+
+    /// With its inputs built by a Python function ([`InputsFn`]).
+    pub fn with_inputs_fn(mut self, inputs_fn: InputsFn) -> Self {
+        self.inputs_fn = Some(inputs_fn);
+        self
+    }
+
+    /// Loaded from the local checkpoint folder `dir` with `from_pretrained`.
+    pub fn with_pretrained(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.pretrained = Some(dir.into());
+        self
+    }
 }
 
 /// Device time spent in one op group of the profile.
@@ -125,7 +323,8 @@ pub struct OpProfile {
     pub shapes: Vec<Vec<i64>>,
     /// Total device time, in microseconds.
     pub device_time_us: f64,
-    /// Number of calls (kernel launches for device time, op calls for CPU time).
+    /// Number of calls of the op at these shapes, as `torch.profiler`'s `key_averages`
+    /// counts them: one per module forward or outermost op call, whatever it launched.
     pub calls: u64,
     /// Share of the total, in `[0, 1]`.
     pub fraction: f64,
@@ -190,4 +389,63 @@ pub trait Profiler: Send + Sync {
         model: &ModelSpec,
         trace_out: &Path,
     ) -> Result<ProfileReport, ProfileError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_input_parses_and_prints_back() {
+        let i: ModelInput = "decoder_input_ids=1,8".parse().unwrap();
+        assert_eq!(i, ModelInput::new("decoder_input_ids", [1, 8]));
+        let i: ModelInput = "pixel_values=1x3x32x32:float32".parse().unwrap();
+        assert_eq!(i.shape, vec![1, 3, 32, 32]);
+        assert_eq!(i.dtype.as_deref(), Some("float32"));
+        assert_eq!(i.to_string(), "pixel_values=1,3,32,32:float32");
+        // through serde, as autokernel.toml holds it
+        let json = serde_json::to_string(&i).unwrap();
+        assert_eq!(json, "\"pixel_values=1,3,32,32:float32\"");
+        assert_eq!(serde_json::from_str::<ModelInput>(&json).unwrap(), i);
+    }
+
+    #[test]
+    fn a_bad_input_says_what_is_wrong() {
+        let err = |t: &str| t.parse::<ModelInput>().unwrap_err();
+        assert!(
+            err("input_ids").contains("has no `=`"),
+            "{}",
+            err("input_ids")
+        );
+        assert!(err("input ids=1,2").contains("not a keyword argument name"));
+        assert!(err("input_ids=1,0").contains("not positive integers"));
+        assert!(err("input_ids=").contains("not positive integers"));
+        let e = err("input_ids=1,2:long");
+        assert!(
+            e.contains("unknown dtype `long`") && e.contains("int64, int32"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_inputs_function_splits_at_the_last_colon() {
+        let f: InputsFn = "C:/models/inputs.py:make".parse().unwrap();
+        assert_eq!(f, InputsFn::new("C:/models/inputs.py", "make"));
+        assert_eq!(f.to_string(), "C:/models/inputs.py:make");
+        assert!("inputs.py"
+            .parse::<InputsFn>()
+            .unwrap_err()
+            .contains("is not FILE.py:FUNC"));
+        assert!("inputs:make".parse::<InputsFn>().is_err());
+    }
+
+    #[test]
+    fn a_spec_without_the_new_fields_still_reads() {
+        let old = r#"{"source":{"source":"example","name":"tiny"},"kwargs":null,"input_shape":[1,32],"dtype":"float32","device":"cpu"}"#;
+        let spec: ModelSpec = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            spec,
+            ModelSpec::example("tiny", Device::Cpu).with_input_shape([1, 32])
+        );
+    }
 }

@@ -10,9 +10,15 @@ What it does, in order:
    a class with a `config_class` is built as `Class(ConfigClass(**kwargs))`), or a bundled
    example (`examples/models/<name>.py`, whose module-level `EXAMPLE` dict gives the class,
    the default input shape and constructor kwargs);
-2. builds inputs from the input shape and dtype: token ids in `[0, vocab)` for language
-   models (a model with `config.vocab_size` or an `nn.Embedding`, given a shape of at most
-   two dims), random normal floats otherwise;
+   `pretrained` (a local folder) loads a checkpoint with `Class.from_pretrained(folder,
+   local_files_only=True)` instead; a transformers `model_kwargs` key that the config class
+   does not have is an error naming the closest field;
+2. builds the call (`load_for_call`, which verification uses too, so both run the model on
+   the same inputs): the positional input of `input_shape` (token ids in `[0, vocab)` for
+   language models: a model with `config.vocab_size` or an `nn.Embedding`, given a shape of
+   at most two dims; random normal floats otherwise), the keyword inputs of `inputs`
+   (`{"name", "shape", "dtype"}`: see `make_named_input`), or what the user's function
+   `inputs_fn` (`{"path", "function"}`) returns as `(args, kwargs)`;
 3. wraps each leaf module's forward (and any SwiGLU-style MLP module, as a whole) in a
    `record_function` range named `nn.Module: <Class>`, so that an op written as several
    aten calls (an RMSNorm made of pow/mean/rsqrt/mul) is attributed to its module;
@@ -22,11 +28,12 @@ What it does, in order:
    timings are noisy, and more passes average them out);
 5. exports the Chrome trace to `trace_path` and returns a small JSON-serialisable summary.
 
-Errors the user can fix (file or class not found, constructor failed, input shape
-rejected) are raised as `ModelError`, whose message says what to change.
+Errors the user can fix (file or class not found, constructor failed, unknown config field,
+inputs rejected) are raised as `ModelError`, whose message says what to change.
 """
 
 import argparse
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -106,22 +113,74 @@ def _user_frame(exc):
     return found
 
 
-def _construct(cls, kwargs):
-    config_class = getattr(cls, "config_class", None)
+def _config_fields(config_class):
+    """The keyword arguments `config_class` knows, or None when they cannot be told."""
+    names = set()
     try:
-        if config_class is not None and isinstance(config_class, type):
+        names.update(n for n in inspect.signature(config_class.__init__).parameters if n not in ("self", "kwargs"))
+    except (TypeError, ValueError):
+        pass
+    fields = getattr(config_class, "__dataclass_fields__", None) or {}
+    names.update(fields)
+    names.update(getattr(config_class, "attribute_map", None) or {})
+    try:
+        default = config_class()
+    except Exception:  # noqa: BLE001 - a config without defaults: the names above only
+        default = None
+    if default is not None:
+        names.update(n for n in vars(default) if not n.startswith("_"))
+    return names or None, default
+
+
+def check_config_kwargs(config_class, kwargs):
+    """Raises ModelError for a key of `kwargs` that `config_class` does not have: transformers
+    configs take any keyword silently, so `n_layers` for `n_layer` would build the default
+    model."""
+    names, default = _config_fields(config_class)
+    if names is None:
+        return
+    for key in kwargs:
+        # properties (num_labels) and init-only keywords kept privately (attn_implementation)
+        known = key in names or (default is not None and (hasattr(default, key) or hasattr(default, "_" + key)))
+        if known:
+            continue
+        close = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.6)
+        hint = f": did you mean {close[0]}?" if close else ""
+        raise ModelError(
+            f"--model-kwargs key `{key}` is not a field of `{config_class.__name__}`{hint}\n"
+            f"hint: the keys of a transformers model are its config's fields")
+
+
+def _construct(cls, kwargs, pretrained=None):
+    config_class = getattr(cls, "config_class", None)
+    is_config = config_class is not None and isinstance(config_class, type)
+    if is_config:
+        check_config_kwargs(config_class, kwargs)
+    try:
+        if pretrained is not None:
+            if not callable(getattr(cls, "from_pretrained", None)):
+                raise ModelError(f"`{cls.__name__}` has no from_pretrained, so --pretrained cannot load it")
+            if not os.path.isdir(pretrained):
+                raise ModelError(f"--pretrained `{pretrained}` is not a folder (a checkpoint saved with save_pretrained)")
+            # a local folder only: never a download
+            return cls.from_pretrained(pretrained, local_files_only=True, **kwargs)
+        if is_config:
             # transformers: Model(Config(**kwargs)), random weights
             return cls(config_class(**kwargs))
         return cls(**kwargs)
+    except ModelError:
+        raise
     except Exception as e:
+        how = f"from `{pretrained}`" if pretrained is not None else f"with kwargs {json.dumps(kwargs)}"
         raise ModelError(
-            f"constructing `{cls.__name__}` with kwargs {json.dumps(kwargs)} failed: "
+            f"constructing `{cls.__name__}` {how} failed: "
             f"{type(e).__name__}: {e}{_user_frame(e)}"
         ) from e
 
 
-def load_model(model, model_kwargs, examples_dir):
-    """Returns (nn.Module, default input shape or None, class name)."""
+def load_model(model, model_kwargs, examples_dir, pretrained=None):
+    """Returns (nn.Module, default input shape or None, class name); `pretrained`, a local
+    checkpoint folder, loads its weights with `from_pretrained`."""
     source = model.get("source")
     kwargs = dict(model_kwargs or {})
     default_shape = None
@@ -153,7 +212,7 @@ def load_model(model, model_kwargs, examples_dir):
         default_shape = example.get("input_shape")
     else:
         raise ModelError(f"unknown model source `{source}`; expected file, import or example")
-    net = _construct(cls, kwargs)
+    net = _construct(cls, kwargs, pretrained)
     import torch
 
     if not isinstance(net, torch.nn.Module):
@@ -178,14 +237,165 @@ def _vocab_size(model):
     return None
 
 
-def make_inputs(model, shape, dtype, device):
+def make_inputs(model, shape, dtype, device, g=None):
+    """The positional input of `shape`: token ids for a language model, else floats."""
     import torch
 
-    g = torch.Generator(device="cpu").manual_seed(0)
+    g = g or torch.Generator(device="cpu").manual_seed(0)
     vocab = _vocab_size(model)
     if vocab is not None and len(shape) <= 2:
         return torch.randint(0, vocab, tuple(shape), generator=g, dtype=torch.long).to(device), vocab
     return torch.randn(tuple(shape), generator=g, dtype=torch.float32).to(device=device, dtype=dtype), None
+
+
+_INT_DTYPES = ("int64", "int32")
+_FLOAT_DTYPES = ("float16", "bfloat16", "float32")
+
+
+def make_named_input(model, name, shape, dtype_name, model_dtype, device, g):
+    """One keyword input of `shape`, by its name and dtype (`None`: from the name):
+
+    - a mask (`attention_mask`, `decoder_attention_mask`, any `*_mask`): all ones (int64,
+      or the dtype given), i.e. nothing masked;
+    - `token_type_ids`: zeros (one segment); `position_ids`: 0..n-1 along the last dim;
+    - other ids (`input_ids`, `decoder_input_ids`, any `*_ids`, or dtype int64/int32):
+      random token ids in `[0, vocab)`, the vocab being `config.vocab_size` (or the first
+      `nn.Embedding`'s size);
+    - anything else: random normal floats in the model's dtype (or the dtype given);
+      `bool`: all True.
+    """
+    import torch
+
+    shape = tuple(int(d) for d in shape)
+    torch_of = {"int64": torch.long, "int32": torch.int32, "bool": torch.bool,
+                "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+    if dtype_name is not None and dtype_name not in torch_of:
+        raise ModelError(f"input `{name}`: unknown dtype `{dtype_name}`; expected one of {', '.join(torch_of)}")
+    if name.endswith("_mask"):
+        dt = torch_of[dtype_name or "int64"]
+        return torch.ones(shape, dtype=dt, device=device), "ones"
+    if dtype_name == "bool":
+        return torch.ones(shape, dtype=torch.bool, device=device), "ones"
+    is_ids = name.endswith("_ids") or dtype_name in _INT_DTYPES
+    if is_ids and (dtype_name is None or dtype_name in _INT_DTYPES):
+        dt = torch_of[dtype_name or "int64"]
+        if name == "token_type_ids":
+            return torch.zeros(shape, dtype=dt, device=device), "zeros"
+        if name == "position_ids":
+            n = shape[-1] if shape else 1
+            return torch.arange(n, dtype=dt, device=device).expand(shape).contiguous(), "positions"
+        vocab = _vocab_size(model)
+        if vocab is None:
+            raise ModelError(
+                f"input `{name}` takes token ids, but the model has no config.vocab_size or nn.Embedding to "
+                f"draw them from\nhint: give it a float dtype (`--input {name}=...:float32`) or build the "
+                f"inputs yourself with --inputs FILE.py:FUNC")
+        return torch.randint(0, vocab, shape, generator=g, dtype=torch.long).to(device=device, dtype=dt), "token ids"
+    dt = torch_of[dtype_name] if dtype_name else model_dtype
+    return torch.randn(shape, generator=g, dtype=torch.float32).to(device=device, dtype=dt), "random normal"
+
+
+def _check_input_names(model, names):
+    """A keyword input that forward has no parameter for is an error naming the closest
+    one (forward taking **kwargs accepts names with no close match)."""
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return
+    named = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    for name in names:
+        if name in named:
+            continue
+        close = difflib.get_close_matches(name, named, n=1, cutoff=0.6)
+        if close or not takes_any:
+            hint = f"did you mean {close[0]}?" if close else f"its parameters: {', '.join(named) or 'none'}"
+            raise ModelError(f"--input `{name}`: `{type(model).__name__}.forward` has no parameter `{name}`; {hint}")
+
+
+def _load_inputs_fn(spec, model, device, dtype):
+    path, function = spec["path"], spec["function"]
+    module = _load_file_module(path)
+    fn = getattr(module, function, None)
+    if not callable(fn):
+        have = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__)
+        raise ModelError(f"--inputs: no function `{function}` in `{path}` (functions there: {', '.join(have) or 'none'})")
+    try:
+        params = inspect.signature(fn).parameters
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
+        extra = {k: v for k, v in (("device", device), ("dtype", dtype)) if takes_any or k in params}
+        out = fn(model, **extra)
+    except Exception as e:
+        raise ModelError(f"--inputs `{path}:{function}` failed: {type(e).__name__}: {e}{_user_frame(e)}") from e
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], (list, tuple)) and isinstance(out[1], dict)):
+        raise ModelError(
+            f"--inputs `{path}:{function}` returned a {type(out).__name__}; it must return (args, kwargs): "
+            f"a list or tuple of positional inputs and a dict of keyword inputs, e.g. `return (pixels,), {{}}`")
+    return list(out[0]), dict(out[1])
+
+
+class Call:
+    """How the model is called: `model(*args, **kwargs)`, with a line saying what the inputs are."""
+
+    def __init__(self, args, kwargs, describe, shape=(), kind=None):
+        self.args, self.kwargs, self.describe = args, kwargs, describe
+        # the positional input built from --input-shape, when there is one
+        self.shape, self.kind = list(shape), kind
+
+    def __call__(self, model):
+        return model(*self.args, **self.kwargs)
+
+
+def _shape_text(t):
+    import torch
+
+    if isinstance(t, torch.Tensor):
+        return "x".join(str(d) for d in t.shape) + f" {str(t.dtype).replace('torch.', '')}"
+    return type(t).__name__
+
+
+def build_call(model, shape, inputs, inputs_fn, dtype, device):
+    """The inputs of one forward (a `Call`), the same for profiling and verification: one
+    generator seeded once, the positional input first, then the keyword inputs in order."""
+    import torch
+
+    if inputs_fn:
+        args, kwargs = _load_inputs_fn(inputs_fn, model, device, dtype)
+        parts = [_shape_text(a) for a in args] + [f"{k}={_shape_text(v)}" for k, v in kwargs.items()]
+        return Call(args, kwargs, f"{inputs_fn['path']}:{inputs_fn['function']} -> {', '.join(parts) or 'nothing'}")
+    g = torch.Generator(device="cpu").manual_seed(0)
+    args, parts, kind = [], [], None
+    if shape:
+        x, vocab = make_inputs(model, shape, dtype, device, g)
+        args.append(x)
+        kind = "token_ids" if vocab else "float"
+        parts.append(f"{'x'.join(map(str, shape))} {'token ids' if vocab else str(dtype).replace('torch.', '')}")
+    kwargs = {}
+    _check_input_names(model, [i["name"] for i in inputs or []])
+    for i in inputs or []:
+        t, what = make_named_input(model, i["name"], i["shape"], i.get("dtype"), dtype, device, g)
+        kwargs[i["name"]] = t
+        parts.append(f"{i['name']}={'x'.join(map(str, i['shape']))} {what}")
+    return Call(args, kwargs, ", ".join(parts), shape, kind)
+
+
+def load_for_call(model, model_kwargs=None, examples_dir=None, pretrained=None, input_shape=None,
+                  inputs=None, inputs_fn=None, dtype=None, device="cpu"):
+    """The model on `device` in `dtype`, in eval mode, and its `Call`; `profile` and the
+    verification script both load through here so that they run the same model on the same
+    inputs. Returns (model, call, class name)."""
+    if inputs_fn and (input_shape or inputs):
+        raise ModelError("--inputs builds all of forward's inputs: pass it without --input-shape and --input")
+    net, default_shape, class_name = load_model(model, model_kwargs, examples_dir, pretrained)
+    shape = list(input_shape or [])
+    if not shape and not inputs and not inputs_fn:
+        shape = list(default_shape or [])
+    if not shape and not inputs and not inputs_fn:
+        raise ModelError(
+            f"no inputs for `{class_name}`; pass --input-shape (e.g. 1,1024), --input NAME=SHAPE "
+            f"(e.g. --input input_ids=1,16) or --inputs FILE.py:FUNC")
+    net = net.to(device=device, dtype=dtype).eval()
+    return net, build_call(net, shape, inputs, inputs_fn, dtype, device), class_name
 
 
 # --- module ranges ---------------------------------------------------------------------
@@ -238,12 +448,15 @@ def wrap_modules(model):
 
 
 def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float32",
-            device="auto", examples_dir=None, warmup=2, iterations=3, dtype_is_default=False):
+            device="auto", examples_dir=None, warmup=2, iterations=3, dtype_is_default=False,
+            inputs=None, inputs_fn=None, pretrained=None):
     """Profiles the model and writes the Chrome trace to `trace_path`; returns a summary.
 
     `model` is {"source": "file", "path", "class"} | {"source": "import", "module", "class"}
-    | {"source": "example", "name"}. `input_shape` empty or None takes the example's default.
-    On the CPU a default half dtype becomes float32 (`dtype_is_default`).
+    | {"source": "example", "name"}. `input_shape` empty or None (and no `inputs` or
+    `inputs_fn`) takes the example's default; `inputs`, `inputs_fn` and `pretrained` as
+    `load_for_call` takes them. On the CPU a default half dtype becomes float32
+    (`dtype_is_default`).
     """
     import torch
 
@@ -258,25 +471,21 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
     if torch_dtype is None:
         raise ModelError(f"unknown dtype `{dtype}`; expected float16, bfloat16 or float32")
 
-    net, default_shape, class_name = load_model(model, model_kwargs, examples_dir)
-    shape = list(input_shape or []) or list(default_shape or [])
-    if not shape:
-        raise ModelError(f"no input shape for `{class_name}`; pass --input-shape, e.g. 1,1024")
-    net = net.to(device=dev, dtype=torch_dtype).eval()
+    net, call, class_name = load_for_call(model, model_kwargs, examples_dir, pretrained, input_shape,
+                                          inputs, inputs_fn, torch_dtype, dev)
     params = sum(p.numel() for p in net.parameters())
-    x, vocab = make_inputs(net, shape, torch_dtype, dev)
     wrapped = wrap_modules(net)
 
     def step():
         with torch.no_grad():
-            net(x)
+            call(net)
 
     try:
         for _ in range(max(1, int(warmup))):
             step()
     except Exception as e:
         raise ModelError(
-            f"`{class_name}` rejected an input of shape {shape} ({'token ids' if vocab else dtype}): "
+            f"`{class_name}` rejected its inputs ({call.describe}): "
             f"{type(e).__name__}: {e}{_user_frame(e)}"
         ) from e
     if on_gpu:
@@ -300,9 +509,10 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
         "device_name": torch.cuda.get_device_name() if on_gpu else "cpu",
         "model_class": class_name,
         "parameters": params,
-        "input_shape": shape,
-        "input_kind": "token_ids" if vocab else "float",
-        "vocab_size": vocab,
+        "input_shape": call.shape,
+        "input_kind": call.kind,
+        "inputs": call.describe,
+        "vocab_size": _vocab_size(net),
         "dtype": dtype,
         "wrapped_modules": wrapped,
         "iterations": int(iterations),
@@ -319,6 +529,9 @@ def main(argv=None):
     p.add_argument("--import", dest="imp", help="module:Class")
     p.add_argument("--model-kwargs", default="{}")
     p.add_argument("--input-shape", default="")
+    p.add_argument("--input", action="append", default=[], help="NAME=DIMS[:DTYPE], repeatable")
+    p.add_argument("--inputs", help="FILE.py:FUNC returning (args, kwargs)")
+    p.add_argument("--pretrained", help="a local checkpoint folder")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--device", default="auto")
     p.add_argument("--out", required=True)
@@ -333,8 +546,18 @@ def main(argv=None):
         module, _, cls = a.imp.partition(":")
         model = {"source": "import", "module": module, "class": cls}
     shape = [int(s) for s in a.input_shape.split(",") if s.strip()]
+    inputs = []
+    for text in a.input:
+        name, _, rest = text.partition("=")
+        dims, _, dt = rest.partition(":")
+        inputs.append({"name": name, "shape": [int(d) for d in dims.split(",")], "dtype": dt or None})
+    inputs_fn = None
+    if a.inputs:
+        path, _, function = a.inputs.rpartition(":")
+        inputs_fn = {"path": path, "function": function}
     print(json.dumps(profile(model, a.out, json.loads(a.model_kwargs), shape, a.dtype, a.device,
-                             a.examples_dir, warmup=a.warmup, iterations=a.iterations)))
+                             a.examples_dir, warmup=a.warmup, iterations=a.iterations,
+                             inputs=inputs, inputs_fn=inputs_fn, pretrained=a.pretrained)))
 
 
 if __name__ == "__main__":

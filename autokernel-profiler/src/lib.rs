@@ -46,7 +46,7 @@ pub use classify::{
 pub use import::TransferStats;
 pub use import::MODULE_PREFIX;
 #[cfg(feature = "model-profiler")]
-pub use profiler::{ChromeTraceProfiler, ModelRun, EXAMPLES, PROFILE_MODEL_PY};
+pub use profiler::{loader_kwargs, ChromeTraceProfiler, ModelRun, EXAMPLES, PROFILE_MODEL_PY};
 pub use rank::{
     plan, plan_for_model, unpluggable_ops, ImportedTrace, RankedOp, SPREAD_LIMIT,
     SPREAD_MIN_FRACTION,

@@ -31,6 +31,9 @@ pub(crate) struct Group {
     pub shapes: Vec<Vec<i64>>,
     pub dtype: Option<DType>,
     pub time_us: f64,
+    /// Its calls as `torch.profiler`'s `key_averages` counts them: the ranges that name it
+    /// (a module's forward, an outermost aten op), however many kernels or child ops each
+    /// ran, plus each kernel no range names. Equals `call_us.len()`.
     pub calls: u64,
     /// The time of each call of the op (one range that names the group: a module's
     /// forward, an outermost aten op, an annotation), in µs, in the order first seen; a
@@ -286,7 +289,6 @@ struct RawGroup {
     key: GroupKey,
     dtype: Option<DType>,
     time_us: f64,
-    calls: u64,
     /// The ranges that named it (its calls), in the order first seen.
     call_ranges: Vec<u32>,
     /// Times of the kernels that no range named, one call each.
@@ -331,7 +333,6 @@ impl Groups {
                 key,
                 dtype,
                 time_us: 0.0,
-                calls: 0,
                 call_ranges: Vec::new(),
                 loose_call_us: Vec::new(),
                 kernels: Vec::new(),
@@ -341,7 +342,6 @@ impl Groups {
         });
         let g = &mut self.list[i];
         g.time_us += time_us;
-        g.calls += 1;
         match call {
             Some(r) if self.range_us[r].is_nan() => {
                 self.range_us[r] = time_us;
@@ -389,10 +389,12 @@ impl Groups {
             });
             let o = &mut out[i];
             o.time_us += g.time_us;
-            o.calls += g.calls;
+            // one call per naming range (a range names one group only), not per kernel
+            // or child op under it
             o.call_us
                 .extend(g.call_ranges.iter().map(|&r| self.range_us[r as usize]));
             o.call_us.extend(g.loose_call_us);
+            o.calls = o.call_us.len() as u64;
             o.dtype = o.dtype.or(g.dtype);
             for k in g.kernels {
                 let k = &names[k as usize];

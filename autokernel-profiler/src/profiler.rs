@@ -143,38 +143,23 @@ impl ChromeTraceProfiler {
         trace_out: &Path,
     ) -> Result<ModelRun, ProfileError> {
         let (script, examples) = self.materialise()?;
-        let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-        let source = match &model.source {
-            ModelSource::File { path, class } => serde_json::json!({
-                "source": "file", "path": absolute(path), "class": class
-            }),
-            ModelSource::Import { module, class } => serde_json::json!({
-                "source": "import", "module": module, "class": class
-            }),
-            ModelSource::Example { name } => serde_json::json!({"source": "example", "name": name}),
-        };
         let device = match model.device {
             Device::Auto => "auto",
             Device::Cuda => "cuda",
             Device::Cpu => "cpu",
         };
-        let model_kwargs = if model.kwargs.is_null() {
-            serde_json::json!({})
-        } else {
-            model.kwargs.clone()
-        };
-        let kwargs = serde_json::json!({
-            "model": source,
-            "trace_path": absolute(trace_out),
-            "model_kwargs": model_kwargs,
-            "input_shape": model.input_shape,
-            "dtype": model.dtype.name(),
-            "device": device,
-            "examples_dir": examples,
-            "warmup": self.warmup,
-            "iterations": self.iterations,
-            "dtype_is_default": self.dtype_is_default,
-        });
+        let mut kwargs = loader_kwargs(model);
+        for (key, value) in [
+            ("trace_path", serde_json::json!(absolute(trace_out))),
+            ("dtype", serde_json::json!(model.dtype.name())),
+            ("device", serde_json::json!(device)),
+            ("examples_dir", serde_json::json!(examples)),
+            ("warmup", serde_json::json!(self.warmup)),
+            ("iterations", serde_json::json!(self.iterations)),
+            ("dtype_is_default", serde_json::json!(self.dtype_is_default)),
+        ] {
+            kwargs[key] = value;
+        }
         tracing::info!(model = ?model.source, trace = %trace_out.display(), "profiling model");
         self.worker
             .call_script(&script, "profile", kwargs, self.timeout)
@@ -195,6 +180,49 @@ impl ChromeTraceProfiler {
         let imported = import_trace(trace_out)?;
         Ok((imported, run))
     }
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The keyword arguments that say which model to load and how to call it, as
+/// `profile_model.py`'s `profile` and `load_for_call` (and so the verification script) take
+/// them: `model`, `model_kwargs`, `input_shape`, `inputs`, `inputs_fn`, `pretrained`.
+/// Profiling and verification both build them here, so that they load the same model and
+/// call it on the same inputs.
+pub fn loader_kwargs(model: &ModelSpec) -> serde_json::Value {
+    let source = match &model.source {
+        ModelSource::File { path, class } => serde_json::json!({
+            "source": "file", "path": absolute(path), "class": class
+        }),
+        ModelSource::Import { module, class } => serde_json::json!({
+            "source": "import", "module": module, "class": class
+        }),
+        ModelSource::Example { name } => serde_json::json!({"source": "example", "name": name}),
+    };
+    let model_kwargs = if model.kwargs.is_null() {
+        serde_json::json!({})
+    } else {
+        model.kwargs.clone()
+    };
+    let inputs: Vec<serde_json::Value> = model
+        .inputs
+        .iter()
+        .map(|i| serde_json::json!({"name": i.name, "shape": i.shape, "dtype": i.dtype}))
+        .collect();
+    let inputs_fn = model
+        .inputs_fn
+        .as_ref()
+        .map(|f| serde_json::json!({"path": absolute(&f.path), "function": f.function}));
+    serde_json::json!({
+        "model": source,
+        "model_kwargs": model_kwargs,
+        "input_shape": model.input_shape,
+        "inputs": inputs,
+        "inputs_fn": inputs_fn,
+        "pretrained": model.pretrained.as_deref().map(absolute),
+    })
 }
 
 /// Maps the worker's errors: a `ModelError` raised by the script is the model's fault.

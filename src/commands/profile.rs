@@ -21,7 +21,10 @@ const EXAMPLES: &str = "Examples:
   autokernel profile --example tiny --device cpu --iterations 20   (steadier CPU timings)
   autokernel profile --example gpt2 --input-shape 1,1024 --dtype bfloat16
   autokernel profile --model model.py --class Net --input-shape 8,512 -o trace.json
-  autokernel profile --model transformers:GPT2LMHeadModel --model-kwargs '{\"n_layer\": 2}'
+  autokernel profile --model transformers:GPT2LMHeadModel --model-kwargs '{\"n_layer\": 2}' --input-shape 1,128
+  autokernel profile --model transformers:T5ForConditionalGeneration --input input_ids=1,64 --input decoder_input_ids=1,16
+  autokernel profile --model transformers:GPT2LMHeadModel --pretrained ./gpt2-checkpoint --input-shape 1,1024
+  autokernel profile --model transformers:ViTModel --inputs inputs.py:make_inputs   (returns (args, kwargs))
   autokernel profile --import trace.json.gz --json";
 
 /// Arguments of `autokernel profile`.
@@ -146,11 +149,11 @@ fn print(
     }
     if let Some(r) = run {
         eprintln!(
-            "profiled {} ({} parameters) on {}, input {} {}, {} forward passes, trace: {}",
+            "profiled {} ({} parameters) on {}, inputs {}, {}, {} forward passes, trace: {}",
             r["model_class"].as_str().unwrap_or("?"),
             r["parameters"],
             r["device_name"].as_str().unwrap_or("?"),
-            r["input_shape"],
+            r["inputs"].as_str().unwrap_or("?"),
             r["dtype"].as_str().unwrap_or("?"),
             r["iterations"],
             r["trace_path"].as_str().unwrap_or("?"),

@@ -25,12 +25,14 @@ use crate::progress::{ProgressReporter, StepHooks};
   autokernel run --example tiny --device cpu --max-experiments 6
   autokernel run --example gpt2 --agent tune --budget 20m
   autokernel run --model transformers:GPT2LMHeadModel --model-kwargs '{\"n_layer\": 12}' --input-shape 1,1024
+  autokernel run --model transformers:T5ForConditionalGeneration --input input_ids=1,512 --input decoder_input_ids=1,128
+  autokernel run --model transformers:LlamaForCausalLM --pretrained ./llama-checkpoint --input-shape 1,512
   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 autokernel run --example llama --agent openai --llm-model qwen3-coder
 
 Ctrl-C or SIGTERM stops after the current experiment (or cuts the verification short) and
 still writes the report, exit 130; a second one abandons the experiment in flight. Run the
-same command again on the same workspace to resume (with the same --dtype, if one was
-given); `autokernel report` and `autokernel verify` work on a workspace at any time.")]
+same command again on the same workspace to resume (with the same model, inputs, checkpoint
+and --dtype, if one was given); `autokernel report` and `autokernel verify` work on a workspace at any time.")]
 pub struct RunArgs {
     #[command(flatten)]
     pub model: ModelArgs,

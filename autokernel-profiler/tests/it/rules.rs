@@ -242,7 +242,8 @@ fn a_trace_without_device_activity_ranks_cpu_self_time_and_says_so() {
     assert!(close(t.report.total_device_time_us, 13.0));
     let linear = op(&t, "aten::linear");
     assert!(close(linear.device_time_us, 10.0));
-    assert_eq!(linear.calls, 2);
+    // one call of linear, with addmm's self time inside it
+    assert_eq!(linear.calls, 1);
     assert_eq!(linear.kind, Some(KernelKind::Matmul));
     assert_eq!(t.report.ops[0].op, "aten::linear");
 }
@@ -277,7 +278,8 @@ fn module_ranges_group_their_ops_and_classify_by_class() {
     assert_eq!(t.report.ops.len(), 1);
     let m = op(&t, "RMSNorm");
     assert!(close(m.device_time_us, 6.0));
-    assert_eq!(m.calls, 4);
+    // one forward of the module, whatever its four kernels
+    assert_eq!(m.calls, 1);
     assert_eq!(m.kind, Some(KernelKind::Rmsnorm));
     assert_eq!(m.shapes, vec![vec![1, 32, 64], vec![]]);
     let targets = autokernel_profiler::plan(&t.report, 5, autokernel_core::DType::Float32);
@@ -588,7 +590,11 @@ fn calls_of_one_op_that_spread_over_2x_are_warned_about() {
     assert_eq!(range("aten::mm"), Some((5.0, 20.0)));
     assert_eq!(range("aten::relu"), Some((10.0, 15.0)));
     assert_eq!(range("aten::addmm"), Some((10.0, 10.0)));
-    assert_eq!(op(&t, "aten::addmm").calls, 4, "calls counts kernels");
+    assert_eq!(
+        op(&t, "aten::addmm").calls,
+        2,
+        "calls counts ranges, not kernels"
+    );
     let noisy: Vec<&String> = t
         .report
         .warnings

@@ -19,13 +19,9 @@ fn profiler() -> ChromeTraceProfiler {
 }
 
 fn spec(source: ModelSource) -> ModelSpec {
-    ModelSpec {
-        source,
-        kwargs: serde_json::json!({}),
-        input_shape: vec![],
-        dtype: DType::Float32,
-        device: Device::Cpu,
-    }
+    ModelSpec::new(source, Device::Cpu)
+        .with_kwargs(serde_json::json!({}))
+        .with_dtype(DType::Float32)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,4 +115,49 @@ async fn a_missing_class_is_a_model_error_naming_it() {
         ),
         other => panic!("not a model error: {other}"),
     }
+}
+
+/// `calls` counts calls as `key_averages` does, not the ops or kernels under them: per
+/// forward the model calls one `nn.Linear` 5 times and its `nn.LayerNorm` and `torch.relu`
+/// once each (linear runs transpose, addmm and more under it); two recorded passes make
+/// 10, 2 and 2 calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_count_module_forwards_and_outermost_ops() {
+    let p = profiler();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("calls.py");
+    std::fs::write(
+        &file,
+        "import torch\n\
+         class Net(torch.nn.Module):\n\
+         \x20   def __init__(self):\n\
+         \x20       super().__init__()\n\
+         \x20       self.lin = torch.nn.Linear(16, 16)\n\
+         \x20       self.norm = torch.nn.LayerNorm(16)\n\
+         \x20   def forward(self, x):\n\
+         \x20       for _ in range(5):\n\
+         \x20           x = self.lin(x)\n\
+         \x20       return torch.relu(self.norm(x))\n",
+    )
+    .unwrap();
+    let mut model = spec(ModelSource::File {
+        path: file,
+        class: "Net".into(),
+    });
+    model.input_shape = vec![4, 8, 16];
+    let (t, _) = p
+        .profile_imported(&model, &dir.path().join("t.json"))
+        .await
+        .expect("profile");
+    let calls = |name: &str| {
+        t.report
+            .ops
+            .iter()
+            .find(|o| o.op == name)
+            .unwrap_or_else(|| panic!("no {name} in {:#?}", t.report.ops))
+            .calls
+    };
+    assert_eq!(calls("Linear"), 10);
+    assert_eq!(calls("LayerNorm"), 2);
+    assert_eq!(calls("aten::relu"), 2);
 }
