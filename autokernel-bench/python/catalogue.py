@@ -63,6 +63,11 @@ class Kind(NamedTuple):
     ``reference(inputs)`` computes the output in float32 from float32 copies.
     ``eager(inputs)`` is the PyTorch a user would run in the inputs' dtype (the speedup's
     baseline); ``None`` times the reference instead.
+
+    A kind whose catalogue entry declares ``params`` gets them too, as a dict with every
+    parameter (defaults filled): ``make_inputs(dims, dtype, g, mode, params)``,
+    ``reference(inputs, params, dtype)`` (`dtype`: the judged dtype, for references that
+    round an intermediate as the model does) and ``eager(inputs, params)``.
     """
 
     make_inputs: Callable
@@ -90,6 +95,27 @@ def load_catalogue(text: str) -> None:
     import json
 
     _SPECS = types.MappingProxyType({k["name"]: k for k in json.loads(text)["kinds"]})
+
+
+def param_defaults(kind: str) -> dict:
+    """Every parameter of `kind` at its default (``ParamSpec::default``); empty for a kind
+    without parameters."""
+    return {p["name"]: p["default"] for p in spec(kind).get("params", [])}
+
+
+def resolve_params(kind: str, params) -> Optional[dict]:
+    """`params` over the kind's defaults (a name the kind does not declare raises
+    ValueError, naming the ones it has); None for a kind without parameters, whose
+    registry functions take none."""
+    defaults = param_defaults(kind)
+    given = dict(params or {})
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ValueError(f"{kind} has no parameter {unknown[0]!r}; its parameters are "
+                         f"{', '.join(defaults) or 'none'}")
+    if not defaults:
+        return None
+    return {**defaults, **given}
 
 
 def spec(kind: str) -> dict:
@@ -289,7 +315,7 @@ def _reduce_large(g, rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: str = "normal",
-                layout: str = "contiguous", registry=None) -> dict:
+                layout: str = "contiguous", registry=None, params=None) -> dict:
     """Fresh tensors for ``kernel_fn(**inputs)``, keyed by the catalogue's input names.
 
     `shape` is the problem shape of ``KernelKind::dim_names`` (see the module docstring);
@@ -308,9 +334,11 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
     ``[N, K]`` tensor (strides ``(1, K)``), the way ``nn.Linear`` hands its weight over.
 
     `registry` is where the kind's generator is looked up (:data:`REGISTRY` by default;
-    the harness passes its own frozen copy).
+    the harness passes its own frozen copy). `params` are the kind's semantic parameters
+    (a dict; unset ones take the catalogue's defaults), e.g. layernorm without ``bias``.
 
-    Raises ValueError for an unknown kind, mode or layout, or a shape of the wrong rank.
+    Raises ValueError for an unknown kind, mode, layout or parameter, or a shape of the
+    wrong rank.
     """
     dims = _check(kind, shape, mode)
     if layout not in LAYOUTS:
@@ -321,8 +349,10 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
     g = torch.Generator(device=torch.device(device))
     g.manual_seed(int(seed))
     entry = _entry(kind, registry)
+    p = resolve_params(kind, params)
     with torch.device(device):
-        inputs = _finish(entry.make_inputs(dims, dtype, g, mode), dtype, device)
+        made = entry.make_inputs(dims, dtype, g, mode) if p is None else entry.make_inputs(dims, dtype, g, mode, p)
+        inputs = _finish(made, dtype, device)
     if layout == "b_transposed" and kind == "matmul":
         inputs["B"] = inputs["B"].t().contiguous().t()
     return inputs
@@ -482,20 +512,29 @@ def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mod
     return t
 
 
-def reference(kind: str, inputs: dict, registry=None) -> torch.Tensor:
-    """The PyTorch reference, computed in float32 from float32 copies of `inputs`: a
-    contiguous float32 tensor of the catalogue's output shape."""
+def _float_dtype(inputs: dict) -> torch.dtype:
+    """The judged dtype: that of the first floating input (float32 when there is none)."""
+    return next((v.dtype for v in inputs.values() if v.is_floating_point()), torch.float32)
+
+
+def reference(kind: str, inputs: dict, registry=None, params=None) -> torch.Tensor:
+    """The PyTorch reference, computed in float32 from float32 copies of `inputs`, for the
+    kind's parameters `params` (unset ones at their defaults): a contiguous float32 tensor
+    of the catalogue's output shape."""
+    entry, p = _entry(kind, registry), resolve_params(kind, params)
     f = {k: (v.float() if v.is_floating_point() else v) for k, v in inputs.items()}
-    return _entry(kind, registry).reference(f).float().contiguous()
+    out = entry.reference(f) if p is None else entry.reference(f, p, _float_dtype(inputs))
+    return out.float().contiguous()
 
 
-def eager(kind: str, inputs: dict, registry=None) -> torch.Tensor:
-    """What a user runs without a custom kernel, in the inputs' dtype: the baseline of the
-    speedup. A kind registered without one times its reference."""
-    entry = _entry(kind, registry)
+def eager(kind: str, inputs: dict, registry=None, params=None) -> torch.Tensor:
+    """What a user runs without a custom kernel, in the inputs' dtype, for the kind's
+    parameters `params`: the baseline of the speedup. A kind registered without one times
+    its reference."""
+    entry, p = _entry(kind, registry), resolve_params(kind, params)
     if entry.eager is None:
-        return entry.reference({k: (v.float() if v.is_floating_point() else v) for k, v in inputs.items()})
-    return entry.eager(inputs)
+        return reference(kind, inputs, registry, params)
+    return entry.eager(inputs) if p is None else entry.eager(inputs, p)
 
 
 def _builtin_reference(kind: str, f: dict) -> torch.Tensor:

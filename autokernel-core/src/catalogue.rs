@@ -14,6 +14,7 @@ use std::sync::LazyLock;
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::{Bound, DType, KernelKind, ParseError, Shape, ShapeSet, Tolerance};
+use crate::params::{self, ParamError, ParamSpec, Params};
 
 /// What an input is to the judge's input generator: which inputs follow the stability
 /// stage's input mode (`large`, `zeros`, …) and which keep their usual values.
@@ -54,6 +55,10 @@ pub struct InputSpec {
     pub dims: Vec<String>,
     /// Its element type.
     pub dtype: ElementType,
+    /// The boolean parameter that must be true for the input to exist (layernorm's `bias`
+    /// input when `bias=true`); `None`: always passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only_if: Option<String>,
 }
 
 /// What `kernel_fn` returns: a fresh tensor of these dims and element type.
@@ -63,16 +68,6 @@ pub struct OutputSpec {
     pub dims: Vec<String>,
     /// Its element type.
     pub dtype: ElementType,
-}
-
-/// A semantic parameter of a kind (an epsilon, a causal flag), passed to `kernel_fn` as a
-/// keyword argument. No built-in kind has one yet: their values are fixed by the kind.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ParamSpec {
-    /// Its keyword name.
-    pub name: String,
-    /// Its value when a target does not set one, as JSON.
-    pub default: serde_json::Value,
 }
 
 /// A kind's shape sets (see [`ShapeSet`]).
@@ -163,7 +158,9 @@ pub struct KindSpec {
     pub inputs: Vec<InputSpec>,
     /// What `kernel_fn` returns.
     pub output: OutputSpec,
-    /// Semantic parameters (none yet; room for eps, causal, scale).
+    /// Semantic parameters, passed to the input generator, the reference, the eager
+    /// baseline and `kernel_fn` (keyword arguments); their defaults are the kind's
+    /// semantics before it had them.
     #[serde(default)]
     pub params: Vec<ParamSpec>,
     /// Shape sets.
@@ -218,6 +215,16 @@ impl KindSpec {
     /// The tolerance for outputs in `dtype`.
     pub fn tolerance(&self, dtype: DType) -> Tolerance {
         self.tolerances.get(dtype)
+    }
+
+    /// Every parameter of the kind for a target that sets `given`: the given values
+    /// checked and in canonical form, the others at their defaults
+    /// ([`crate::params::resolve`]).
+    ///
+    /// # Errors
+    /// A [`ParamError`] naming the parameter and what it accepts.
+    pub fn resolve_params(&self, given: &Params) -> Result<Params, ParamError> {
+        params::resolve(&self.name, &self.params, given)
     }
 
     /// Input names, in order.
@@ -395,6 +402,7 @@ mod builtin {
             } else {
                 ElementType::Judged
             },
+            only_if: None,
         }
     }
 

@@ -1288,3 +1288,30 @@ fn starter_variants_pass_the_judge_through_bench_json() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn bench_params_that_the_kind_does_not_take_exit_2_naming_them() {
+    let (d, _ws) = tempdir();
+    let path = d.path().join("softmax.py");
+    new_kernel("softmax", &path);
+    let kernel = path.to_str().unwrap();
+    // with --kind the flag is checked before any worker starts
+    let (code, err) = stderr_of(&[
+        "bench", kernel, "--device", "cpu", "--kind", "softmax", "--param", "eps=1e-5",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("softmax has no parameter `eps`; it takes none"),
+        "{err}"
+    );
+    // without it the worker checks them against the file's KERNEL_KIND
+    let (code, err) = stderr_of(&["bench", kernel, "--device", "cpu", "--param", "eps=1e-5"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("softmax has no parameter `eps`; it takes none"),
+        "{err}"
+    );
+    let (code, err) = stderr_of(&["bench", kernel, "--param", "eps"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`eps` is not NAME=VALUE"), "{err}");
+}
