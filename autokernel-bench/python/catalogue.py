@@ -131,10 +131,38 @@ LAYOUTS = ["contiguous", "b_transposed"]
 """Memory layouts accepted by :func:`make_inputs` (``autokernel_core::Layout``)."""
 
 RMSNORM_EPS = 1e-6
-"""Epsilon of rmsnorm: ``x / sqrt(mean(x²) + 1e-6) · w``."""
+"""Default epsilon of rmsnorm (its ``eps`` parameter): ``x / sqrt(mean(x²) + 1e-6) · w``."""
 
 LAYERNORM_EPS = 1e-5
-"""Epsilon of layernorm (PyTorch's ``nn.LayerNorm`` default)."""
+"""Default epsilon of layernorm (its ``eps`` parameter; PyTorch's ``nn.LayerNorm`` default)."""
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def rmsnorm_model_code(x, weight, eps, weight_offset=0, cast_order="float32"):
+    """RMSNorm over the last dim exactly as the model code of each cast order computes it,
+    in the tensors' own dtypes (transformers 5.17, ``modeling_*.py``):
+
+    - ``float32`` (GemmaRMSNorm): ``x̂ = x.float() · rsqrt(mean(x.float()²) + eps)``, times
+      ``(offset + w.float())``, cast to x's dtype at the end;
+    - ``llama`` (LlamaRMSNorm): ``x̂`` in float32, cast to x's dtype, then
+      ``(offset + w) · x̂`` (promotion decides the output dtype);
+    - ``t5`` (T5LayerNorm): ``x · rsqrt(mean(x.float()²) + eps)`` (float32), cast to the
+      weight's dtype when that is float16 or bfloat16, then ``(offset + w) · x̂``.
+
+    The eager baseline of rmsnorm and what the model matcher compares a module with.
+    """
+    var = x.float().pow(2).mean(-1, keepdim=True)
+    if cast_order == "float32":
+        h = x.float() * torch.rsqrt(var + eps)
+        return (h * (weight_offset + weight.float())).to(x.dtype)
+    w = weight + weight_offset if weight_offset else weight
+    if cast_order == "llama":
+        return w * (x.float() * torch.rsqrt(var + eps)).to(x.dtype)
+    h = x * torch.rsqrt(var + eps)
+    if weight.dtype in _HALF:
+        h = h.to(weight.dtype)
+    return w * h
 
 ROTARY_BASE = 10000.0
 """Base of the rotary frequencies ``θ_i = base^(−2i/d)`` (RoFormer, Su et al. 2021, eq. 15)."""
@@ -366,9 +394,10 @@ def _entry(kind: str, registry) -> Kind:
         raise ValueError(f"kind {kind!r} has no registered input generator and reference") from None
 
 
-def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mode: str) -> dict:
+def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mode: str,
+                    params=None) -> dict:
     """The built-in kinds' input generators (float32 tensors), run with the target device
-    as the default device."""
+    as the default device; `params` those of a kind that has some (every one set)."""
     dmax = _dtype_max(dtype)
     large = _LARGE.get(dtype, _LARGE[torch.float32])
     t: dict[str, torch.Tensor] = {}
@@ -416,6 +445,7 @@ def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mod
 
     elif kind in ("layernorm", "rmsnorm"):
         rows, cols = dims
+        params = params or {}
         # Constant rows: var = 0 makes (x − mean)·rsqrt(var + eps) amplify the rounding of
         # the mean by 1/√eps ≈ 316 in layernorm; constants of ~1e-2 keep that far below the
         # float32 tolerance for any correct kernel (the exact output is the bias).
@@ -424,7 +454,12 @@ def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mod
         w = _weight(g, cols)
         t = {"x": x, "weight": w}
         if kind == "layernorm":
-            t["bias"] = 0.5 * _randn(g, [cols])
+            b = 0.5 * _randn(g, [cols])  # drawn either way: x and w do not depend on has_bias
+            if params.get("has_bias", True):
+                t["bias"] = b
+        elif params.get("weight_offset", 0):
+            # Gemma's weights are stored as w − 1 (initialised at 0): 1 + w keeps the spread
+            t["weight"] = w - 1.0
 
     elif kind == "reduce":
         rows, cols = dims
@@ -537,10 +572,14 @@ def eager(kind: str, inputs: dict, registry=None, params=None) -> torch.Tensor:
     return entry.eager(inputs) if p is None else entry.eager(inputs, p)
 
 
-def _builtin_reference(kind: str, f: dict) -> torch.Tensor:
-    """The built-in kinds' references, on float32 inputs `f`.
-    Definitions: matmul ``A @ B``; softmax over the last dim; layernorm eps 1e-5 with
-    weight and bias; rmsnorm ``x / sqrt(mean(x²) + 1e-6) · w``; causal attention with scale
+def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> torch.Tensor:
+    """The built-in kinds' references, on float32 inputs `f` (`params`: those of a kind that
+    has some, every one set; `dtype`: the judged dtype).
+    Definitions: matmul ``A @ B``; softmax over the last dim; layernorm with its ``eps``,
+    weight and (``has_bias``) bias; rmsnorm ``x̂ · (w + weight_offset)``, ``x̂ = x /
+    sqrt(mean(x²) + eps)``, with x̂ and ``w + weight_offset`` rounded to `dtype` before the
+    product for the ``llama`` and ``t5`` cast orders (the judged x and weight share the
+    dtype, where the two orders agree; see :func:`rmsnorm_model_code`); causal attention with scale
     ``1/√d`` (explicit math, no fused kernel, so the precision policy governs it); SwiGLU
     ``(silu(x·w_gateᵀ) · (x·w_upᵀ)) · w_downᵀ``; mean cross-entropy (0-dim); interleaved
     rotary, pairs ``(x[..., 2i], x[..., 2i+1])`` rotated by ``cos/sin[s, i]``; sum over the
@@ -552,10 +591,13 @@ def _builtin_reference(kind: str, f: dict) -> torch.Tensor:
         out = torch.softmax(f["x"], dim=-1)
     elif kind == "layernorm":
         x = f["x"]
-        out = F.layer_norm(x, (x.shape[-1],), f["weight"], f["bias"], LAYERNORM_EPS)
+        out = F.layer_norm(x, (x.shape[-1],), f["weight"], f.get("bias"), params["eps"])
     elif kind == "rmsnorm":
-        x = f["x"]
-        out = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + RMSNORM_EPS) * f["weight"]
+        x, w = f["x"], f["weight"] + params["weight_offset"]
+        h = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + params["eps"])
+        if params["cast_order"] != "float32":
+            h, w = h.to(dtype).float(), w.to(dtype).float()
+        out = h * w
     elif kind == "flash_attention":
         q, k, v = f["Q"], f["K"], f["V"]
         s, d = q.shape[-2], q.shape[-1]
@@ -578,19 +620,22 @@ def _builtin_reference(kind: str, f: dict) -> torch.Tensor:
     return out
 
 
-def _builtin_eager(kind: str, inputs: dict) -> torch.Tensor:
+def _builtin_eager(kind: str, inputs: dict, params=None) -> torch.Tensor:
     """The built-in kinds' eager PyTorch, in the inputs' dtype (fused ops where PyTorch has
-    them: ``F.rms_norm``, ``scaled_dot_product_attention``)."""
+    them: ``F.rms_norm`` at rmsnorm's default parameters, ``scaled_dot_product_attention``;
+    rmsnorm's other variants as the models write them, :func:`rmsnorm_model_code`)."""
     if kind == "matmul":
         return inputs["A"] @ inputs["B"]
     if kind == "softmax":
         return torch.softmax(inputs["x"], dim=-1)
     if kind == "layernorm":
         x = inputs["x"]
-        return F.layer_norm(x, (x.shape[-1],), inputs["weight"], inputs["bias"], LAYERNORM_EPS)
+        return F.layer_norm(x, (x.shape[-1],), inputs["weight"], inputs.get("bias"), params["eps"])
     if kind == "rmsnorm":
         x = inputs["x"]
-        return F.rms_norm(x, (x.shape[-1],), inputs["weight"], RMSNORM_EPS)
+        if params["weight_offset"] == 0 and params["cast_order"] == "float32":
+            return F.rms_norm(x, (x.shape[-1],), inputs["weight"], params["eps"])
+        return rmsnorm_model_code(x, inputs["weight"], params["eps"], params["weight_offset"], params["cast_order"])
     if kind == "flash_attention":
         return F.scaled_dot_product_attention(inputs["Q"], inputs["K"], inputs["V"], is_causal=True)
     if kind == "fused_mlp":
@@ -608,11 +653,13 @@ def _builtin_eager(kind: str, inputs: dict) -> torch.Tensor:
 def _register_builtins() -> None:
     for kind in ("matmul", "softmax", "layernorm", "rmsnorm", "flash_attention", "fused_mlp",
                  "cross_entropy", "rotary_embedding", "reduce"):
+        # a kind with parameters gets them (and its reference the judged dtype): see Kind
         register(
             kind,
-            make_inputs=lambda dims, dtype, g, mode, k=kind: _builtin_inputs(k, dims, dtype, g, mode),
-            reference=lambda f, k=kind: _builtin_reference(k, f),
-            eager=lambda inputs, k=kind: _builtin_eager(k, inputs),
+            make_inputs=lambda dims, dtype, g, mode, params=None, k=kind: _builtin_inputs(k, dims, dtype, g, mode,
+                                                                                          params),
+            reference=lambda f, params=None, dtype=torch.float32, k=kind: _builtin_reference(k, f, params, dtype),
+            eager=lambda inputs, params=None, k=kind: _builtin_eager(k, inputs, params),
         )
 
 

@@ -383,6 +383,8 @@ impl Catalogue {
 mod builtin {
     use super::*;
     use crate::kernel::{Bound, DType, Shape};
+    use crate::params::ParamType;
+    use serde_json::json;
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
@@ -542,12 +544,15 @@ mod builtin {
     fn layernorm() -> KindSpec {
         spec(
             "layernorm",
-            "layer normalisation over the last dim (eps 1e-5, affine)",
+            "layer normalisation over the last dim, (x − mean)/sqrt(var + eps) · w (+ b)",
             ROWS_COLS,
             vec![
                 input("x", Data, ROWS_COLS),
                 input("weight", Weight, &["cols"]),
-                input("bias", Weight, &["cols"]),
+                InputSpec {
+                    only_if: Some("has_bias".into()),
+                    ..input("bias", Weight, &["cols"])
+                },
             ],
             output(ROWS_COLS),
             [ROW_CPU, &[&[4096, 4096], &[8192, 8192]], ROW_EDGE],
@@ -559,12 +564,32 @@ mod builtin {
                 min_bytes: |d, e| (2.0 * d[0] * d[1] + 2.0 * d[1]) * e,
             },
         )
+        .params(vec![
+            eps(1e-5, "nn.LayerNorm's default; BERT uses 1e-12"),
+            // not `bias`: kernel_fn's `bias` keyword is the tensor
+            ParamSpec::new(
+                "has_bias",
+                ParamType::Bool,
+                json!(true),
+                "whether a bias is added (nn.LayerNorm(bias=False) has none: no `bias` input then)",
+            ),
+        ])
+    }
+
+    /// The `eps` parameter of a norm: inside the square root, above 0.
+    fn eps(default: f64, doc: &str) -> ParamSpec {
+        ParamSpec::new(
+            "eps",
+            ParamType::Float { above: Some(0.0) },
+            json!(default),
+            &format!("added to the mean square (variance) inside the square root; default {default:e}, {doc}"),
+        )
     }
 
     fn rmsnorm() -> KindSpec {
         spec(
             "rmsnorm",
-            "RMS normalisation x / sqrt(mean(x²) + 1e-6) · w",
+            "RMS normalisation x / sqrt(mean(x²) + eps) · (w + weight_offset)",
             ROWS_COLS,
             vec![
                 input("x", Data, ROWS_COLS),
@@ -580,6 +605,28 @@ mod builtin {
                 min_bytes: |d, e| (2.0 * d[0] * d[1] + d[1]) * e,
             },
         )
+        .params(vec![
+            eps(1e-6, "Llama configs often set 1e-5"),
+            ParamSpec::new(
+                "weight_offset",
+                ParamType::OneOf {
+                    values: vec![json!(0), json!(1)],
+                },
+                json!(0),
+                "added to the weight: 1 for Gemma's x̂ · (1 + w) (GemmaRMSNorm), 0 otherwise",
+            ),
+            ParamSpec::new(
+                "cast_order",
+                ParamType::OneOf {
+                    values: vec![json!("float32"), json!("llama"), json!("t5")],
+                },
+                json!("float32"),
+                "float32: all in float32, cast once at the end (GemmaRMSNorm); llama: x̂ in \
+                 float32, cast to the input dtype, then times the weight (LlamaRMSNorm); t5: \
+                 x̂ in float32, cast to the weight's dtype when it is half, then times the \
+                 weight (T5LayerNorm)",
+            ),
+        ])
     }
 
     fn flash_attention() -> KindSpec {
@@ -750,6 +797,11 @@ mod builtin {
     }
 
     impl KindSpec {
+        fn params(mut self, p: Vec<ParamSpec>) -> KindSpec {
+            self.params = p;
+            self
+        }
+
         fn tolerances(mut self, t: Tolerances) -> KindSpec {
             self.tolerances = t;
             self

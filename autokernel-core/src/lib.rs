@@ -60,7 +60,9 @@ pub use params::{
     params_label, parse_param, resolve as resolve_params, value_text, ParamError, ParamSpec,
     ParamType, Params,
 };
-pub use profiler::{ModelSource, ModelSpec, OpProfile, ProfileError, ProfileReport, Profiler};
+pub use profiler::{
+    CallSite, ModelSource, ModelSpec, OpProfile, ProfileError, ProfileReport, Profiler,
+};
 pub use results::{Decision, ExperimentRecord, ResultsError, ResultsLog, RESULTS_HEADER};
 pub use run::keep;
 pub use run::orchestrator::{MoveOn, Orchestrator, OrchestratorOptions, TargetState};

@@ -1315,3 +1315,43 @@ fn bench_params_that_the_kind_does_not_take_exit_2_naming_them() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("`eps` is not NAME=VALUE"), "{err}");
 }
+
+#[test]
+fn bench_param_eps_reaches_the_rmsnorm_reference_and_kernel() {
+    let (d, _ws) = tempdir();
+    let starter = d.path().join("rmsnorm.py");
+    new_kernel("rmsnorm", &starter);
+    let source = std::fs::read_to_string(&starter).unwrap();
+    let hands_over = "n_rows, n_cols, float(eps),";
+    assert!(
+        source.contains(hands_over),
+        "the starter passes eps to its kernel"
+    );
+    // takes the keyword but keeps the default epsilon
+    let ignores = d.path().join("ignores.py");
+    std::fs::write(&ignores, source.replace(hands_over, "n_rows, n_cols, EPS,")).unwrap();
+    let verdict = |path: &std::path::Path, eps: &str| {
+        let out = autokernel()
+            .args(["bench", "--device", "cpu", "--quick", "--json", "--param"])
+            .arg(format!("eps={eps}"))
+            .arg(path)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(
+            v["params"]["eps"],
+            serde_json::json!(eps.parse::<f64>().unwrap())
+        );
+        (
+            v["correctness"].as_str().unwrap().to_string(),
+            v["reason"].clone(),
+        )
+    };
+    // x ~ N(0, 1e-6) rows in the "small" mode: mean(x²) ~ 1e-6, so eps 1e-2 against 1e-6
+    // changes the output ~100-fold
+    assert_eq!(verdict(&starter, "1e-2").0, "PASS");
+    let (label, reason) = verdict(&ignores, "1e-2");
+    assert_eq!(label, "FAIL", "{reason}");
+    assert_eq!(verdict(&ignores, "1e-6").0, "PASS");
+}
