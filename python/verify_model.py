@@ -10,8 +10,11 @@ How each kind is plugged in, for the duration of the check only:
 
 - matmul: ``nn.Linear`` (``x @ Wᵀ + b``, ``Wᵀ`` the transposed view of the weight: the
   ``b_transposed`` layout its target was benchmarked in);
-- layernorm: every ``nn.LayerNorm`` over the last dim with eps 1e-5 and an affine weight and bias;
-- rmsnorm: every module whose class name contains ``RMSNorm`` with a 1-D weight and eps 1e-6;
+- layernorm and rmsnorm: the norm modules whose parameters, read and decided by the
+  profiler's matcher (``profile_model.norm_params``: eps and bias from the module, rmsnorm's
+  weight offset and cast order from its own forward), are the target's ``params``; before
+  it is installed the kernel is checked against each such module's own forward on an input
+  captured from the model (``_check_norm``), and a mismatch leaves it out with the error;
 - softmax: ``torch.nn.functional.softmax`` / ``torch.softmax`` over the last dim;
 - flash_attention: ``F.scaled_dot_product_attention`` when causal, unmasked, no dropout, default scale;
 - cross_entropy: ``F.cross_entropy`` with mean reduction and no weights, smoothing or ignored ids;
@@ -77,9 +80,13 @@ class _Plug:
     every other call goes on to what was there before (PyTorch, or another target's kernel
     of the same kind). Without shapes (a standalone target) it takes every call."""
 
-    def __init__(self, target_id, kind, fn, shapes=()):
+    def __init__(self, target_id, kind, fn, shapes=(), params=None, dtype=None):
         self.target_id, self.kind, self.fn, self.calls = target_id, kind, fn, 0
         self.shapes = [tuple(int(d) for d in s) for s in shapes]
+        self.params = dict(params or {})
+        self.dtype = dtype
+        # norm kinds: the module instances found to compute the target's params (`_check_norm`)
+        self.modules = []
 
     def _mine(self, *problem):
         return not self.shapes or tuple(int(d) for d in problem) in self.shapes
@@ -133,33 +140,47 @@ class _Plug:
 
                 self._replace_forward(m, forward, undo)
 
-    def _plug_layernorm(self, model, undo):
+    def _norm_kwargs(self):
+        """The target's params as kernel_fn takes them: those in its signature (all with
+        ``**kwargs``); ValueError for one it lacks at a value other than the kind's default."""
+        import catalogue
+        import inspect
+
+        sig = inspect.signature(self.fn).parameters
+        takes_all = any(p.kind == p.VAR_KEYWORD for p in sig.values())
+        defaults = catalogue.param_defaults(self.kind)
+        out = {}
+        for name, value in self.params.items():
+            if takes_all or name in sig:
+                out[name] = value
+            elif value != defaults.get(name):
+                raise ValueError(f"kernel_fn takes no `{name}` keyword and the model needs {name}={value!r}")
+        return out
+
+    def _norm_call(self, module, x):
+        """The kernel on x [..., cols] with the module's weight (and bias) and the params."""
+        inputs = {"x": _rows(x), "weight": module.weight}
+        if self.kind == "layernorm" and module.bias is not None:
+            inputs["bias"] = module.bias
+        return self.fn(**inputs, **self._norm_kwargs()).reshape(x.shape)
+
+    def _takes(self, x):
+        """Whether this plug takes a call on x: its target's dtype and shapes."""
+        return (self.dtype is None or x.dtype == self.dtype) and x.dim() >= 1 \
+            and self._mine(x.numel() // x.shape[-1], x.shape[-1])
+
+    def _plug_norm(self, model, undo):
         plug = self
-        for m in model.modules():
-            if isinstance(m, nn.LayerNorm) and len(m.normalized_shape) == 1 and m.weight is not None \
-                    and m.bias is not None and abs(m.eps - 1e-5) < 1e-12:
-                def forward(self, x, previous):
-                    if not plug._mine(x.numel() // x.shape[-1], x.shape[-1]):
-                        return previous(x)
-                    out = plug._count(plug.fn(x=_rows(x), weight=self.weight, bias=self.bias))
-                    return out.reshape(x.shape)
+        for m in self.modules:
+            def forward(self, x, previous):
+                if not plug._takes(x):
+                    return previous(x)
+                return plug._count(plug._norm_call(self, x))
 
-                self._replace_forward(m, forward, undo)
+            self._replace_forward(m, forward, undo)
 
-    def _plug_rmsnorm(self, model, undo):
-        plug = self
-        for m in model.modules():
-            eps = getattr(m, "eps", getattr(m, "variance_epsilon", None))
-            weight = getattr(m, "weight", None)
-            if "RMSNorm" in type(m).__name__ and isinstance(weight, torch.Tensor) and weight.dim() == 1 \
-                    and eps is not None and abs(eps - 1e-6) < 1e-12:
-                def forward(self, x, previous):
-                    if not plug._mine(x.numel() // x.shape[-1], x.shape[-1]):
-                        return previous(x)
-                    out = plug._count(plug.fn(x=_rows(x), weight=self.weight))
-                    return out.reshape(x.shape)
-
-                self._replace_forward(m, forward, undo)
+    _plug_layernorm = _plug_norm
+    _plug_rmsnorm = _plug_norm
 
     def _plug_softmax(self, model, undo):
         plug = self
@@ -221,6 +242,35 @@ class _Plug:
 
                     self._replace_forward(m, forward, undo)
                     break
+
+
+def _check_norm(plug, captured):
+    """Finds the modules a norm plug may replace and checks the kernel against them.
+
+    `captured` is ``profile_model.capture_norm_inputs`` of the model. A module qualifies
+    when it was called at the plug's dtype and one of its shapes and the matcher
+    (``profile_model.norm_params``) gives it the target's params. The kernel is then run on
+    each qualifying module's captured input and compared with the module's own forward at
+    the kind's tolerance: the model's code is the plug's reference. Sets ``plug.modules``;
+    returns None, or why the kernel must be left out (the measured error)."""
+    import profile_model
+
+    plug.modules = []
+    for m, (x, shapes, dtype, _calls) in captured.items():
+        if profile_model.norm_kind(m) != plug.kind or not plug._takes(x):
+            continue
+        kind, params, _reason = profile_model.norm_params(m, x)
+        if params != plug.params:
+            continue
+        with torch.no_grad():
+            out = plug._norm_call(m, x)
+        want = profile_model._own_forward(m, x)
+        excess, err = profile_model._excess(out, want, plug.kind)
+        if excess > 0:
+            return (f"differs from {type(m).__name__}'s own forward by {err:.3g} (beyond the {plug.kind} "
+                    f"tolerance) at {tuple(x.shape)} with {plug.params}")
+        plug.modules.append(m)
+    return None
 
 
 def _first_tensor(out):
@@ -352,7 +402,21 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
         except Exception as e:  # noqa: BLE001 - any failure to load is a reason to leave it out
             excluded.append({"target": t["id"], "reason": f"cannot load {t['path']}: {e}", "broken": True})
             continue
-        plugs.append(_Plug(t["id"], t["kind"], module.kernel_fn, t.get("shapes") or ()))
+        plugs.append(_Plug(t["id"], t["kind"], module.kernel_fn, t.get("shapes") or (), t.get("params"),
+                           torch_dtype))
+
+    # norm plugs: matched by the target's params and checked against the model's own code
+    norm_plugs = [p for p in plugs if p.kind in ("rmsnorm", "layernorm")]
+    if norm_plugs:
+        captured = profile_model.capture_norm_inputs(net, forward)
+        for p in norm_plugs:
+            try:
+                why = _check_norm(p, captured)
+            except Exception as e:  # noqa: BLE001 - a kernel that raises on the model's input is wrong
+                why = f"raised {type(e).__name__}: {e}"
+            if why:
+                excluded.append({"target": p.target_id, "reason": f"plug check failed: {why}", "broken": True})
+                plugs.remove(p)
 
     def run_with(selected):
         with contextlib.ExitStack() as stack:
@@ -373,8 +437,12 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
             excluded.append({"target": p.target_id, "reason": f"raised {type(e).__name__}: {e}", "broken": True})
             continue
         if p.calls == 0:
-            excluded.append({"target": p.target_id, "reason": "the model never called it through a "
-                             f"standard call site at its shapes {p.shapes}"})
+            if p.kind in ("rmsnorm", "layernorm"):
+                reason = (f"no {p.kind} module of the model computes {p.params} at its shapes {p.shapes} "
+                          f"in {str(torch_dtype).replace('torch.', '')}")
+            else:
+                reason = f"the model never called it through a standard call site at its shapes {p.shapes}"
+            excluded.append({"target": p.target_id, "reason": reason})
             continue
         why = _compare(out, ref, torch_dtype)
         if why:

@@ -267,9 +267,14 @@ pub fn render_markdown(
             autokernel_core::Layout::Contiguous => "",
             autokernel_core::Layout::BTransposed => " (B transposed)",
         };
+        let params = if t.params.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", autokernel_core::params_label(&t.params))
+        };
         let _ = writeln!(
             md,
-            "| {} | {} | `{}` | {}{layout} | {:.1}% | {:.3}x |",
+            "| {} | {}{params} | `{}` | {}{layout} | {:.1}% | {:.3}x |",
             t.id,
             t.kind,
             t.op,

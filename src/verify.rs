@@ -233,6 +233,8 @@ pub async fn verify_workspace(
                 "kind": t.kind.name(),
                 "path": ws.path(&t.kernel_relpath()),
                 "shapes": shapes,
+                // every parameter (defaults filled): the plug matches modules by them
+                "params": t.kind.spec().resolve_params(&t.params).unwrap_or_else(|_| t.params.clone()),
             })
         })
         .collect();

@@ -63,6 +63,11 @@ class Kind(NamedTuple):
     ``reference(inputs)`` computes the output in float32 from float32 copies.
     ``eager(inputs)`` is the PyTorch a user would run in the inputs' dtype (the speedup's
     baseline); ``None`` times the reference instead.
+
+    A kind whose catalogue entry declares ``params`` gets them too, as a dict with every
+    parameter (defaults filled): ``make_inputs(dims, dtype, g, mode, params)``,
+    ``reference(inputs, params, dtype)`` (`dtype`: the judged dtype, for references that
+    round an intermediate as the model does) and ``eager(inputs, params)``.
     """
 
     make_inputs: Callable
@@ -92,6 +97,27 @@ def load_catalogue(text: str) -> None:
     _SPECS = types.MappingProxyType({k["name"]: k for k in json.loads(text)["kinds"]})
 
 
+def param_defaults(kind: str) -> dict:
+    """Every parameter of `kind` at its default (``ParamSpec::default``); empty for a kind
+    without parameters."""
+    return {p["name"]: p["default"] for p in spec(kind).get("params", [])}
+
+
+def resolve_params(kind: str, params) -> Optional[dict]:
+    """`params` over the kind's defaults (a name the kind does not declare raises
+    ValueError, naming the ones it has); None for a kind without parameters, whose
+    registry functions take none."""
+    defaults = param_defaults(kind)
+    given = dict(params or {})
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ValueError(f"{kind} has no parameter {unknown[0]!r}; its parameters are "
+                         f"{', '.join(defaults) or 'none'}")
+    if not defaults:
+        return None
+    return {**defaults, **given}
+
+
 def spec(kind: str) -> dict:
     """The catalogue entry of `kind` (``KindSpec`` as JSON). Raises ValueError when the
     kind is not in the catalogue."""
@@ -105,10 +131,38 @@ LAYOUTS = ["contiguous", "b_transposed"]
 """Memory layouts accepted by :func:`make_inputs` (``autokernel_core::Layout``)."""
 
 RMSNORM_EPS = 1e-6
-"""Epsilon of rmsnorm: ``x / sqrt(mean(x²) + 1e-6) · w``."""
+"""Default epsilon of rmsnorm (its ``eps`` parameter): ``x / sqrt(mean(x²) + 1e-6) · w``."""
 
 LAYERNORM_EPS = 1e-5
-"""Epsilon of layernorm (PyTorch's ``nn.LayerNorm`` default)."""
+"""Default epsilon of layernorm (its ``eps`` parameter; PyTorch's ``nn.LayerNorm`` default)."""
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def rmsnorm_model_code(x, weight, eps, weight_offset=0, cast_order="float32"):
+    """RMSNorm over the last dim exactly as the model code of each cast order computes it,
+    in the tensors' own dtypes (transformers 5.17, ``modeling_*.py``):
+
+    - ``float32`` (GemmaRMSNorm): ``x̂ = x.float() · rsqrt(mean(x.float()²) + eps)``, times
+      ``(offset + w.float())``, cast to x's dtype at the end;
+    - ``llama`` (LlamaRMSNorm): ``x̂`` in float32, cast to x's dtype, then
+      ``(offset + w) · x̂`` (promotion decides the output dtype);
+    - ``t5`` (T5LayerNorm): ``x · rsqrt(mean(x.float()²) + eps)`` (float32), cast to the
+      weight's dtype when that is float16 or bfloat16, then ``(offset + w) · x̂``.
+
+    The eager baseline of rmsnorm and what the model matcher compares a module with.
+    """
+    var = x.float().pow(2).mean(-1, keepdim=True)
+    if cast_order == "float32":
+        h = x.float() * torch.rsqrt(var + eps)
+        return (h * (weight_offset + weight.float())).to(x.dtype)
+    w = weight + weight_offset if weight_offset else weight
+    if cast_order == "llama":
+        return w * (x.float() * torch.rsqrt(var + eps)).to(x.dtype)
+    h = x * torch.rsqrt(var + eps)
+    if weight.dtype in _HALF:
+        h = h.to(weight.dtype)
+    return w * h
 
 ROTARY_BASE = 10000.0
 """Base of the rotary frequencies ``θ_i = base^(−2i/d)`` (RoFormer, Su et al. 2021, eq. 15)."""
@@ -289,7 +343,7 @@ def _reduce_large(g, rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: str = "normal",
-                layout: str = "contiguous", registry=None) -> dict:
+                layout: str = "contiguous", registry=None, params=None) -> dict:
     """Fresh tensors for ``kernel_fn(**inputs)``, keyed by the catalogue's input names.
 
     `shape` is the problem shape of ``KernelKind::dim_names`` (see the module docstring);
@@ -308,9 +362,11 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
     ``[N, K]`` tensor (strides ``(1, K)``), the way ``nn.Linear`` hands its weight over.
 
     `registry` is where the kind's generator is looked up (:data:`REGISTRY` by default;
-    the harness passes its own frozen copy).
+    the harness passes its own frozen copy). `params` are the kind's semantic parameters
+    (a dict; unset ones take the catalogue's defaults), e.g. layernorm without ``bias``.
 
-    Raises ValueError for an unknown kind, mode or layout, or a shape of the wrong rank.
+    Raises ValueError for an unknown kind, mode, layout or parameter, or a shape of the
+    wrong rank.
     """
     dims = _check(kind, shape, mode)
     if layout not in LAYOUTS:
@@ -321,8 +377,10 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
     g = torch.Generator(device=torch.device(device))
     g.manual_seed(int(seed))
     entry = _entry(kind, registry)
+    p = resolve_params(kind, params)
     with torch.device(device):
-        inputs = _finish(entry.make_inputs(dims, dtype, g, mode), dtype, device)
+        made = entry.make_inputs(dims, dtype, g, mode) if p is None else entry.make_inputs(dims, dtype, g, mode, p)
+        inputs = _finish(made, dtype, device)
     if layout == "b_transposed" and kind == "matmul":
         inputs["B"] = inputs["B"].t().contiguous().t()
     return inputs
@@ -336,9 +394,10 @@ def _entry(kind: str, registry) -> Kind:
         raise ValueError(f"kind {kind!r} has no registered input generator and reference") from None
 
 
-def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mode: str) -> dict:
+def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mode: str,
+                    params=None) -> dict:
     """The built-in kinds' input generators (float32 tensors), run with the target device
-    as the default device."""
+    as the default device; `params` those of a kind that has some (every one set)."""
     dmax = _dtype_max(dtype)
     large = _LARGE.get(dtype, _LARGE[torch.float32])
     t: dict[str, torch.Tensor] = {}
@@ -386,6 +445,7 @@ def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mod
 
     elif kind in ("layernorm", "rmsnorm"):
         rows, cols = dims
+        params = params or {}
         # Constant rows: var = 0 makes (x − mean)·rsqrt(var + eps) amplify the rounding of
         # the mean by 1/√eps ≈ 316 in layernorm; constants of ~1e-2 keep that far below the
         # float32 tolerance for any correct kernel (the exact output is the bias).
@@ -394,7 +454,12 @@ def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mod
         w = _weight(g, cols)
         t = {"x": x, "weight": w}
         if kind == "layernorm":
-            t["bias"] = 0.5 * _randn(g, [cols])
+            b = 0.5 * _randn(g, [cols])  # drawn either way: x and w do not depend on has_bias
+            if params.get("has_bias", True):
+                t["bias"] = b
+        elif params.get("weight_offset", 0):
+            # Gemma's weights are stored as w − 1 (initialised at 0): 1 + w keeps the spread
+            t["weight"] = w - 1.0
 
     elif kind == "reduce":
         rows, cols = dims
@@ -482,26 +547,39 @@ def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mod
     return t
 
 
-def reference(kind: str, inputs: dict, registry=None) -> torch.Tensor:
-    """The PyTorch reference, computed in float32 from float32 copies of `inputs`: a
-    contiguous float32 tensor of the catalogue's output shape."""
+def _float_dtype(inputs: dict) -> torch.dtype:
+    """The judged dtype: that of the first floating input (float32 when there is none)."""
+    return next((v.dtype for v in inputs.values() if v.is_floating_point()), torch.float32)
+
+
+def reference(kind: str, inputs: dict, registry=None, params=None) -> torch.Tensor:
+    """The PyTorch reference, computed in float32 from float32 copies of `inputs`, for the
+    kind's parameters `params` (unset ones at their defaults): a contiguous float32 tensor
+    of the catalogue's output shape."""
+    entry, p = _entry(kind, registry), resolve_params(kind, params)
     f = {k: (v.float() if v.is_floating_point() else v) for k, v in inputs.items()}
-    return _entry(kind, registry).reference(f).float().contiguous()
+    out = entry.reference(f) if p is None else entry.reference(f, p, _float_dtype(inputs))
+    return out.float().contiguous()
 
 
-def eager(kind: str, inputs: dict, registry=None) -> torch.Tensor:
-    """What a user runs without a custom kernel, in the inputs' dtype: the baseline of the
-    speedup. A kind registered without one times its reference."""
-    entry = _entry(kind, registry)
+def eager(kind: str, inputs: dict, registry=None, params=None) -> torch.Tensor:
+    """What a user runs without a custom kernel, in the inputs' dtype, for the kind's
+    parameters `params`: the baseline of the speedup. A kind registered without one times
+    its reference."""
+    entry, p = _entry(kind, registry), resolve_params(kind, params)
     if entry.eager is None:
-        return entry.reference({k: (v.float() if v.is_floating_point() else v) for k, v in inputs.items()})
-    return entry.eager(inputs)
+        return reference(kind, inputs, registry, params)
+    return entry.eager(inputs) if p is None else entry.eager(inputs, p)
 
 
-def _builtin_reference(kind: str, f: dict) -> torch.Tensor:
-    """The built-in kinds' references, on float32 inputs `f`.
-    Definitions: matmul ``A @ B``; softmax over the last dim; layernorm eps 1e-5 with
-    weight and bias; rmsnorm ``x / sqrt(mean(x²) + 1e-6) · w``; causal attention with scale
+def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> torch.Tensor:
+    """The built-in kinds' references, on float32 inputs `f` (`params`: those of a kind that
+    has some, every one set; `dtype`: the judged dtype).
+    Definitions: matmul ``A @ B``; softmax over the last dim; layernorm with its ``eps``,
+    weight and (``has_bias``) bias; rmsnorm ``x̂ · (w + weight_offset)``, ``x̂ = x /
+    sqrt(mean(x²) + eps)``, with x̂ and ``w + weight_offset`` rounded to `dtype` before the
+    product for the ``llama`` and ``t5`` cast orders (the judged x and weight share the
+    dtype, where the two orders agree; see :func:`rmsnorm_model_code`); causal attention with scale
     ``1/√d`` (explicit math, no fused kernel, so the precision policy governs it); SwiGLU
     ``(silu(x·w_gateᵀ) · (x·w_upᵀ)) · w_downᵀ``; mean cross-entropy (0-dim); interleaved
     rotary, pairs ``(x[..., 2i], x[..., 2i+1])`` rotated by ``cos/sin[s, i]``; sum over the
@@ -513,10 +591,13 @@ def _builtin_reference(kind: str, f: dict) -> torch.Tensor:
         out = torch.softmax(f["x"], dim=-1)
     elif kind == "layernorm":
         x = f["x"]
-        out = F.layer_norm(x, (x.shape[-1],), f["weight"], f["bias"], LAYERNORM_EPS)
+        out = F.layer_norm(x, (x.shape[-1],), f["weight"], f.get("bias"), params["eps"])
     elif kind == "rmsnorm":
-        x = f["x"]
-        out = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + RMSNORM_EPS) * f["weight"]
+        x, w = f["x"], f["weight"] + params["weight_offset"]
+        h = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + params["eps"])
+        if params["cast_order"] != "float32":
+            h, w = h.to(dtype).float(), w.to(dtype).float()
+        out = h * w
     elif kind == "flash_attention":
         q, k, v = f["Q"], f["K"], f["V"]
         s, d = q.shape[-2], q.shape[-1]
@@ -539,19 +620,22 @@ def _builtin_reference(kind: str, f: dict) -> torch.Tensor:
     return out
 
 
-def _builtin_eager(kind: str, inputs: dict) -> torch.Tensor:
+def _builtin_eager(kind: str, inputs: dict, params=None) -> torch.Tensor:
     """The built-in kinds' eager PyTorch, in the inputs' dtype (fused ops where PyTorch has
-    them: ``F.rms_norm``, ``scaled_dot_product_attention``)."""
+    them: ``F.rms_norm`` at rmsnorm's default parameters, ``scaled_dot_product_attention``;
+    rmsnorm's other variants as the models write them, :func:`rmsnorm_model_code`)."""
     if kind == "matmul":
         return inputs["A"] @ inputs["B"]
     if kind == "softmax":
         return torch.softmax(inputs["x"], dim=-1)
     if kind == "layernorm":
         x = inputs["x"]
-        return F.layer_norm(x, (x.shape[-1],), inputs["weight"], inputs["bias"], LAYERNORM_EPS)
+        return F.layer_norm(x, (x.shape[-1],), inputs["weight"], inputs.get("bias"), params["eps"])
     if kind == "rmsnorm":
         x = inputs["x"]
-        return F.rms_norm(x, (x.shape[-1],), inputs["weight"], RMSNORM_EPS)
+        if params["weight_offset"] == 0 and params["cast_order"] == "float32":
+            return F.rms_norm(x, (x.shape[-1],), inputs["weight"], params["eps"])
+        return rmsnorm_model_code(x, inputs["weight"], params["eps"], params["weight_offset"], params["cast_order"])
     if kind == "flash_attention":
         return F.scaled_dot_product_attention(inputs["Q"], inputs["K"], inputs["V"], is_causal=True)
     if kind == "fused_mlp":
@@ -569,11 +653,13 @@ def _builtin_eager(kind: str, inputs: dict) -> torch.Tensor:
 def _register_builtins() -> None:
     for kind in ("matmul", "softmax", "layernorm", "rmsnorm", "flash_attention", "fused_mlp",
                  "cross_entropy", "rotary_embedding", "reduce"):
+        # a kind with parameters gets them (and its reference the judged dtype): see Kind
         register(
             kind,
-            make_inputs=lambda dims, dtype, g, mode, k=kind: _builtin_inputs(k, dims, dtype, g, mode),
-            reference=lambda f, k=kind: _builtin_reference(k, f),
-            eager=lambda inputs, k=kind: _builtin_eager(k, inputs),
+            make_inputs=lambda dims, dtype, g, mode, params=None, k=kind: _builtin_inputs(k, dims, dtype, g, mode,
+                                                                                          params),
+            reference=lambda f, params=None, dtype=torch.float32, k=kind: _builtin_reference(k, f, params, dtype),
+            eager=lambda inputs, params=None, k=kind: _builtin_eager(k, inputs, params),
         )
 
 

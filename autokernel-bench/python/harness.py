@@ -17,6 +17,7 @@ Called from Rust (src/worker/) only; all results are JSON strings plus numpy arr
 
 import hashlib
 import importlib.util
+import inspect
 import itertools
 import json
 import os
@@ -114,6 +115,8 @@ def init(device, catalogue_json, registry_modules_json="[]"):
         reference=catalogue.reference,
         eager=catalogue.eager,
         tolerance_note=catalogue.tolerance_note,
+        param_defaults=catalogue.param_defaults,
+        signature=inspect.signature,
         Tensor=torch.Tensor,
         equal=torch.equal,
         clone=torch.Tensor.clone,
@@ -169,7 +172,7 @@ def _exercise_references(catalogue_spec):
         if kind not in tiny:
             continue  # Rust names it: registered but not in the catalogue
         try:
-            inputs = _make(kind, tiny[kind], torch.float32, 0, "normal")
+            inputs = _make(kind, tiny[kind], torch.float32, 0, "normal")  # default params
             entry["inputs"] = [[k, [int(d) for d in v.shape], _dtype_name(v.dtype)] for k, v in inputs.items()]
             _reference(kind, {k: v.clone() for k, v in inputs.items()})
             _eager(kind, inputs)
@@ -179,20 +182,49 @@ def _exercise_references(catalogue_spec):
     return report
 
 
-def _make(kind, shape, dtype, seed, mode, layout="contiguous"):
-    """Fresh inputs of `kind` from the harness's own registry copy."""
+def _make(kind, shape, dtype, seed, mode, layout="contiguous", params=None):
+    """Fresh inputs of `kind` from the harness's own registry copy, for the parameters
+    `params` (a dict; None: the kind's defaults)."""
     return _P["make_inputs"](kind, list(shape), dtype, _STATE["device"], int(seed), mode, layout,
-                             registry=_P["kinds"])
+                             registry=_P["kinds"], params=params)
 
 
-def _reference(kind, inputs):
-    return _P["reference"](kind, inputs, registry=_P["kinds"])
+def _reference(kind, inputs, params=None):
+    return _P["reference"](kind, inputs, registry=_P["kinds"], params=params)
 
 
-def _eager(kind, inputs):
+def _eager(kind, inputs, params=None):
     """The PyTorch a user would run without a custom kernel, in the inputs' dtype: what the
     speedup is measured against (the registry's `eager`, else the reference)."""
-    return _P["eager"](kind, inputs, registry=_P["kinds"])
+    return _P["eager"](kind, inputs, registry=_P["kinds"], params=params)
+
+
+def _kernel_kwargs(candidate, kind, params):
+    """The parameters to pass to the candidate's `kernel_fn` as keyword arguments: those its
+    signature takes (all of them when it takes ``**kwargs``). A parameter it does not take
+    is left out when its value is the kind's default (a kernel written before the kind had
+    the parameter computes exactly that); at any other value the kernel cannot honour it,
+    and CandidateError says which keyword to add."""
+    if not params:
+        return {}
+    try:
+        sig = _P["signature"](candidate.fn)
+        takes = {n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        takes_all = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+    except (TypeError, ValueError):  # no signature to read: hand everything over
+        takes, takes_all = set(), True
+    defaults = _P["param_defaults"](kind)
+    out = {}
+    for name, value in params.items():
+        if takes_all or name in takes:
+            out[name] = value
+        elif name not in defaults or value != defaults[name]:
+            raise CandidateError(
+                f"kernel_fn takes no `{name}` keyword, and this target needs {name}={value!r} "
+                f"(the default is {defaults.get(name)!r}): add `{name}` to kernel_fn's parameters "
+                f"and honour it (docs/kernels.md lists each kind's parameters)"
+            )
+    return out
 
 
 def status():
@@ -440,23 +472,24 @@ def _poison_pool(nbytes):
     del junk
 
 
-def _call(fn, inputs, record_ops):
-    """Calls the candidate; with record_ops, under torch.profiler recording the aten ops."""
+def _call(fn, inputs, record_ops, kwargs):
+    """Calls the candidate on `inputs` and the parameters `kwargs`; with record_ops, under
+    torch.profiler recording the aten ops."""
     sync = _P["synchronize"]
     if not record_ops:
-        out = fn(**inputs)
+        out = fn(**inputs, **kwargs)
         sync()
         return out, None
     prof = _P["profile"](activities=[_P["ProfilerActivity"].CPU], record_shapes=False)
     with prof:
-        out = fn(**inputs)
+        out = fn(**inputs, **kwargs)
         sync()
     ops = sorted({e.name for e in prof.events() if e.name.startswith("aten::")})
     return out, ops
 
 
 def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, forbidden_ops,
-             layout="contiguous"):
+             layout="contiguous", params_json="{}"):
     """Runs one case: fresh inputs, reference on its own copy (output kept alive on the
     host and on the device), then `repeats` calls of the candidate on fresh copies.
 
@@ -465,13 +498,16 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
     holds `out_shape`, `out_dtype` (Rust compares them with the catalogue), `problems` (list of
     {kind, message}), `error` (the candidate raised: message, traceback, cuda_error),
     `ops` (aten ops dispatched, when recorded) and `note` (the catalogue's likely cause).
+    `params_json` holds the kind's parameters (a JSON object, defaults filled by Rust), for
+    the generator, the reference and `kernel_fn`'s keyword arguments (`_kernel_kwargs`).
     """
     torch = _P["torch"]
     device = _STATE["device"]
     dt = _dtype(dtype)
-    gen = _make(kind, shape, dt, seed, mode, layout)
+    params = json.loads(params_json)
+    gen = _make(kind, shape, dt, seed, mode, layout, params)
     ref_inputs = {k: _P["clone"](v) for k, v in gen.items()}
-    ref = _reference(kind, ref_inputs)
+    ref = _reference(kind, ref_inputs, params)
     _P["synchronize"]()
     ref_host = _to_host(ref)
     try:
@@ -496,7 +532,8 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
     forbidden = set(forbidden_ops)
     for r in range(int(repeats)):
         try:
-            out, ops = _call(candidate.fn, cand_inputs, record_ops and r == 0)
+            kwargs = _kernel_kwargs(candidate, kind, params)
+            out, ops = _call(candidate.fn, cand_inputs, record_ops and r == 0, kwargs)
         except BaseException as e:  # noqa: BLE001 - SystemExit too: a verdict, not a worker exit
             meta["error"] = {
                 "message": f"{type(e).__name__}: {e}",
@@ -774,16 +811,23 @@ def _config_keys_read(candidate, call):
     return None if recorder.whole or not recorder.read else sorted(map(str, recorder.read))
 
 
-def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="contiguous"):
+def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="contiguous",
+                params_json="{}"):
     """Times candidate, eager reference and (optionally) torch.compile of the reference at
-    one shape and dtype. Returns JSON: latency_us, reference_latency_us,
-    compiled_latency_us (or null), compiled_error, peak_vram_mb (null on CPU),
-    config_keys_read (`_config_keys_read` of one untimed call first)."""
+    one shape and dtype, with the kind's parameters `params_json` (as `run_case`). Returns
+    JSON: latency_us, reference_latency_us, compiled_latency_us (or null), compiled_error,
+    peak_vram_mb (null on CPU), config_keys_read (`_config_keys_read` of one untimed call
+    first)."""
     torch = _P["torch"]
     dt = _dtype(dtype)
     device = _STATE["device"]
-    inputs = _make(kind, shape, dt, seed, "normal", layout)
-    fn = candidate.fn
+    params = json.loads(params_json)
+    inputs = _make(kind, shape, dt, seed, "normal", layout, params)
+    kwargs = _kernel_kwargs(candidate, kind, params)
+    cfn0 = candidate.fn
+
+    def fn(**kw):
+        return cfn0(**kw, **kwargs)
     result = {"latency_us": None, "reference_latency_us": None, "compiled_latency_us": None,
               "compiled_error": None, "peak_vram_mb": None, "config_keys_read": None}
     peak = None
@@ -797,10 +841,10 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="co
     _spin_up()
     result["latency_us"] = _measure_us(lambda: fn(**inputs), quick)
     result["peak_vram_mb"] = peak
-    result["reference_latency_us"] = _measure_us(lambda: _eager(kind, inputs), quick)
+    result["reference_latency_us"] = _measure_us(lambda: _eager(kind, inputs, params), quick)
     if compiled:
         try:
-            cfn = torch.compile(lambda **kw: _eager(kind, kw))
+            cfn = torch.compile(lambda **kw: _eager(kind, kw, params))
             cfn(**inputs)
             result["compiled_latency_us"] = _measure_us(lambda: cfn(**inputs), quick)
         except Exception as e:  # noqa: BLE001 - torch.compile is optional (no compiler on CPU)
@@ -808,11 +852,15 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="co
     return json.dumps(result)
 
 
-def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout="contiguous"):
+def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout="contiguous",
+            params_json="{}"):
     """Times incumbent and candidate interleaved `repetitions` times (alternating which goes
-    first). Returns JSON lists `incumbent_us` and `candidate_us`, one per repetition."""
+    first), with the kind's parameters `params_json` (as `run_case`). Returns JSON lists
+    `incumbent_us` and `candidate_us`, one per repetition."""
     dt = _dtype(dtype)
-    inputs = _make(kind, shape, dt, seed, "normal", layout)
+    params = json.loads(params_json)
+    inputs = _make(kind, shape, dt, seed, "normal", layout, params)
+    kwargs = {id(c): _kernel_kwargs(c, kind, params) for c in (incumbent, candidate)}
     inc, cand = [], []
     _spin_up()
     for r in range(int(repetitions)):
@@ -820,8 +868,8 @@ def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout=
         if r % 2 == 1:
             order.reverse()
         for c, acc in order:
-            fn = c.fn
-            acc.append(_measure_us(lambda: fn(**inputs), True))
+            fn, kw = c.fn, kwargs[id(c)]
+            acc.append(_measure_us(lambda: fn(**inputs, **kw), True))
     return json.dumps({"incumbent_us": inc, "candidate_us": cand})
 
 

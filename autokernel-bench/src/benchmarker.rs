@@ -78,6 +78,7 @@ impl Benchmarker for PyWorkerBenchmarker {
             time_compiled: request.time_compiled,
             gpu_bandwidth_gb_s: self.worker.options().gpu_bandwidth_gb_s,
             layout: request.layout,
+            params: request.params.clone(),
         };
         let reply = self
             .worker
@@ -159,6 +160,7 @@ impl Benchmarker for PyWorkerBenchmarker {
             timing: request.timing.clone(),
             repetitions: request.repetitions,
             layout: request.layout,
+            params: request.params.clone(),
         };
         match self
             .worker

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use autokernel_core::{DType, Layout, Shape};
+use autokernel_core::{DType, Layout, Params, Shape};
 use serde::{Deserialize, Serialize};
 
 /// Environment variables the parent sets for the worker.
@@ -74,6 +74,10 @@ pub(crate) struct BenchJob {
     /// How the inputs are laid out (`BenchRequest::layout`).
     #[serde(default)]
     pub layout: Layout,
+    /// The kind's semantic parameters as requested (`BenchRequest::params`); the worker
+    /// checks them against its catalogue and fills the defaults.
+    #[serde(default)]
+    pub params: Params,
 }
 
 /// A compare request as the worker sees it.
@@ -88,6 +92,9 @@ pub(crate) struct CompareJob {
     /// How the inputs are laid out.
     #[serde(default)]
     pub layout: Layout,
+    /// The kind's semantic parameters as requested.
+    #[serde(default)]
+    pub params: Params,
 }
 
 /// The first line the worker writes: ready, or why not.

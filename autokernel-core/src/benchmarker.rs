@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{DType, KernelKind, Layout, Shape};
+use crate::{DType, KernelKind, Layout, Params, Shape};
 
 /// Where a kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -360,6 +360,12 @@ pub struct BenchRequest {
     /// How the inputs are laid out in memory (a target's [`Layout`], e.g. `nn.Linear`'s
     /// transposed weight), in every stage and in the timing.
     pub layout: Layout,
+    /// The kind's semantic parameters (a target's [`crate::Target::params`]), in every
+    /// stage and in the timing: handed to the input generator, the reference, the eager
+    /// baseline and `kernel_fn`. Unset ones take their defaults; a name or value the kind
+    /// does not accept makes the request invalid ([`BenchError::Request`]).
+    #[serde(default)]
+    pub params: Params,
     /// Wall-clock limit of the whole request.
     pub timeout: Duration,
 }
@@ -377,6 +383,7 @@ impl BenchRequest {
             quick: false,
             time_compiled: false,
             layout: Layout::Contiguous,
+            params: Params::new(),
             timeout: Duration::from_secs(300),
         }
     }
@@ -427,6 +434,9 @@ pub struct CompareRequest {
     pub repetitions: u32,
     /// How the inputs are laid out in memory (see [`BenchRequest::layout`]).
     pub layout: Layout,
+    /// The kind's semantic parameters (see [`BenchRequest::params`]).
+    #[serde(default)]
+    pub params: Params,
     /// Wall-clock limit of the whole request.
     pub timeout: Duration,
 }

@@ -14,6 +14,7 @@ use std::sync::LazyLock;
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::{Bound, DType, KernelKind, ParseError, Shape, ShapeSet, Tolerance};
+use crate::params::{self, ParamError, ParamSpec, Params};
 
 /// What an input is to the judge's input generator: which inputs follow the stability
 /// stage's input mode (`large`, `zeros`, …) and which keep their usual values.
@@ -54,6 +55,10 @@ pub struct InputSpec {
     pub dims: Vec<String>,
     /// Its element type.
     pub dtype: ElementType,
+    /// The boolean parameter that must be true for the input to exist (layernorm's `bias`
+    /// input when `bias=true`); `None`: always passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only_if: Option<String>,
 }
 
 /// What `kernel_fn` returns: a fresh tensor of these dims and element type.
@@ -63,16 +68,6 @@ pub struct OutputSpec {
     pub dims: Vec<String>,
     /// Its element type.
     pub dtype: ElementType,
-}
-
-/// A semantic parameter of a kind (an epsilon, a causal flag), passed to `kernel_fn` as a
-/// keyword argument. No built-in kind has one yet: their values are fixed by the kind.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ParamSpec {
-    /// Its keyword name.
-    pub name: String,
-    /// Its value when a target does not set one, as JSON.
-    pub default: serde_json::Value,
 }
 
 /// A kind's shape sets (see [`ShapeSet`]).
@@ -163,7 +158,9 @@ pub struct KindSpec {
     pub inputs: Vec<InputSpec>,
     /// What `kernel_fn` returns.
     pub output: OutputSpec,
-    /// Semantic parameters (none yet; room for eps, causal, scale).
+    /// Semantic parameters, passed to the input generator, the reference, the eager
+    /// baseline and `kernel_fn` (keyword arguments); their defaults are the kind's
+    /// semantics before it had them.
     #[serde(default)]
     pub params: Vec<ParamSpec>,
     /// Shape sets.
@@ -218,6 +215,16 @@ impl KindSpec {
     /// The tolerance for outputs in `dtype`.
     pub fn tolerance(&self, dtype: DType) -> Tolerance {
         self.tolerances.get(dtype)
+    }
+
+    /// Every parameter of the kind for a target that sets `given`: the given values
+    /// checked and in canonical form, the others at their defaults
+    /// ([`crate::params::resolve`]).
+    ///
+    /// # Errors
+    /// A [`ParamError`] naming the parameter and what it accepts.
+    pub fn resolve_params(&self, given: &Params) -> Result<Params, ParamError> {
+        params::resolve(&self.name, &self.params, given)
     }
 
     /// Input names, in order.
@@ -376,6 +383,8 @@ impl Catalogue {
 mod builtin {
     use super::*;
     use crate::kernel::{Bound, DType, Shape};
+    use crate::params::ParamType;
+    use serde_json::json;
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
@@ -395,6 +404,7 @@ mod builtin {
             } else {
                 ElementType::Judged
             },
+            only_if: None,
         }
     }
 
@@ -534,12 +544,15 @@ mod builtin {
     fn layernorm() -> KindSpec {
         spec(
             "layernorm",
-            "layer normalisation over the last dim (eps 1e-5, affine)",
+            "layer normalisation over the last dim, (x − mean)/sqrt(var + eps) · w (+ b)",
             ROWS_COLS,
             vec![
                 input("x", Data, ROWS_COLS),
                 input("weight", Weight, &["cols"]),
-                input("bias", Weight, &["cols"]),
+                InputSpec {
+                    only_if: Some("has_bias".into()),
+                    ..input("bias", Weight, &["cols"])
+                },
             ],
             output(ROWS_COLS),
             [ROW_CPU, &[&[4096, 4096], &[8192, 8192]], ROW_EDGE],
@@ -551,12 +564,32 @@ mod builtin {
                 min_bytes: |d, e| (2.0 * d[0] * d[1] + 2.0 * d[1]) * e,
             },
         )
+        .params(vec![
+            eps(1e-5, "nn.LayerNorm's default; BERT uses 1e-12"),
+            // not `bias`: kernel_fn's `bias` keyword is the tensor
+            ParamSpec::new(
+                "has_bias",
+                ParamType::Bool,
+                json!(true),
+                "whether a bias is added (nn.LayerNorm(bias=False) has none: no `bias` input then)",
+            ),
+        ])
+    }
+
+    /// The `eps` parameter of a norm: inside the square root, above 0.
+    fn eps(default: f64, doc: &str) -> ParamSpec {
+        ParamSpec::new(
+            "eps",
+            ParamType::Float { above: Some(0.0) },
+            json!(default),
+            &format!("added to the mean square (variance) inside the square root; default {default:e}, {doc}"),
+        )
     }
 
     fn rmsnorm() -> KindSpec {
         spec(
             "rmsnorm",
-            "RMS normalisation x / sqrt(mean(x²) + 1e-6) · w",
+            "RMS normalisation x / sqrt(mean(x²) + eps) · (w + weight_offset)",
             ROWS_COLS,
             vec![
                 input("x", Data, ROWS_COLS),
@@ -572,6 +605,28 @@ mod builtin {
                 min_bytes: |d, e| (2.0 * d[0] * d[1] + d[1]) * e,
             },
         )
+        .params(vec![
+            eps(1e-6, "Llama configs often set 1e-5"),
+            ParamSpec::new(
+                "weight_offset",
+                ParamType::OneOf {
+                    values: vec![json!(0), json!(1)],
+                },
+                json!(0),
+                "added to the weight: 1 for Gemma's x̂ · (1 + w) (GemmaRMSNorm), 0 otherwise",
+            ),
+            ParamSpec::new(
+                "cast_order",
+                ParamType::OneOf {
+                    values: vec![json!("float32"), json!("llama"), json!("t5")],
+                },
+                json!("float32"),
+                "float32: all in float32, cast once at the end (GemmaRMSNorm); llama: x̂ in \
+                 float32, cast to the input dtype, then times the weight (LlamaRMSNorm); t5: \
+                 x̂ in float32, cast to the weight's dtype when it is half, then times the \
+                 weight (T5LayerNorm)",
+            ),
+        ])
     }
 
     fn flash_attention() -> KindSpec {
@@ -742,6 +797,11 @@ mod builtin {
     }
 
     impl KindSpec {
+        fn params(mut self, p: Vec<ParamSpec>) -> KindSpec {
+            self.params = p;
+            self
+        }
+
         fn tolerances(mut self, t: Tolerances) -> KindSpec {
             self.tolerances = t;
             self

@@ -35,6 +35,7 @@ mod benchmarker;
 mod catalogue;
 mod gpu;
 mod kernel;
+mod params;
 mod profiler;
 pub mod pyliteral;
 mod results;
@@ -51,13 +52,17 @@ pub use benchmarker::{
 };
 pub use catalogue::{
     eval_dims, Catalogue, DTypes, ElementType, Formulas, InputRole, InputSpec, KindSpec,
-    OutputSpec, ParamSpec, ShapeSets, Tolerances,
+    OutputSpec, ShapeSets, Tolerances,
 };
 pub use gpu::{lookup_gpu, GpuLookup, GpuSpec};
 pub use kernel::{Bound, DType, KernelKind, ParseError, Shape, ShapeSet, Tolerance};
+pub use params::{
+    params_label, parse_param, resolve as resolve_params, value_text, ParamError, ParamSpec,
+    ParamType, Params,
+};
 pub use profiler::{
-    InputsFn, ModelInput, ModelSource, ModelSpec, OpProfile, ProfileError, ProfileReport, Profiler,
-    INPUT_DTYPES,
+    CallSite, InputsFn, ModelInput, ModelSource, ModelSpec, OpProfile, ProfileError,
+    ProfileReport, Profiler, INPUT_DTYPES,
 };
 pub use results::{Decision, ExperimentRecord, ResultsError, ResultsLog, RESULTS_HEADER};
 pub use run::keep;

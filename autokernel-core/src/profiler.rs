@@ -345,6 +345,34 @@ pub struct ProfileReport {
     pub warnings: Vec<String>,
     /// Op groups, ranked by device time.
     pub ops: Vec<OpProfile>,
+    /// The norm modules the model called, with the parameters the profiler's matcher found
+    /// (`profile_model.norm_call_sites`); empty for an imported trace, which has no model
+    /// to ask.
+    #[serde(default)]
+    pub call_sites: Vec<CallSite>,
+}
+
+/// One call site of a kind in the model: the module class, the kind's parameters as the
+/// module computes them (decided by running its own forward), one problem shape and dtype,
+/// and how many module instances and calls (per forward pass) are behind it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallSite {
+    /// The module's class, e.g. `LlamaRMSNorm`.
+    pub module: String,
+    /// The kind's name, e.g. `rmsnorm`.
+    pub kind: String,
+    /// The parameters at which a plug matches the module; `None` when none does.
+    pub params: Option<crate::Params>,
+    /// The problem shape (`[rows, cols]` for the norms).
+    pub shape: Vec<u64>,
+    /// The dtype of the module's input, e.g. `float32`.
+    pub dtype: String,
+    /// Why no plug matches (with the measured error), when `params` is `None`.
+    pub reason: Option<String>,
+    /// Module instances called at this shape.
+    pub instances: u32,
+    /// Their calls in one forward pass.
+    pub calls: u64,
 }
 
 /// Errors from profiling or importing a trace.

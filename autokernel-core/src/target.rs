@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{DType, KernelKind, Shape};
+use crate::{DType, KernelKind, Params, Shape};
 
 /// One kernel to optimise: a kind, the shapes the model calls it with, and its share of the
 /// model's device time (the `f` of Amdahl's law).
@@ -40,6 +40,12 @@ pub struct Target {
     /// files: contiguous.
     #[serde(default)]
     pub layout: Layout,
+    /// The op's semantic parameters as the model calls it (`eps`, `bias`, …; the kind's
+    /// [`crate::ParamSpec`]s), handed to the judge and to `kernel_fn`. A parameter not
+    /// listed takes its default; absent in older `plan.json` files: every default, the
+    /// semantics the kind had before it took parameters.
+    #[serde(default, skip_serializing_if = "Params::is_empty")]
+    pub params: Params,
 }
 
 /// How a target's inputs are laid out in memory when the model calls its op.
@@ -100,6 +106,7 @@ impl Target {
             fraction: 1.0,
             op: String::new(),
             layout: Layout::Contiguous,
+            params: Params::new(),
         }
     }
 
@@ -134,6 +141,13 @@ impl Target {
         self
     }
 
+    /// Sets the op's semantic parameters (checked by the judge against the kind's
+    /// [`crate::ParamSpec`]s, [`crate::KindSpec::resolve_params`]).
+    pub fn with_params(mut self, params: Params) -> Self {
+        self.params = params;
+        self
+    }
+
     /// Checks that `id` is usable as a folder name and a git ref component.
     pub fn id_is_valid(id: &str) -> bool {
         !id.is_empty()
@@ -162,6 +176,13 @@ mod tests {
         let old = r#"{"id":"01-matmul","kind":"matmul","shapes":[],"dtype":"float16","fraction":0.5,"op":"Linear"}"#;
         let t: Target = serde_json::from_str(old).unwrap();
         assert_eq!(t.layout, Layout::Contiguous);
+        // no params in an older plan: every parameter at its default; none written back
+        assert!(t.params.is_empty());
+        assert!(!serde_json::to_string(&t).unwrap().contains("params"));
+        let p: Params = [("eps".to_string(), serde_json::json!(1e-5))].into();
+        let t = t.with_params(p.clone());
+        let back: Target = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back.params, p);
     }
 
     #[test]

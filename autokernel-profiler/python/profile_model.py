@@ -483,6 +483,7 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
     try:
         for _ in range(max(1, int(warmup))):
             step()
+        call_sites = norm_call_sites(net, step)
     except Exception as e:
         raise ModelError(
             f"`{class_name}` rejected its inputs ({call.describe}): "
@@ -517,6 +518,7 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
         "wrapped_modules": wrapped,
         "iterations": int(iterations),
         "profiled_s": round(elapsed, 3),
+        "call_sites": call_sites,
     }
 
 
@@ -562,3 +564,180 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+
+
+# --- norm call sites: parameters read from each module, decided by its own forward ------
+
+# The variants a norm module may compute, in the order a tie is decided (defaults first):
+# rmsnorm's weight offset (Gemma: 1 + w) and cast order (catalogue.rmsnorm_model_code).
+_RMS_VARIANTS = [(o, c) for o in (0, 1) for c in ("float32", "llama", "t5")]
+
+
+def norm_kind(m):
+    """`layernorm` for an nn.LayerNorm, `rmsnorm` for an RMS norm module (an nn.RMSNorm, a
+    class whose name says RMSNorm, or one with a 1-D weight and a `variance_epsilon`, as
+    T5LayerNorm), else None."""
+    import torch
+
+    if isinstance(m, torch.nn.LayerNorm):
+        return "layernorm"
+    w = getattr(m, "weight", None)
+    rms = isinstance(m, getattr(torch.nn, "RMSNorm", ())) or "rmsnorm" in type(m).__name__.lower() \
+        or hasattr(m, "variance_epsilon")
+    if rms and isinstance(w, torch.Tensor) and w.dim() == 1:
+        return "rmsnorm"
+    return None
+
+
+def _tolerance(kind, dtype):
+    """(atol, rtol) of the catalogue for `kind` in `dtype` (the judge's elementwise bound)."""
+    import catalogue
+
+    t = catalogue.spec(kind)["tolerances"][str(dtype).replace("torch.", "")]
+    return t["atol"], t["rtol"]
+
+
+def _excess(out, ref, kind):
+    """How far `out` is from `ref` beyond the kind's tolerance in ref's dtype: the largest
+    |out − ref| − (atol + rtol·|ref|) (≤ 0 within tolerance), and the largest |out − ref|."""
+    import torch
+
+    atol, rtol = _tolerance(kind, ref.dtype if ref.dtype != torch.float32 else out.dtype)
+    o, r = out.detach().float(), ref.detach().float()
+    if o.shape != r.shape:
+        return float("inf"), float("inf")
+    diff = (o - r).abs().nan_to_num(float("inf"))
+    return float((diff - (atol + rtol * r.abs())).max()), float(diff.max())
+
+
+def _own_forward(m, x):
+    """The module's class forward on x: what the model computes, whatever replaced the
+    instance's forward (a profiler range, a plug)."""
+    import torch
+
+    with torch.no_grad():
+        return type(m).forward(m, x)
+
+
+def norm_params(m, x):
+    """The catalogue parameters of norm module `m` called on `x` [..., cols]:
+    ``(kind, params, None)`` when the module's own forward matches the kind's model code
+    (``catalogue.rmsnorm_model_code``, ``F.layer_norm``) at those parameters within the
+    kind's tolerance, else ``(kind, None, reason)`` with the measured error.
+
+    eps and the bias come from the module's attributes (`eps`, `variance_epsilon`,
+    `bias`); rmsnorm's weight offset and cast order cannot be read from an attribute and are
+    decided by running the module: the variant with the smallest error on `x`, and among
+    cast orders that tie (x and the weight in one dtype, where LlamaRMSNorm and T5LayerNorm
+    agree) the one that matches a float32-weight copy of the module called on x in float16,
+    where the three orders differ.
+    """
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    import catalogue
+
+    kind = norm_kind(m)
+    out = _own_forward(m, x)
+    if not isinstance(out, torch.Tensor):
+        return kind, None, f"{type(m).__name__} returns {type(out).__name__}, not a tensor"
+    if kind == "layernorm":
+        if m.weight is None or len(m.normalized_shape) != 1:
+            return kind, None, f"{type(m).__name__} without an affine weight or over several dims"
+        params = {"eps": float(m.eps), "has_bias": m.bias is not None}
+        ref = F.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps)
+        excess, err = _excess(out, ref, kind)
+        if excess > 0:
+            return kind, None, f"{type(m).__name__}'s forward differs from F.layer_norm by {err:.3g}"
+        return kind, params, None
+    eps = getattr(m, "eps", getattr(m, "variance_epsilon", None))
+    if eps is None:  # nn.RMSNorm(eps=None) uses the dtype's machine epsilon
+        eps = torch.finfo(x.dtype).eps
+    eps = float(eps)
+    scored = []
+    for offset, order in _RMS_VARIANTS:
+        ref = catalogue.rmsnorm_model_code(x, m.weight, eps, offset, order)
+        excess, err = _excess(out, ref, kind)
+        if excess <= 0:
+            scored.append((err, offset, order))
+    if not scored:
+        best = min(_excess(out, catalogue.rmsnorm_model_code(x, m.weight, eps, o, c), kind)[1]
+                   for o, c in _RMS_VARIANTS)
+        return kind, None, (f"{type(m).__name__} (eps {eps:g}) matches no rmsnorm variant "
+                            f"(weight offset 0/1, cast order float32/llama/t5): error {best:.3g} at best")
+    least = min(s[0] for s in scored)
+    tied = [s for s in scored if s[0] == least]
+    offset, order = tied[0][1], tied[0][2]
+    if len({s[2] for s in tied}) > 1:
+        # a copy with a float32 weight that is not all ones (an initialised Llama's is),
+        # called in float16: the orders then differ in rounding and in the output dtype
+        probe = copy.deepcopy(m).float()
+        g = torch.Generator(device=x.device).manual_seed(0)
+        with torch.no_grad():
+            probe.weight.copy_(1.0 + 0.5 * torch.randn(probe.weight.shape, generator=g, device=x.device))
+        xh = x.detach().to(torch.float16)
+
+        def probe_error(o, c):
+            ref = catalogue.rmsnorm_model_code(xh, probe.weight, eps, o, c)
+            if ref.dtype != pout.dtype:
+                return float("inf")
+            return (pout.float() - ref.float()).abs().max().item()
+
+        try:
+            pout = _own_forward(probe, xh)
+            errs = [(probe_error(o, c), i) for i, (_, o, c) in enumerate(tied)]
+            offset, order = tied[min(errs)[1]][1:]
+        except Exception:  # noqa: BLE001 - a module that rejects the probe keeps the tie's first
+            pass
+    return kind, {"eps": eps, "weight_offset": offset, "cast_order": order}, None
+
+
+def capture_norm_inputs(model, forward):
+    """Runs `forward()` once with a pre-hook on every norm module of `model`; returns
+    ``{module: (first input, shapes [(rows, cols)], dtype name, calls)}`` for each that was
+    called (its calls in that one forward pass)."""
+    seen = {}
+    hooks = []
+
+    def hook(m, args):
+        if not args or not hasattr(args[0], "shape") or args[0].dim() < 1:
+            return
+        x = args[0]
+        problem = (x.numel() // x.shape[-1], int(x.shape[-1]))
+        entry = seen.setdefault(m, [x.detach().clone(), [], str(x.dtype).replace("torch.", ""), 0])
+        if problem not in entry[1]:
+            entry[1].append(problem)
+        entry[3] += 1
+
+    for m in model.modules():
+        if norm_kind(m):
+            hooks.append(m.register_forward_pre_hook(hook))
+    try:
+        forward()
+    finally:
+        for h in hooks:
+            h.remove()
+    return {m: tuple(v) for m, v in seen.items()}
+
+
+def norm_call_sites(model, forward):
+    """The norm call sites of `model` in one `forward()`: one entry per (class, kind,
+    parameters, shape, dtype) with the module instances and calls behind it, each either
+    pluggable (`params`) or not (`reason`, with the measured error). What the planner
+    plans norm targets from (``autokernel_profiler::rank``)."""
+    sites = {}
+    for m, (x, shapes, dtype, calls) in capture_norm_inputs(model, forward).items():
+        try:
+            kind, params, reason = norm_params(m, x)
+        except Exception as e:  # noqa: BLE001 - a module the matcher cannot run is not pluggable
+            kind, params, reason = norm_kind(m), None, f"its forward raised {type(e).__name__}: {e}"
+        for shape in shapes:
+            key = (type(m).__name__, kind, json.dumps(params, sort_keys=True), shape, dtype, reason)
+            site = sites.setdefault(key, {"module": type(m).__name__, "kind": kind, "params": params,
+                                          "shape": list(shape), "dtype": dtype, "reason": reason,
+                                          "instances": 0, "calls": 0})
+            site["instances"] += 1
+            site["calls"] += calls
+    return list(sites.values())

@@ -177,7 +177,10 @@ impl ChromeTraceProfiler {
         trace_out: &Path,
     ) -> Result<(ImportedTrace, ModelRun), ProfileError> {
         let run = self.run_model(model, trace_out).await?;
-        let imported = import_trace(trace_out)?;
+        let mut imported = import_trace(trace_out)?;
+        // the norm call sites the script matched: what the planner plans norms from
+        imported.report.call_sites =
+            serde_json::from_value(run["call_sites"].clone()).unwrap_or_default();
         Ok((imported, run))
     }
 }

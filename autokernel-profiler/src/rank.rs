@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use autokernel_core::keep::end_to_end_speedup;
 use autokernel_core::{
-    lookup_gpu, Bound, DType, GpuLookup, GpuSpec, KernelKind, Layout, OpProfile, ProfileReport,
-    Shape, Target,
+    lookup_gpu, Bound, CallSite, DType, GpuLookup, GpuSpec, KernelKind, Layout, OpProfile, Params,
+    ProfileReport, Shape, Target,
 };
 use serde::Serialize;
 
@@ -192,6 +192,7 @@ pub(crate) fn build(trace: Trace, linked: Linked) -> ImportedTrace {
             coverage,
             warnings,
             ops,
+            call_sites: Vec::new(),
         },
         ranked,
         gpu_name: trace.gpu_name,
@@ -245,36 +246,84 @@ fn plan_where(
     dtype: DType,
     keep: impl Fn(KernelKind) -> bool,
 ) -> Vec<Target> {
-    let mut targets: Vec<(KernelKind, Option<Shape>, Layout, f64, String)> = Vec::new();
+    let mut targets: Vec<(KernelKind, Option<Shape>, Layout, Params, f64, String)> = Vec::new();
     for op in &report.ops {
         let Some(kind) = op.kind.filter(|k| keep(*k)) else {
             continue;
         };
         let shape = problem_shape(kind, &op.op, &op.shapes);
         let layout = problem_layout(kind, &op.op, &op.shapes);
+        let Some(params) = site_params(report, kind, &op.op, shape.as_ref()) else {
+            continue; // a norm no plug matches: listed by `unmatched_call_sites`
+        };
         if let Some(t) = targets
             .iter_mut()
-            .find(|t| t.0 == kind && t.1 == shape && t.2 == layout)
+            .find(|t| t.0 == kind && t.1 == shape && t.2 == layout && t.3 == params)
         {
-            t.3 += op.fraction;
+            t.4 += op.fraction;
             continue;
         }
         if targets.len() == top {
             continue;
         }
-        targets.push((kind, shape, layout, op.fraction, op.op.clone()));
+        targets.push((kind, shape, layout, params, op.fraction, op.op.clone()));
     }
     targets
         .into_iter()
         .enumerate()
-        .map(|(i, (kind, shape, layout, fraction, op))| {
+        .map(|(i, (kind, shape, layout, params, fraction, op))| {
             Target::new(format!("{:02}-{}", i + 1, kind.name()), kind)
                 .with_shapes(shape.into_iter().collect())
                 .with_dtype(dtype)
                 .with_fraction(fraction.min(1.0))
                 .with_op(op)
                 .with_layout(layout)
+                .with_params(params)
         })
+        .collect()
+}
+
+/// Whether `kind` is planned from the profiler's call sites (its parameters come from the
+/// model): the norms.
+fn planned_from_call_sites(kind: KernelKind) -> bool {
+    matches!(kind, KernelKind::Rmsnorm | KernelKind::Layernorm)
+}
+
+/// The parameters to plan an op of `kind` with: for a norm of a model run (the report has
+/// call sites), those of the call site of the op's module at its shape that a plug
+/// matched, `None` when no such site matched (not planned); otherwise (other kinds, an
+/// imported trace, a norm the model did not call through a module) none: the defaults.
+fn site_params(
+    report: &ProfileReport,
+    kind: KernelKind,
+    op: &str,
+    shape: Option<&Shape>,
+) -> Option<Params> {
+    if !planned_from_call_sites(kind) || report.call_sites.is_empty() {
+        return Some(Params::new());
+    }
+    let sites: Vec<&CallSite> = report
+        .call_sites
+        .iter()
+        .filter(|c| c.kind == kind.name() && op.ends_with(c.module.as_str()))
+        .collect();
+    if sites.is_empty() {
+        // a functional call (F.layer_norm) or another module: no site to take values from
+        return Some(Params::new());
+    }
+    sites
+        .iter()
+        .find(|c| shape.is_none_or(|s| s.0 == c.shape))
+        .and_then(|c| c.params.clone())
+}
+
+/// The call sites no plug matches (each with the reason and the measured error), for the
+/// "not planned" list.
+pub fn unmatched_call_sites(report: &ProfileReport) -> Vec<&CallSite> {
+    report
+        .call_sites
+        .iter()
+        .filter(|c| c.params.is_none())
         .collect()
 }
 
@@ -477,6 +526,7 @@ mod tests {
             coverage: 1.0,
             warnings: vec![],
             ops,
+            call_sites: vec![],
         }
     }
 

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use autokernel_bench::{PyWorkerBenchmarker, WorkerOptions, WorkerProgram};
 use autokernel_core::{
-    BenchRequest, BenchResult, Benchmarker, Correctness, DType, Device, KernelKind, Layout, Shape,
-    Stage,
+    BenchRequest, BenchResult, Benchmarker, Correctness, DType, Device, KernelKind, Layout, Params,
+    Shape, Stage,
 };
 use serde_json::json;
 
@@ -75,6 +75,17 @@ pub struct BenchArgs {
         help_heading = "Bench"
     )]
     pub layout: Layout,
+    /// A semantic parameter of the kind, NAME=VALUE (e.g. eps=1e-5, bias=false,
+    /// cast_order=llama; docs/kernels.md lists each kind's), handed to the reference, the
+    /// input generator and kernel_fn as a keyword argument. Repeatable; unset ones take
+    /// the kind's defaults
+    #[arg(
+        long = "param",
+        value_name = "NAME=VALUE",
+        value_parser = autokernel_core::parse_param,
+        help_heading = "Bench"
+    )]
+    pub params: Vec<(String, serde_json::Value)>,
     /// The Python interpreter whose environment (torch, triton) the worker adopts: a path,
     /// or a command name on PATH [default: $AUTOKERNEL_PYTHON, $VIRTUAL_ENV, python3]
     #[arg(long, value_name = "PATH|NAME", help_heading = "Bench")]
@@ -117,6 +128,8 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
             missing.display()
         );
     }
+    // a name given twice, or wrong for --kind, stops before the worker starts
+    collect_params(&args.params, args.kind)?;
     let options = WorkerOptions {
         // the interpreter is chosen (and a missing one refused) before any work
         python: Some(autokernel_bench::resolve_python(args.python.as_deref())?),
@@ -227,6 +240,7 @@ fn request(args: &BenchArgs, path: &Path, shape: Option<&Shape>) -> BenchRequest
     request.quick = args.quick;
     request.time_compiled = args.compile;
     request.layout = args.layout;
+    request.params = args.params.iter().cloned().collect();
     request.timeout = Duration::from_secs(args.timeout);
     if let Some(dtype) = args.dtype {
         // a kernel for one dtype is judged (and timed) in that dtype only
@@ -251,7 +265,7 @@ fn print_result(
 ) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.json {
-        let mut v = to_json(result);
+        let mut v = to_json(result, &args.params.iter().cloned().collect());
         v["path"] = json!(path.display().to_string());
         v["turnaround_s"] = json!(turnaround_s);
         write_json(&mut out, &v, several)?;
@@ -266,12 +280,42 @@ fn print_result(
     Ok(())
 }
 
+/// `--param` flags as [`Params`], each name once; checked against `kind`'s parameters
+/// when the kind is known before the file is read (`--kind`; else the worker checks them
+/// against the file's KERNEL_KIND).
+///
+/// # Errors
+/// A name given twice, or a name or value the kind does not accept.
+pub(crate) fn collect_params(
+    given: &[(String, serde_json::Value)],
+    kind: Option<KernelKind>,
+) -> anyhow::Result<Params> {
+    let mut params = Params::new();
+    for (name, value) in given {
+        if params.insert(name.clone(), value.clone()).is_some() {
+            anyhow::bail!("--param {name} is given twice; pass each parameter once");
+        }
+    }
+    if let Some(kind) = kind {
+        kind.spec()
+            .resolve_params(&params)
+            .map_err(|e| anyhow::anyhow!("--param: {e}"))?;
+    }
+    Ok(params)
+}
+
 /// The JSON object of `bench --json`: the contract's keys (nulls where absent) plus `shape`,
-/// `dtype`, `compiled_latency_us` and `config_keys_read` (the `CONFIG` keys `kernel_fn`
-/// read at the timed shape, [`autokernel_core::Metrics::config_keys_read`]; `run` adds
-/// `path` and `turnaround_s`, the wall time of the evaluation in seconds as the caller saw
-/// it).
-fn to_json(r: &BenchResult) -> serde_json::Value {
+/// `dtype`, `params` (every parameter of the kind the kernel was judged with, defaults
+/// filled; `{}` for a kind without any), `compiled_latency_us` and `config_keys_read` (the
+/// `CONFIG` keys `kernel_fn` read at the timed shape,
+/// [`autokernel_core::Metrics::config_keys_read`]; `run` adds `path` and `turnaround_s`,
+/// the wall time of the evaluation in seconds as the caller saw it).
+fn to_json(r: &BenchResult, params: &Params) -> serde_json::Value {
+    // the worker accepted these for the file's kind, so they resolve; the given ones else
+    let params = r
+        .kind
+        .and_then(|k| k.spec().resolve_params(params).ok())
+        .unwrap_or_else(|| params.clone());
     let m = r.metrics.as_ref();
     let on_gpu = r.device.starts_with("cuda");
     json!({
@@ -292,6 +336,7 @@ fn to_json(r: &BenchResult) -> serde_json::Value {
         "source_sha256": r.source_sha256,
         "shape": m.map(|m| m.shape.to_string()),
         "dtype": m.map(|m| m.dtype.name()),
+        "params": params,
         "compiled_latency_us": m.and_then(|m| m.compiled_latency_us),
         "config_keys_read": m.and_then(|m| m.config_keys_read.clone()),
     })
@@ -400,7 +445,7 @@ mod tests {
 
     #[test]
     fn json_has_exactly_the_contract_keys_with_nulls_where_absent() {
-        let v = to_json(&failed());
+        let v = to_json(&failed(), &Params::new());
         for key in "kind correctness failed_stage reason stages latency_us reference_latency_us speedup_vs_reference throughput throughput_unit pct_peak peak_vram_mb device timing_representative source_sha256".split(' ') {
             assert!(v.get(key).is_some(), "missing {key}");
         }
@@ -437,7 +482,7 @@ mod tests {
             config_keys_read: Some(vec!["BLOCK_ROWS".into(), "num_warps".into()]),
         });
         assert_eq!(
-            to_json(&r)["config_keys_read"],
+            to_json(&r, &Params::new())["config_keys_read"],
             json!(["BLOCK_ROWS", "num_warps"])
         );
         let t = table(std::path::Path::new("k.py"), &r);
@@ -445,6 +490,6 @@ mod tests {
             t.contains("\nconfig_keys_read: BLOCK_ROWS num_warps\n"),
             "{t}"
         );
-        assert!(to_json(&failed())["config_keys_read"].is_null());
+        assert!(to_json(&failed(), &Params::new())["config_keys_read"].is_null());
     }
 }

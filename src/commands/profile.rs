@@ -181,9 +181,14 @@ fn print(
                     dims.join(" ")
                 })
                 .collect();
+            let params = if t.params.is_empty() {
+                String::new()
+            } else {
+                format!("  ({})", autokernel_core::params_label(&t.params))
+            };
             writeln!(
                 text,
-                "  {:<20} {:>5.1}%  {:<24} {}",
+                "  {:<20} {:>5.1}%  {:<24} {}{params}",
                 t.id,
                 t.fraction * 100.0,
                 t.op,

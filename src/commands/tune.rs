@@ -53,6 +53,11 @@ pub struct TuneArgs {
         value_name = "contiguous|b_transposed"
     )]
     pub layout: Layout,
+    /// A semantic parameter of the kind, NAME=VALUE (e.g. eps=1e-5; docs/kernels.md lists
+    /// each kind's), handed to the judge and to kernel_fn. Repeatable; unset ones take the
+    /// kind's defaults
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = autokernel_core::parse_param)]
+    pub params: Vec<(String, serde_json::Value)>,
     #[command(flatten)]
     pub experiments: LoopArgs,
     /// The workspace folder (a git repository: one commit per experiment)
@@ -132,7 +137,11 @@ pub async fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode
         .with_shapes(args.shapes.clone())
         .with_dtype(dtype)
         .with_op(format!("tune {}", args.path.display()))
-        .with_layout(args.layout);
+        .with_layout(args.layout)
+        .with_params(crate::commands::bench::collect_params(
+            &args.params,
+            Some(kind),
+        )?);
     plan(&mut ws, &target, &args.path, &source, args.json)?;
     created.keep();
     ws.settings.tuned_kernel = Some(std::path::absolute(&args.path)?);
@@ -328,18 +337,22 @@ fn read_kernel(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read `{}`", path.display()))
 }
 
-/// Whether a saved plan is this target's problem (kind, shapes, dtype, layout).
+/// Whether a saved plan is this target's problem (kind, shapes, dtype, layout, params).
 fn same_problem(plan: &[Target], target: &Target) -> bool {
     matches!(plan, [p] if p.kind == target.kind && p.shapes == target.shapes
-        && p.dtype == target.dtype && p.layout == target.layout)
+        && p.dtype == target.dtype && p.layout == target.layout && p.params == target.params)
 }
 
-/// `softmax 4096x50257 float16` (and the layout when not contiguous).
+/// `softmax 4096x50257 float16` (and the layout when not contiguous, the parameters when
+/// set).
 fn describe(t: &Target) -> String {
     let shapes: Vec<String> = t.shapes.iter().map(|s| s.to_string()).collect();
     let mut s = format!("{} {} {}", t.kind, shapes.join(" "), t.dtype);
     if t.layout != Layout::Contiguous {
         s.push_str(&format!(" {}", t.layout.name()));
+    }
+    if !t.params.is_empty() {
+        s.push_str(&format!(" ({})", autokernel_core::params_label(&t.params)));
     }
     s
 }

@@ -1288,3 +1288,70 @@ fn starter_variants_pass_the_judge_through_bench_json() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn bench_params_that_the_kind_does_not_take_exit_2_naming_them() {
+    let (d, _ws) = tempdir();
+    let path = d.path().join("softmax.py");
+    new_kernel("softmax", &path);
+    let kernel = path.to_str().unwrap();
+    // with --kind the flag is checked before any worker starts
+    let (code, err) = stderr_of(&[
+        "bench", kernel, "--device", "cpu", "--kind", "softmax", "--param", "eps=1e-5",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("softmax has no parameter `eps`; it takes none"),
+        "{err}"
+    );
+    // without it the worker checks them against the file's KERNEL_KIND
+    let (code, err) = stderr_of(&["bench", kernel, "--device", "cpu", "--param", "eps=1e-5"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("softmax has no parameter `eps`; it takes none"),
+        "{err}"
+    );
+    let (code, err) = stderr_of(&["bench", kernel, "--param", "eps"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`eps` is not NAME=VALUE"), "{err}");
+}
+
+#[test]
+fn bench_param_eps_reaches_the_rmsnorm_reference_and_kernel() {
+    let (d, _ws) = tempdir();
+    let starter = d.path().join("rmsnorm.py");
+    new_kernel("rmsnorm", &starter);
+    let source = std::fs::read_to_string(&starter).unwrap();
+    let hands_over = "n_rows, n_cols, float(eps),";
+    assert!(
+        source.contains(hands_over),
+        "the starter passes eps to its kernel"
+    );
+    // takes the keyword but keeps the default epsilon
+    let ignores = d.path().join("ignores.py");
+    std::fs::write(&ignores, source.replace(hands_over, "n_rows, n_cols, EPS,")).unwrap();
+    let verdict = |path: &std::path::Path, eps: &str| {
+        let out = autokernel()
+            .args(["bench", "--device", "cpu", "--quick", "--json", "--param"])
+            .arg(format!("eps={eps}"))
+            .arg(path)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(
+            v["params"]["eps"],
+            serde_json::json!(eps.parse::<f64>().unwrap())
+        );
+        (
+            v["correctness"].as_str().unwrap().to_string(),
+            v["reason"].clone(),
+        )
+    };
+    // x ~ N(0, 1e-6) rows in the "small" mode: mean(x²) ~ 1e-6, so eps 1e-2 against 1e-6
+    // changes the output ~100-fold
+    assert_eq!(verdict(&starter, "1e-2").0, "PASS");
+    let (label, reason) = verdict(&ignores, "1e-2");
+    assert_eq!(label, "FAIL", "{reason}");
+    assert_eq!(verdict(&ignores, "1e-6").0, "PASS");
+}

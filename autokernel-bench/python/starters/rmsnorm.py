@@ -1,4 +1,10 @@
-"""RMSNorm, y = x / sqrt(mean(x²) + 1e-6) · w over the last dim of x [rows, cols].
+"""RMSNorm, y = x / sqrt(mean(x²) + eps) · (w + weight_offset) over the last dim of x
+[rows, cols].
+
+Parameters (keyword arguments of kernel_fn, the catalogue's defaults): `eps` (1e-6),
+`weight_offset` (0; 1 for Gemma's x̂ · (1 + w)) and `cast_order` ("float32": one rounding
+at the end; "llama"/"t5": x̂ and w + weight_offset rounded to x's dtype before the product,
+as LlamaRMSNorm and T5LayerNorm do when x and w share a dtype).
 
 Starter kernel of autokernel (kind `rmsnorm`). Memory-bound: one read of x, one write of
 y. Each program normalises BLOCK_ROWS rows. A row of up to MAX_ROW_BLOCK columns is held
@@ -27,8 +33,18 @@ MAX_TILE = 32768
 
 
 @triton.jit
-def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps,
-                    BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, ONE_PASS: tl.constexpr):
+def _scale(h, w, dtype: tl.constexpr, ROUND_FIRST: tl.constexpr):
+    """h [rows, cols] · w [cols] in float32; with ROUND_FIRST both rounded to `dtype` first."""
+    if ROUND_FIRST:
+        h = h.to(dtype).to(tl.float32)
+        w = w.to(dtype).to(tl.float32)
+    return h * w[None, :]
+
+
+@triton.jit
+def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps, w_offset,
+                    BLOCK_ROWS: tl.constexpr, BLOCK_N: tl.constexpr, ONE_PASS: tl.constexpr,
+                    ROUND_FIRST: tl.constexpr):
     pid = tl.program_id(0)
     rows = pid * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_ok = rows < n_rows
@@ -40,7 +56,7 @@ def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps,
         x = tl.load(x_ptr + offs_row + cols[None, :], mask=col_ok[None, :], other=0.0).to(tl.float32)
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
         w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-        y = x * rstd[:, None] * w[None, :]
+        y = _scale(x * rstd[:, None], w + w_offset, y_ptr.dtype.element_ty, ROUND_FIRST)
         tl.store(y_ptr + offs_row + cols[None, :], y.to(y_ptr.dtype.element_ty),
                  mask=row_ok[:, None] & col_ok[None, :])
     else:
@@ -55,13 +71,14 @@ def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps,
             col_ok = c < n_cols
             x = tl.load(x_ptr + offs_row + c[None, :], mask=col_ok[None, :], other=0.0).to(tl.float32)
             w = tl.load(w_ptr + c, mask=col_ok, other=0.0).to(tl.float32)
-            y = x * rstd[:, None] * w[None, :]
+            y = _scale(x * rstd[:, None], w + w_offset, y_ptr.dtype.element_ty, ROUND_FIRST)
             tl.store(y_ptr + offs_row + c[None, :], y.to(y_ptr.dtype.element_ty),
                      mask=row_ok[:, None] & col_ok[None, :])
 
 
-def kernel_fn(x, weight):
-    """x [rows, cols], weight [cols] → y [rows, cols] in x's dtype."""
+def kernel_fn(x, weight, eps=EPS, weight_offset=0, cast_order="float32"):
+    """x [rows, cols], weight [cols] → y [rows, cols] in x's dtype (parameters: the module
+    docstring)."""
     x = x.contiguous()
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
@@ -69,7 +86,8 @@ def kernel_fn(x, weight):
     block_n = min(triton.next_power_of_2(n_cols), MAX_ROW_BLOCK)
     block_rows = max(1, min(CONFIG["BLOCK_ROWS"], MAX_TILE // block_n))
     grid = (triton.cdiv(n_rows, block_rows),)
-    _rmsnorm_kernel[grid](x, weight.contiguous(), y, n_rows, n_cols, EPS,
+    _rmsnorm_kernel[grid](x, weight.contiguous(), y, n_rows, n_cols, float(eps), float(weight_offset),
                           BLOCK_ROWS=block_rows, BLOCK_N=block_n, ONE_PASS=block_n >= n_cols,
+                          ROUND_FIRST=cast_order != "float32",
                           num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"])
     return y

@@ -150,6 +150,15 @@ pub(super) fn bench(
         );
         return Ok((result, false));
     }
+    // the request's parameters, checked against the kind the file declared: a wrong name
+    // or value is the caller's mistake, not a verdict on the kernel
+    let params = match spec.resolve_params(&job.params) {
+        Ok(p) => serde_json::to_string(&p).map_err(|e| Failure::Harness(e.to_string()))?,
+        Err(e) => {
+            let _ = h.func(py, "unload").call1((&cand,));
+            return Err(Failure::Harness(e.to_string()));
+        }
+    };
     result.kind = kind.parse().ok();
     result.stages.push(StageReport {
         stage: Stage::Load,
@@ -166,6 +175,7 @@ pub(super) fn bench(
         seed: 1000,
         forbidden: spec.forbidden_ops.clone(),
         layout: job.layout.name(),
+        params,
         file: file_name(&job.kernel_path),
         restart: false,
         stages: std::mem::take(&mut result.stages),
@@ -194,6 +204,9 @@ struct Run<'a, 'py> {
     forbidden: Vec<String>,
     /// How the inputs are laid out (`Layout::name`), for every case and the timing.
     layout: &'static str,
+    /// Every parameter of the kind (the request's, defaults filled), as a JSON object, for
+    /// every case and the timing.
+    params: String,
     /// The candidate's file name, for messages that point at a line of it.
     file: String,
     restart: bool,
@@ -241,6 +254,7 @@ impl Run<'_, '_> {
                 job.quick,
                 job.time_compiled,
                 self.layout,
+                self.params.as_str(),
             ))
             .and_then(|r| r.extract::<String>());
         let timed = match timed {
@@ -468,6 +482,7 @@ impl Run<'_, '_> {
             c.record_ops,
             self.forbidden.clone(),
             self.layout,
+            self.params.as_str(),
         ));
         let res = match res {
             Ok(r) => r,

@@ -323,6 +323,7 @@ mod tests {
             time_compiled: false,
             gpu_bandwidth_gb_s: None,
             layout: Default::default(),
+            params: Default::default(),
         }
     }
 

@@ -98,6 +98,10 @@ fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, 
         ))
     })?;
     check_request(spec, shape, *dtype, h.on_gpu()).map_err(Failure::Harness)?;
+    let params = spec
+        .resolve_params(&job.params)
+        .map_err(|e| Failure::Harness(e.to_string()))?;
+    let params = serde_json::to_string(&params).map_err(|e| Failure::Harness(e.to_string()))?;
     let mut loaded = Vec::new();
     for (role, path) in [("incumbent", &job.incumbent), ("candidate", &job.candidate)] {
         let (meta, cand) = h.load(py, path)?;
@@ -124,6 +128,7 @@ fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, 
             7u64,
             reps,
             job.layout.name(),
+            params.as_str(),
         ))?
         .extract()?;
     for c in &loaded {

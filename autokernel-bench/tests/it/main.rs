@@ -4,6 +4,7 @@
 mod candidates;
 mod config_reads;
 mod harness_cases;
+mod params;
 mod robustness;
 mod script;
 mod starters;

@@ -44,6 +44,7 @@ async fn compare_times_both_kernels_interleaved() {
     let c = b
         .compare(&CompareRequest {
             layout: Default::default(),
+            params: Default::default(),
             incumbent: starter.clone(),
             candidate: starter,
             kind: KernelKind::Softmax,
@@ -78,6 +79,7 @@ async fn a_kernel_that_tampers_only_when_loaded_for_the_comparison_gets_no_compa
     assert!(r.correctness.is_pass(), "{:?}", r.correctness);
     let request = |candidate: PathBuf| CompareRequest {
         layout: Default::default(),
+        params: Default::default(),
         incumbent: starter_path("softmax"),
         candidate,
         kind: KernelKind::Softmax,

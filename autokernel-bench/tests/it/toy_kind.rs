@@ -26,6 +26,7 @@ fn toy_spec() -> KindSpec {
             role: InputRole::Data,
             dims: rows_cols.clone(),
             dtype: ElementType::Judged,
+            only_if: None,
         }],
         output: OutputSpec {
             dims: rows_cols,

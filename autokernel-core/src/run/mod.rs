@@ -727,6 +727,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             quick: false,
             time_compiled: false,
             layout: target.layout,
+            params: target.params.clone(),
             timeout: self.options.bench_timeout,
         }
     }
@@ -1044,6 +1045,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                     timing: (m.shape.clone(), m.dtype),
                     repetitions: self.options.compare_repetitions,
                     layout: target.layout,
+                    params: target.params.clone(),
                     timeout: self.options.bench_timeout,
                 };
                 // a second interrupt during the head-to-head abandons it as well
