@@ -4,6 +4,7 @@
 
 mod cli;
 mod embed;
+mod kernel_ops;
 mod llm;
 mod module_graph;
 mod plugs;
