@@ -57,3 +57,42 @@ fn the_operators_compile_fullgraph_without_a_graph_break_and_with_symbolic_shape
 fn the_launcher_replays_a_key_without_calling_kernel_fn_again() {
     check("launcher");
 }
+
+/// `benches/gpu/host_time.py` (the host time of one call per kind: kernel_fn, the cached
+/// launcher, the operator, PyTorch) runs on the CPU under the interpreter, one call per way,
+/// and tables every kind with its launcher replaying.
+#[test]
+fn the_host_time_benchmark_runs_on_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    autokernel::services::write_kernel_ops(dir.path()).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let json = dir.path().join("host_time.json");
+    let out = Command::new(python())
+        .arg(root.join("benches/gpu/host_time.py"))
+        .arg(dir.path())
+        .args(["--device", "cpu", "--calls", "1", "--rounds", "1", "--json"])
+        .arg(&json)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| ---"))
+        .collect();
+    // the header, then one row per kind
+    assert_eq!(rows.len(), 1 + 9, "{stdout}");
+    assert!(!stdout.contains("not replayed"), "{stdout}");
+    let figures = std::fs::read_to_string(&json).unwrap();
+    for line in figures.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["replayed"], true, "{line}");
+        for way in ["kernel_fn_us", "launcher_us", "operator_us", "pytorch_us"] {
+            assert!(v[way].as_f64().is_some_and(|us| us > 0.0), "{way}: {line}");
+        }
+    }
+}
