@@ -123,9 +123,13 @@ impl Services {
 /// The verification script, run inside the bench worker.
 pub const VERIFY_PY: &str = include_str!("../python/verify_model.py");
 
-/// Writes the Python scripts the worker runs for a workspace (the verifier, the profiler's
-/// model loader and the bundled example models) into `.autokernel/scripts`; returns that
-/// folder.
+/// The kernels as PyTorch operators (`python/kernel_ops.py`): registration, the fake and
+/// CPU implementations, the cached launcher. See `docs/deploy.md`.
+pub const KERNEL_OPS_PY: &str = include_str!("../python/kernel_ops.py");
+
+/// Writes the Python scripts the worker runs for a workspace (the verifier, the operators'
+/// module with the catalogue it reads, the profiler's model loader and the bundled example
+/// models) into `.autokernel/scripts`; returns that folder.
 ///
 /// # Errors
 /// When the folder or a file cannot be written.
@@ -134,6 +138,7 @@ pub fn install_scripts(ws: &Workspace) -> anyhow::Result<PathBuf> {
     let examples = scripts.join("examples");
     std::fs::create_dir_all(&examples)
         .with_context(|| format!("cannot create `{}`", examples.display()))?;
+    write_kernel_ops(&scripts)?;
     let mut files = vec![
         (scripts.join("verify_model.py"), VERIFY_PY),
         (
@@ -144,11 +149,33 @@ pub fn install_scripts(ws: &Workspace) -> anyhow::Result<PathBuf> {
     for (name, text) in autokernel_profiler::EXAMPLES {
         files.push((examples.join(format!("{name}.py")), text));
     }
+    write_files(files)?;
+    Ok(scripts)
+}
+
+/// Writes the operators' module into `dir` with what it imports: `kernel_ops.py`,
+/// `catalogue.py` (the references) and `catalogue.json` (the built-in catalogue,
+/// [`autokernel_core::Catalogue::to_json`]: each kind's inputs and output dims). `dir` must
+/// exist. Verification imports them from the workspace's scripts folder; an exported
+/// package ships the same three files.
+///
+/// # Errors
+/// When a file cannot be written.
+pub fn write_kernel_ops(dir: &Path) -> anyhow::Result<()> {
+    let catalogue = autokernel_core::Catalogue::builtin().to_json();
+    write_files(vec![
+        (dir.join("kernel_ops.py"), KERNEL_OPS_PY),
+        (dir.join("catalogue.py"), autokernel_bench::CATALOGUE_PY),
+        (dir.join("catalogue.json"), catalogue.as_str()),
+    ])
+}
+
+fn write_files(files: Vec<(PathBuf, &str)>) -> anyhow::Result<()> {
     for (path, text) in files {
         std::fs::write(&path, text)
             .with_context(|| format!("cannot write `{}`", path.display()))?;
     }
-    Ok(scripts)
+    Ok(())
 }
 
 /// Opens the gix store on the workspace, on branch `autokernel/<run_tag>`; this takes the

@@ -77,8 +77,10 @@ use autokernel_core::KernelKind;
 
 /// The harness the worker runs (`python/harness.py`), embedded at build time.
 pub(crate) const HARNESS_PY: &str = include_str!("../python/harness.py");
-/// The catalogue (`python/catalogue.py`): inputs, references, output specs.
-pub(crate) const CATALOGUE_PY: &str = include_str!("../python/catalogue.py");
+/// The catalogue's Python side (`python/catalogue.py`): each kind's input generator,
+/// float32 reference and eager baseline. Public so that the operators' module
+/// (`kernel_ops.py` of the root package) can ship beside it and import its references.
+pub const CATALOGUE_PY: &str = include_str!("../python/catalogue.py");
 
 /// The starter `kernel.py` for `kind`: a correct, readable Triton kernel with
 /// `KERNEL_KIND`, `CONFIG`, `TUNABLES` and `kernel_fn` (embedded from

@@ -5,6 +5,7 @@
 mod cli;
 mod embed;
 mod inputs;
+mod kernel_ops;
 mod llm;
 mod module_graph;
 mod plugs;

@@ -1,0 +1,127 @@
+"""Host time of one kernel call, per kind: the starter's kernel_fn called directly, the same
+kernel through kernel_ops' cached launcher, through its registered operator
+(torch.ops.autokernel.<kind>, eager), and PyTorch's own eager op beside them, in µs, with
+the ratios to kernel_fn, all in one run (issue 20, point 1; docs/deploy.md).
+
+Usage (repository root; OPS_DIR holds kernel_ops.py, catalogue.py and catalogue.json, as
+`cargo run --example kernel_ops_files -- OPS_DIR` writes them):
+
+    python3 benches/gpu/host_time.py OPS_DIR                      # CUDA, float16
+    python3 benches/gpu/host_time.py OPS_DIR --device cpu --calls 2 --rounds 1   # smoke test
+
+Each kind runs at its catalogue tiny shape, where a kernel's GPU time is a few µs and the
+host sets the pace. A figure is the wall time of `--calls` calls in a plain loop (the GPU
+synchronised before and after, not inside), divided by the calls; the four ways are timed
+in turns, round after round, and each reports its median over the rounds, so that drift of
+a shared host falls on all of them alike. Before timing, each way's output is checked
+against kernel_fn's (bit for bit for the launcher and the operator). On the CPU the
+kernels run in Triton's interpreter (TRITON_INTERPRET=1, set here), the operator with
+kernel_ops.force_kernel(), and the figures only show that the script runs.
+
+Prints a Markdown table on stdout (the one docs/benchmarks.md keeps); `--json PATH` also
+writes one object per kind.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+KINDS = ["matmul", "softmax", "layernorm", "rmsnorm", "flash_attention", "fused_mlp", "cross_entropy",
+         "rotary_embedding", "reduce"]
+WAYS = ["kernel_fn", "launcher", "operator", "pytorch"]
+
+
+def parse_args():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("ops_dir", help="folder with kernel_ops.py, catalogue.py, catalogue.json")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--calls", type=int, default=500, help="calls per timing (default 500)")
+    p.add_argument("--rounds", type=int, default=7, help="timing rounds (default 7)")
+    p.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds (default: all)")
+    p.add_argument("--starters", default=os.path.join(root, "autokernel-bench/python/starters"))
+    p.add_argument("--json", help="also write the figures as JSON lines to this file")
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    if args.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+    sys.path.insert(0, args.ops_dir)
+    import contextlib
+
+    import torch
+
+    import kernel_ops
+
+    cat = kernel_ops.catalogue_module()
+    cat.patch_triton_interpreter()
+    on_gpu = args.device == "cuda"
+    if on_gpu and not torch.cuda.is_available():
+        raise SystemExit("--device cuda, but torch sees no CUDA device")
+    dtype = torch.float16 if on_gpu else torch.float32
+    forced = contextlib.nullcontext() if on_gpu else kernel_ops.force_kernel()
+
+    def host_us(fn):
+        if on_gpu:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(args.calls):
+            fn()
+        t1 = time.perf_counter()
+        if on_gpu:
+            torch.cuda.synchronize()
+        return (t1 - t0) * 1e6 / args.calls
+
+    rows = []
+    with forced:
+        for kind in args.kinds.split(","):
+            op = kernel_ops.register(os.path.join(args.starters, f"{kind}.py"))
+            shape = cat.spec(kind)["tiny_shape"]
+            inputs = cat.make_inputs(kind, shape, dtype, args.device, 0)
+            tensors = tuple(inputs.values())
+            ways = {
+                "kernel_fn": lambda: op.module.kernel_fn(**inputs),
+                "launcher": lambda: op.launcher(*tensors),
+                "operator": lambda: op.overload(*tensors),
+                "pytorch": lambda: cat.eager(kind, inputs),
+            }
+            want = ways["kernel_fn"]()
+            for way in ("launcher", "operator"):
+                for _ in range(2):  # the first call at the key records, the second replays
+                    got = ways[way]()
+                    if not torch.equal(got, want):
+                        raise SystemExit(f"{kind}: the {way} gave another output than kernel_fn")
+            replayed = op.launcher.replays > 0 and not op.launcher.reasons
+            times = {w: [] for w in WAYS}
+            for _ in range(args.rounds):
+                for w in WAYS:
+                    times[w].append(host_us(ways[w]))
+            us = {w: statistics.median(t) for w, t in times.items()}
+            row = {"kind": kind, "shape": shape, "dtype": str(dtype).replace("torch.", ""),
+                   "device": torch.cuda.get_device_name() if on_gpu else "cpu (interpreter)",
+                   "replayed": replayed, "reasons": [str(r) for r in op.launcher.reasons.values()],
+                   "calls": args.calls, "rounds": args.rounds, **{f"{w}_us": us[w] for w in WAYS}}
+            rows.append(row)
+            print(f"{kind}: " + ", ".join(f"{w} {us[w]:.1f} µs" for w in WAYS), file=sys.stderr)
+
+    print(f"| kind, tiny shape | kernel_fn | cached launcher | operator (eager) | PyTorch eager | "
+          f"launcher / kernel_fn | operator / kernel_fn |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        note = "" if r["replayed"] else " (not replayed: calls kernel_fn)"
+        print(f"| {r['kind']} {'×'.join(map(str, r['shape']))}{note} | {r['kernel_fn_us']:.1f} µs | "
+              f"{r['launcher_us']:.1f} µs | {r['operator_us']:.1f} µs | {r['pytorch_us']:.1f} µs | "
+              f"{r['launcher_us'] / r['kernel_fn_us']:.2f} | {r['operator_us'] / r['kernel_fn_us']:.2f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()
