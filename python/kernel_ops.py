@@ -272,7 +272,11 @@ class _Recorder(TorchDispatchMode):
             if get_base is None:
                 return value, None
 
-            def rebuilt(env, desc=value, get=get_base):
+            # a copy without the recorded call's tensor, which it must not keep alive
+            proto = copy.copy(value)
+            proto.base = None
+
+            def rebuilt(env, desc=proto, get=get_base):
                 b = get(env)
                 new = copy.copy(desc)
                 new.base = _Pointer(b) if isinstance(b, int) else b
@@ -288,14 +292,17 @@ class _Launch:
         interpreted = compiled is None
         self.fn, self.grid, self.compiled = fn, grid, compiled
         self.args, self.dyn = [], []
+        # a value rebuilt per call is not kept: holding the recorded call's tensors would
+        # keep them alive (inside a CUDA graph pool, torch refuses untracked live tensors)
         for i, a in enumerate(args):
             v, get = rec.template(a, interpreted)
-            self.args.append(v)
+            self.args.append(v if get is None else None)
             if get is not None:
                 self.dyn.append((i, get))
-        self.kwargs, self.kwdyn = dict(kwargs), []
+        self.kwargs, self.kwdyn = {}, []
         for k, a in kwargs.items():
             v, get = rec.template(a, interpreted)
+            self.kwargs[k] = v if get is None else None
             if get is not None:
                 self.kwdyn.append((k, get))
         if compiled is not None:
