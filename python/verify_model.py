@@ -87,6 +87,9 @@ class _Plug:
         self.dtype = dtype
         # norm kinds: the module instances found to compute the target's params (`_check_norm`)
         self.modules = []
+        # norm kinds: (class, dtype) of modules that compute the target's params at its
+        # shapes in another dtype than the target's, which the plug leaves alone (`_check_norm`)
+        self.other_dtypes = []
 
     def _mine(self, *problem):
         return not self.shapes or tuple(int(d) for d in problem) in self.shapes
@@ -255,9 +258,15 @@ def _check_norm(plug, captured):
     returns None, or why the kernel must be left out (the measured error)."""
     import profile_model
 
-    plug.modules = []
+    plug.modules, plug.other_dtypes = [], []
     for m, (x, shapes, dtype, _calls) in captured.items():
-        if profile_model.norm_kind(m) != plug.kind or not plug._takes(x):
+        if profile_model.norm_kind(m) != plug.kind:
+            continue
+        if not plug._takes(x):
+            other = plug.dtype is not None and x.dtype != plug.dtype and x.dim() >= 1 \
+                and plug._mine(x.numel() // x.shape[-1], x.shape[-1])
+            if other and profile_model.norm_params(m, x)[1] == plug.params:
+                plug.other_dtypes.append((type(m).__name__, dtype))
             continue
         kind, params, _reason = profile_model.norm_params(m, x)
         if params != plug.params:
@@ -271,6 +280,17 @@ def _check_norm(plug, captured):
                     f"tolerance) at {tuple(x.shape)} with {plug.params}")
         plug.modules.append(m)
     return None
+
+
+def _unused_norm_reason(plug):
+    """Why a norm plug took no call: the modules computing its params run in another dtype
+    (named, with their dtype), or no module computes them at its shapes."""
+    want = str(plug.dtype).replace("torch.", "")
+    if plug.other_dtypes:
+        found = ", ".join(sorted({f"{cls} in {dtype}" for cls, dtype in plug.other_dtypes}))
+        return (f"the {plug.kind} modules computing {plug.params} at its shapes run in another dtype than the "
+                f"target's {want}: {found}")
+    return f"no {plug.kind} module of the model computes {plug.params} at its shapes {plug.shapes} in {want}"
 
 
 def _first_tensor(out):
@@ -438,8 +458,7 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
             continue
         if p.calls == 0:
             if p.kind in ("rmsnorm", "layernorm"):
-                reason = (f"no {p.kind} module of the model computes {p.params} at its shapes {p.shapes} "
-                          f"in {str(torch_dtype).replace('torch.', '')}")
+                reason = _unused_norm_reason(p)
             else:
                 reason = f"the model never called it through a standard call site at its shapes {p.shapes}"
             excluded.append({"target": p.target_id, "reason": reason})

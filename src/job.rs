@@ -36,6 +36,9 @@ pub enum Step<'a> {
         trace: &'a ImportedTrace,
         /// Ops left out of the plan.
         not_planned: &'a [(&'a str, KernelKind, f64)],
+        /// Call sites no plug matches at the plan's dtype, each with why
+        /// ([`autokernel_profiler::not_planned_call_sites`]).
+        unmatched_sites: &'a [(&'a autokernel_core::CallSite, String)],
     },
     /// The targets, planned now or resumed from `plan.json`.
     Planned {
@@ -319,9 +322,12 @@ impl Job {
                     .await
                     .context("profiling the model failed")?;
                 let not_planned = autokernel_profiler::unpluggable_ops(&imported.report);
+                let unmatched_sites =
+                    autokernel_profiler::not_planned_call_sites(&imported.report, dtype);
                 reporter.on_step(Step::Profiled {
                     trace: &imported,
                     not_planned: &not_planned,
+                    unmatched_sites: &unmatched_sites,
                 });
                 let top = top.or(ws.settings.top).unwrap_or(settings::DEFAULT_TOP);
                 let t = autokernel_profiler::plan_for_model(&imported.report, top, dtype);

@@ -225,7 +225,11 @@ impl JobReporter for ProgressReporter {
         };
         match step {
             Step::Profiling { model } => hooks.spin(&format!("profiling {model}")),
-            Step::Profiled { trace, not_planned } => {
+            Step::Profiled {
+                trace,
+                not_planned,
+                unmatched_sites,
+            } => {
                 hooks.stop_spinning();
                 if self.quiet {
                     return;
@@ -245,6 +249,14 @@ impl JobReporter for ProgressReporter {
                             "not planned, no standard call site to plug a kernel into: {} (a kernel of your own for them can be tuned with `autokernel tune` and judged with `autokernel bench`)",
                             list.join(", ")
                         );
+                    }
+                }
+                if let Some(text) =
+                    autokernel_profiler::not_planned_call_sites_text(unmatched_sites)
+                {
+                    #[allow(clippy::print_stderr)]
+                    {
+                        eprintln!("{text}");
                     }
                 }
             }

@@ -48,8 +48,9 @@ pub use import::MODULE_PREFIX;
 #[cfg(feature = "model-profiler")]
 pub use profiler::{loader_kwargs, ChromeTraceProfiler, ModelRun, EXAMPLES, PROFILE_MODEL_PY};
 pub use rank::{
-    plan, plan_for_model, unmatched_call_sites, unpluggable_ops, ImportedTrace, RankedOp,
-    SPREAD_LIMIT, SPREAD_MIN_FRACTION,
+    call_site_line, not_planned_call_sites, not_planned_call_sites_text, plan, plan_for_model,
+    unmatched_call_sites, unpluggable_ops, ImportedTrace, RankedOp, SPREAD_LIMIT,
+    SPREAD_MIN_FRACTION,
 };
 
 /// Forward passes run before recording, by default: the first calls pay for lazy

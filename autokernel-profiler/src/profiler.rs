@@ -181,6 +181,7 @@ impl ChromeTraceProfiler {
         // the norm call sites the script matched: what the planner plans norms from
         imported.report.call_sites =
             serde_json::from_value(run["call_sites"].clone()).unwrap_or_default();
+        crate::rank::apply_call_site_kinds(&mut imported.report);
         Ok((imported, run))
     }
 }

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use autokernel_core::keep::end_to_end_speedup;
 use autokernel_core::{
-    lookup_gpu, Bound, CallSite, DType, GpuLookup, GpuSpec, KernelKind, Layout, OpProfile, Params,
-    ProfileReport, Shape, Target,
+    lookup_gpu, params_label, Bound, CallSite, DType, GpuLookup, GpuSpec, KernelKind, Layout,
+    OpProfile, Params, ProfileReport, Shape, Target,
 };
 use serde::Serialize;
 
@@ -253,7 +253,7 @@ fn plan_where(
         };
         let shape = problem_shape(kind, &op.op, &op.shapes);
         let layout = problem_layout(kind, &op.op, &op.shapes);
-        let Some(params) = site_params(report, kind, &op.op, shape.as_ref()) else {
+        let Some(params) = site_params(report, kind, &op.op, shape.as_ref(), dtype) else {
             continue; // a norm no plug matches: listed by `unmatched_call_sites`
         };
         if let Some(t) = targets
@@ -290,14 +290,17 @@ fn planned_from_call_sites(kind: KernelKind) -> bool {
 }
 
 /// The parameters to plan an op of `kind` with: for a norm of a model run (the report has
-/// call sites), those of the call site of the op's module at its shape that a plug
-/// matched, `None` when no such site matched (not planned); otherwise (other kinds, an
-/// imported trace, a norm the model did not call through a module) none: the defaults.
+/// call sites), those of a call site of the op's module at its shape, called in the plan's
+/// `dtype`, that a plug matched; `None` when no such site matched (not planned: the plug
+/// takes only calls in the target's dtype, so a site matched in another dtype would never
+/// be plugged in); otherwise (other kinds, an imported trace, a norm the model did not
+/// call through a module) none: the defaults.
 fn site_params(
     report: &ProfileReport,
     kind: KernelKind,
     op: &str,
     shape: Option<&Shape>,
+    dtype: DType,
 ) -> Option<Params> {
     if !planned_from_call_sites(kind) || report.call_sites.is_empty() {
         return Some(Params::new());
@@ -313,8 +316,29 @@ fn site_params(
     }
     sites
         .iter()
-        .find(|c| shape.is_none_or(|s| s.0 == c.shape))
-        .and_then(|c| c.params.clone())
+        .filter(|c| shape.is_none_or(|s| s.0 == c.shape) && c.dtype == dtype.name())
+        .find_map(|c| c.params.clone())
+}
+
+/// Corrects the norm kind of ops from the model's call sites: an op named after a module
+/// class whose call sites the matcher recorded as the other norm kind takes that kind.
+/// The classifier goes by the name, and `T5LayerNorm` is an RMS norm (no mean, no bias):
+/// planned as a layernorm it would take no plug (issue 19). Ranks and fractions unchanged.
+pub fn apply_call_site_kinds(report: &mut ProfileReport) {
+    let sites = std::mem::take(&mut report.call_sites);
+    for op in &mut report.ops {
+        let Some(kind) = op.kind.filter(|k| planned_from_call_sites(*k)) else {
+            continue;
+        };
+        let by_site = sites
+            .iter()
+            .filter(|c| op.op.ends_with(c.module.as_str()))
+            .find_map(|c| KernelKind::ALL.into_iter().find(|k| k.name() == c.kind));
+        if let Some(site_kind) = by_site.filter(|k| *k != kind && planned_from_call_sites(*k)) {
+            op.kind = Some(site_kind);
+        }
+    }
+    report.call_sites = sites;
 }
 
 /// The call sites no plug matches (each with the reason and the measured error), for the
@@ -325,6 +349,71 @@ pub fn unmatched_call_sites(report: &ProfileReport) -> Vec<&CallSite> {
         .iter()
         .filter(|c| c.params.is_none())
         .collect()
+}
+
+/// The call sites a plan in `dtype` leaves out, each with why: no plug matches it (the
+/// matcher's reason, with the measured error), or a plug matches it but the model calls it
+/// in another dtype than the plan's (verification plugs a kernel only into calls in the
+/// dtype it was judged in, so such a site would never take it).
+pub fn not_planned_call_sites(report: &ProfileReport, dtype: DType) -> Vec<(&CallSite, String)> {
+    report
+        .call_sites
+        .iter()
+        .filter_map(|c| match (&c.params, &c.reason) {
+            (None, reason) => Some((
+                c,
+                reason
+                    .clone()
+                    .unwrap_or_else(|| "no plug matches it".into()),
+            )),
+            (Some(p), _) if c.dtype != dtype.name() => Some((
+                c,
+                format!(
+                    "matches {} at {} but is called in {}, not in the plan's {}",
+                    c.kind,
+                    if p.is_empty() {
+                        "its defaults".to_string()
+                    } else {
+                        params_label(p)
+                    },
+                    c.dtype,
+                    dtype.name()
+                ),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One line of the "not planned" list for a call site and its reason:
+/// `LlamaRMSNorm (rmsnorm [16,64] float32, 2 modules, 4 calls): <reason>`.
+pub fn call_site_line(site: &CallSite, reason: &str) -> String {
+    format!(
+        "{} ({} {} {}, {} module{}, {} call{}): {}",
+        site.module,
+        site.kind,
+        shapes_text(&[site.shape.iter().map(|&d| d as i64).collect()]),
+        site.dtype,
+        site.instances,
+        if site.instances == 1 { "" } else { "s" },
+        site.calls,
+        if site.calls == 1 { "" } else { "s" },
+        reason
+    )
+}
+
+/// The "not planned" lines of [`not_planned_call_sites`]: a heading and one
+/// [`call_site_line`] per site; `None` when there are none.
+pub fn not_planned_call_sites_text(sites: &[(&CallSite, String)]) -> Option<String> {
+    if sites.is_empty() {
+        return None;
+    }
+    let mut text = String::from("not planned, no plug matches these call sites:");
+    for (site, reason) in sites {
+        text.push_str("\n  ");
+        text.push_str(&call_site_line(site, reason));
+    }
+    Some(text)
 }
 
 fn shapes_text(shapes: &[Vec<i64>]) -> String {
@@ -693,5 +782,140 @@ mod tests {
                 ("aten::sum", KernelKind::Reduce, 0.1)
             ]
         );
+    }
+
+    /// A norm call site of module `module` at `shape` in `dtype`, matched at `eps` when
+    /// given, else unmatched with a reason.
+    fn site(module: &str, shape: [u64; 2], dtype: &str, eps: Option<f64>) -> CallSite {
+        CallSite {
+            module: module.into(),
+            kind: "rmsnorm".into(),
+            params: eps.map(|e| Params::from([("eps".to_string(), serde_json::json!(e))])),
+            shape: shape.to_vec(),
+            dtype: dtype.into(),
+            reason: eps
+                .is_none()
+                .then(|| "matches no rmsnorm variant: error 0.5".into()),
+            instances: 2,
+            calls: 4,
+        }
+    }
+
+    fn norm_op(rank: usize, name: &str, rows: i64, f: f64) -> OpProfile {
+        op(
+            rank,
+            name,
+            Some(KernelKind::Rmsnorm),
+            vec![vec![1, rows, 64]],
+            f,
+        )
+    }
+
+    #[test]
+    fn a_norm_is_planned_with_the_params_of_its_matched_call_site_in_the_plans_dtype() {
+        let mut report = report_of(vec![norm_op(1, "nn.Module: LlamaRMSNorm", 16, 0.5)]);
+        report.call_sites = vec![
+            // same class at another shape (its eps must not leak into the 16-row target)
+            site("LlamaRMSNorm", [8, 64], "float16", Some(1e-6)),
+            // the right shape in another dtype: not the plan's
+            site("LlamaRMSNorm", [16, 64], "float32", Some(1e-3)),
+            site("LlamaRMSNorm", [16, 64], "float16", Some(1e-5)),
+        ];
+        let shape = Shape(vec![16, 64]);
+        let p = site_params(
+            &report,
+            KernelKind::Rmsnorm,
+            &report.ops[0].op,
+            Some(&shape),
+            DType::Float16,
+        );
+        assert_eq!(p.unwrap()["eps"], serde_json::json!(1e-5));
+        // planned in float32, the float32 site's params are taken
+        let t = plan_for_model(&report, 4, DType::Float32);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].params["eps"], serde_json::json!(1e-3));
+        // bfloat16: no site of that dtype, so no target
+        assert!(plan_for_model(&report, 4, DType::Bfloat16).is_empty());
+    }
+
+    #[test]
+    fn a_norm_whose_only_site_is_unmatched_is_not_planned_and_others_keep_the_defaults() {
+        let mut report = report_of(vec![
+            norm_op(1, "nn.Module: T5LayerNorm", 16, 0.5),
+            // no call site names this class (a functional norm): planned at the defaults
+            norm_op(2, "aten::rms_norm", 8, 0.2),
+        ]);
+        report.call_sites = vec![site("T5LayerNorm", [16, 64], "float32", None)];
+        let t = plan_for_model(&report, 4, DType::Float32);
+        let planned: Vec<(&str, bool)> = t
+            .iter()
+            .map(|t| (t.op.as_str(), t.params.is_empty()))
+            .collect();
+        assert_eq!(planned, [("aten::rms_norm", true)]);
+        assert_eq!(unmatched_call_sites(&report), [&report.call_sites[0]]);
+        // an imported trace (no call sites) plans the same op at the defaults
+        report.call_sites.clear();
+        assert_eq!(plan_for_model(&report, 4, DType::Float32).len(), 2);
+    }
+
+    #[test]
+    fn not_planned_call_sites_give_the_matchers_reason_or_the_other_dtype() {
+        let mut report = report_of(vec![]);
+        report.call_sites = vec![
+            site("T5LayerNorm", [16, 64], "float32", None),
+            site("LlamaRMSNorm", [16, 64], "float32", Some(1e-5)),
+            site("LlamaRMSNorm", [16, 64], "float16", Some(1e-5)),
+        ];
+        let sites = not_planned_call_sites(&report, DType::Float16);
+        let lines: Vec<String> = sites.iter().map(|(c, r)| call_site_line(c, r)).collect();
+        assert_eq!(
+            lines,
+            [
+                "T5LayerNorm (rmsnorm [16,64] float32, 2 modules, 4 calls): matches no rmsnorm variant: error 0.5",
+                "LlamaRMSNorm (rmsnorm [16,64] float32, 2 modules, 4 calls): matches rmsnorm at eps=0.00001 but is called in float32, not in the plan's float16",
+            ]
+        );
+        let text = not_planned_call_sites_text(&sites).unwrap();
+        assert!(
+            text.starts_with("not planned, no plug matches these call sites:\n  T5LayerNorm"),
+            "{text}"
+        );
+        // in float32 the float16 site is the one in another dtype
+        let sites = not_planned_call_sites(&report, DType::Float32);
+        assert_eq!(sites.len(), 2);
+        assert!(
+            sites[1]
+                .1
+                .ends_with("called in float16, not in the plan's float32"),
+            "{sites:?}"
+        );
+        assert_eq!(not_planned_call_sites_text(&[]), None);
+    }
+
+    #[test]
+    fn a_module_the_matcher_found_an_rms_norm_is_planned_as_rmsnorm_whatever_its_name() {
+        let mut report = report_of(vec![op(
+            1,
+            "T5LayerNorm",
+            Some(KernelKind::Layernorm),
+            vec![vec![1, 16, 64]],
+            0.5,
+        )]);
+        let mut t5 = site("T5LayerNorm", [16, 64], "float32", Some(1e-6));
+        t5.params
+            .as_mut()
+            .unwrap()
+            .insert("cast_order".into(), serde_json::json!("t5"));
+        report.call_sites = vec![t5];
+        // as classified by name: a layernorm with no layernorm site, at the defaults
+        assert_eq!(
+            plan_for_model(&report, 4, DType::Float32)[0].kind,
+            KernelKind::Layernorm
+        );
+        apply_call_site_kinds(&mut report);
+        let t = plan_for_model(&report, 4, DType::Float32);
+        assert_eq!(t[0].id, "01-rmsnorm");
+        assert_eq!(t[0].params["cast_order"], serde_json::json!("t5"));
+        assert_eq!(t[0].shapes, [Shape(vec![16, 64])]);
     }
 }

@@ -9,8 +9,8 @@ use anyhow::Context;
 use autokernel_bench::{Worker, WorkerOptions};
 use autokernel_core::{DType, Device, KernelKind};
 use autokernel_profiler::{
-    import_trace, plan, plan_for_model, unpluggable_ops, ChromeTraceProfiler, ImportedTrace,
-    DEFAULT_WARMUP,
+    import_trace, not_planned_call_sites, not_planned_call_sites_text, plan, plan_for_model,
+    unpluggable_ops, ChromeTraceProfiler, ImportedTrace, DEFAULT_WARMUP,
 };
 
 use crate::global_args::GlobalArgs;
@@ -210,6 +210,12 @@ fn print(
                 "not planned, no standard call site to plug a kernel into: {}",
                 list.join(", ")
             )?;
+        }
+        if run.is_some() {
+            let sites = not_planned_call_sites(&imported.report, dtype);
+            if let Some(sites) = not_planned_call_sites_text(&sites) {
+                writeln!(text, "{sites}")?;
+            }
         }
     } else if imported.report.ops.iter().all(|o| o.kind.is_none()) {
         writeln!(

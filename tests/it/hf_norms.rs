@@ -1,0 +1,121 @@
+//! The norms of Hugging Face models, from profile to plug: tiny random-weight configs of
+//! `LlamaForCausalLM` (LlamaRMSNorm, eps 1e-5, llama cast order), `BertModel` (LayerNorm,
+//! eps 1e-12) and `T5EncoderModel` (T5LayerNorm, an RMS norm, t5 cast order) are planned
+//! with the params the model computes, and verification plugs the starters in by those
+//! params and leaves a kernel with a wrong eps out through the plug check
+//! (`tests/python/norm_plugs_check.py`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::util::{autokernel, tempdir};
+
+/// `autokernel profile --json` of `transformers:<class>` with `config` on 1×16 token ids:
+/// the planned targets.
+fn planned(class: &str, config: &str) -> Vec<serde_json::Value> {
+    let (dir, _ws) = tempdir();
+    let out = autokernel()
+        .current_dir(dir.path())
+        .args([
+            "profile",
+            "--json",
+            "--device",
+            "cpu",
+            "--top",
+            "8",
+            "--input-shape",
+            "1,16",
+        ])
+        .arg("--model")
+        .arg(format!("transformers:{class}"))
+        .args(["--model-kwargs", config])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["targets"].as_array().unwrap().clone()
+}
+
+/// The one target of `kind` in `targets`: its shapes and params.
+fn norm_target(targets: &[serde_json::Value], kind: &str) -> serde_json::Value {
+    let norms: Vec<&serde_json::Value> = targets.iter().filter(|t| t["kind"] == kind).collect();
+    assert_eq!(norms.len(), 1, "{targets:?}");
+    norms[0].clone()
+}
+
+#[test]
+fn hf_norms_are_planned_with_the_params_their_models_compute() {
+    let llama = planned(
+        "LlamaForCausalLM",
+        r#"{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":256,"rms_norm_eps":1e-5}"#,
+    );
+    let t = norm_target(&llama, "rmsnorm");
+    assert_eq!(t["shapes"], serde_json::json!([[16, 64]]), "{t}");
+    assert_eq!(
+        t["params"],
+        serde_json::json!({"eps": 1e-5, "weight_offset": 0, "cast_order": "llama"})
+    );
+    let bert = planned(
+        "BertModel",
+        r#"{"hidden_size":32,"intermediate_size":64,"num_hidden_layers":1,"num_attention_heads":2,"vocab_size":128}"#,
+    );
+    let t = norm_target(&bert, "layernorm");
+    assert_eq!(
+        t["params"],
+        serde_json::json!({"eps": 1e-12, "has_bias": true})
+    );
+    // T5LayerNorm: named a layer norm, an RMS norm by its forward; planned as rmsnorm only
+    let t5 = planned(
+        "T5EncoderModel",
+        r#"{"d_model":32,"d_kv":8,"d_ff":64,"num_layers":1,"num_heads":4,"vocab_size":128,"layer_norm_epsilon":1e-6}"#,
+    );
+    assert!(t5.iter().all(|t| t["kind"] != "layernorm"), "{t5:?}");
+    let t = norm_target(&t5, "rmsnorm");
+    assert_eq!(t["shapes"], serde_json::json!([[16, 32]]), "{t}");
+    assert_eq!(
+        t["params"],
+        serde_json::json!({"eps": 1e-6, "weight_offset": 0, "cast_order": "t5"})
+    );
+}
+
+fn python() -> PathBuf {
+    std::env::var_os("AUTOKERNEL_PYTHON")
+        .map(Into::into)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"))
+}
+
+/// Runs one check of `norm_plugs_check.py`; panics with its output unless it prints `ok`.
+fn check(name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    autokernel::services::write_kernel_ops(dir.path()).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python())
+        .arg(root.join("tests/python/norm_plugs_check.py"))
+        .arg(name)
+        .arg(dir.path())
+        .arg(root)
+        .env("TRITON_INTERPRET", "1")
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.lines().last() == Some("ok"),
+        "check `{name}` failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn verification_plugs_the_norm_starters_into_llama_bert_and_t5_by_their_params() {
+    check("plugged");
+}
+
+#[test]
+fn a_norm_kernel_with_a_wrong_eps_is_left_out_by_the_plug_check() {
+    check("wrong_eps");
+}
