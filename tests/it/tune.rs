@@ -372,3 +372,41 @@ fn a_gpu_sized_shape_on_the_cpu_is_warned_about_and_a_timed_out_baseline_is_name
     );
     assert!(!text(&out).contains("warning: softmax"), "{}", text(&out));
 }
+
+/// A kernel that returns a meta tensor at every CONFIG value but the file's own (issue 21,
+/// point 6) used to make `tune` exit 2 at its first tuned configuration, and every resume
+/// retry that configuration and exit 2 again. Each such configuration is now a FAIL row;
+/// the tune finishes with the baseline as its best, and a resume measures new ones.
+#[test]
+fn a_kernel_that_breaks_the_harness_at_one_config_is_a_fail_and_resumes_go_on() {
+    let (dir, ws) = tempdir();
+    let source = std::fs::read_to_string(starter(dir.path())).unwrap();
+    let body = "    x = x.contiguous()\n";
+    assert!(source.contains(body), "the starter's kernel_fn starts so");
+    // the starter's own values of the keys read at 8x96 (BLOCK_ROWS 2, num_warps 8)
+    assert!(source.contains("\"BLOCK_ROWS\": 2,") && source.contains("\"num_warps\": 8,"));
+    let meta = "    if (CONFIG[\"BLOCK_ROWS\"], CONFIG[\"num_warps\"]) != (2, 8):\n        return torch.empty(x.shape, dtype=x.dtype, device=\"meta\")\n";
+    let kernel = dir.path().join("meta_when_tuned.py");
+    std::fs::write(&kernel, source.replacen(body, &format!("{meta}{body}"), 1)).unwrap();
+    for budget in ["2", "1"] {
+        let out = tune(
+            &kernel,
+            &ws,
+            &["--shape", "8,96", "--max-experiments", budget],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    }
+    let rows = assert_consistent(&ws);
+    // one baseline, two experiments moving the keys it reads (each a FAIL), then one more
+    // on resume (another key, which may pass), no configuration measured twice
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert_eq!(rows[0]["correctness"], "PASS", "{rows:?}");
+    assert_eq!(rows[1]["correctness"], "FAIL", "{rows:?}");
+    assert_eq!(rows[2]["correctness"], "FAIL", "{rows:?}");
+    let mut configs = std::collections::HashSet::new();
+    for r in &rows {
+        let note = git(&ws, &["notes", "--ref", "autokernel", "show", &r["commit"]]);
+        let config = note.lines().find(|l| l.starts_with("kernel_config: "));
+        assert!(configs.insert(config.map(str::to_string)), "{note}");
+    }
+}
