@@ -315,10 +315,35 @@ impl Workspace {
     ///
     /// # Errors
     /// When `results.tsv` cannot be read or is not a results log.
+    ///
+    /// Rows that disagree with the verdict recorded with their commit, or repeat an
+    /// experiment number, are left out with a warning each (`autokernel_core::audit_rows`):
+    /// the loop did not write them.
     pub fn rows(&self) -> anyhow::Result<Vec<ExperimentRecord>> {
         let mut rows = ResultsLog::read(self.path("results.tsv"))?;
-        self.merge_notes(&mut rows);
-        Ok(rows)
+        let notes = match autokernel_vcs::read_notes(&self.root) {
+            Ok(notes) => notes,
+            Err(e) => {
+                tracing::warn!("cannot read the experiments' notes (their verdicts and head-to-head timings): {e}");
+                Default::default()
+            }
+        };
+        let kept = autokernel_vcs::kept_verdicts(&notes);
+        let keeps_verdicts = kept.values().any(|k| k.correctness.is_some());
+        let mut set_aside = autokernel_core::audit_rows(&rows, &kept, keeps_verdicts)
+            .into_iter()
+            .peekable();
+        let mut counted = Vec::with_capacity(rows.len());
+        for (i, row) in rows.drain(..).enumerate() {
+            match set_aside.next_if(|(j, _)| *j == i) {
+                Some((_, why)) => {
+                    tracing::warn!("{}", autokernel_core::SetAside { row, why })
+                }
+                None => counted.push(row),
+            }
+        }
+        autokernel_vcs::merge_notes(&mut counted, &notes);
+        Ok(counted)
     }
 
     /// Gives `rows` the head-to-head timings kept in their experiments' notes (rows of this

@@ -351,7 +351,7 @@ def load(path):
         exec(code, module.__dict__)
     except BaseException as e:  # noqa: BLE001 - any failure of the candidate is a verdict
         sys.modules.pop(name, None)
-        result["message"] = f"{type(e).__name__}: {e}"
+        result["message"] = _exception_text(e)
         result["line"] = _candidate_line(e, path)
         result["traceback"] = _format_tb(e)
         result["cuda_error"] = _is_cuda_error(e)
@@ -387,7 +387,36 @@ def _candidate_line(exc, path):
 
 
 def _format_tb(exc):
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
+    try:
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
+    except BaseException:  # noqa: BLE001 - a candidate's exception may refuse to be formatted
+        return f"(the traceback could not be formatted)\n{_exception_text(exc)}"
+
+
+def _type_name(obj):
+    """`module.qualname` of obj's type, read past any metaclass (a candidate's class may
+    raise on `__name__`); never raises."""
+    cls = type(obj)
+    try:
+        module = type.__dict__["__module__"].__get__(cls)
+        name = type.__dict__["__qualname__"].__get__(cls)
+        return f"{module}.{name}"
+    except BaseException:  # noqa: BLE001 - never let a name lookup become a harness error
+        return "<a class whose name cannot be read>"
+
+
+def _exception_text(exc):
+    """`Type: message` of a candidate's exception, for a verdict. Never raises: an
+    exception whose `__str__`, `__repr__` or class name raises is still described."""
+    name = _type_name(exc).rsplit(".", 1)[-1]
+    for show in (str, repr):
+        try:
+            text = show(exc)
+            if type(text) is str:
+                return f"{name}: {text}"
+        except BaseException:  # noqa: BLE001 - try the next way of printing it
+            pass
+    return f"{name}: (its message could not be printed: __str__ and __repr__ raised)"
 
 
 _CUDA_ERROR_MARKERS = (
@@ -404,7 +433,7 @@ _CUDA_ERROR_MARKERS = (
 
 
 def _is_cuda_error(exc):
-    text = f"{type(exc).__name__}: {exc}"
+    text = _exception_text(exc)
     return any(m in text for m in _CUDA_ERROR_MARKERS)
 
 
@@ -536,7 +565,7 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
             out, ops = _call(candidate.fn, cand_inputs, record_ops and r == 0, kwargs)
         except BaseException as e:  # noqa: BLE001 - SystemExit too: a verdict, not a worker exit
             meta["error"] = {
-                "message": f"{type(e).__name__}: {e}",
+                "message": _exception_text(e),
                 "line": _candidate_line(e, candidate.path),
                 "traceback": _format_tb(e),
                 "cuda_error": _is_cuda_error(e),
@@ -563,8 +592,7 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
             problems.append(
                 {
                     "kind": "not_tensor",
-                    "message": f"kernel_fn returned {type(out).__module__}.{type(out).__qualname__}, "
-                    f"not a plain torch.Tensor",
+                    "message": f"kernel_fn returned {_type_name(out)}, not a plain torch.Tensor",
                 }
             )
             break
@@ -572,6 +600,8 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
             problems.append(
                 {"kind": "wrong_device", "message": f"output is on `{out.device}`, inputs were on `{device}`"}
             )
+            # nothing to copy or compare (a meta tensor has no data)
+            break
         orange = _storage_range(out)
         for k, rr in ranges.items():
             if _overlaps(orange, rr):
@@ -897,7 +927,7 @@ def call_script(path, function, kwargs_json):
 
 def describe_exception(exc):
     """(message, traceback, cuda_error) of an exception, for Rust."""
-    return f"{type(exc).__name__}: {exc}", _format_tb(exc), _is_cuda_error(exc)
+    return _exception_text(exc), _format_tb(exc), _is_cuda_error(exc)
 
 
 __all__ = [

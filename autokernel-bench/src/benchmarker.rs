@@ -68,8 +68,9 @@ impl Benchmarker for PyWorkerBenchmarker {
             source,
         })?;
         let sha = format!("{:x}", Sha256::digest(&bytes));
+        let copy = PrivateCopy::of(&path, &bytes)?;
         let job = BenchJob {
-            kernel_path: path.clone(),
+            kernel_path: copy.path.clone(),
             kind: request.kind.map(|k| k.name().to_string()),
             extra_shapes: request.extra_shapes.clone(),
             timing: request.timing.clone(),
@@ -86,9 +87,18 @@ impl Benchmarker for PyWorkerBenchmarker {
             .await;
         let verdict = match reply {
             Ok(ReplyBody::Ok { value }) => {
-                return serde_json::from_value(value).map_err(|e| BenchError::Worker {
-                    message: format!("unreadable bench result: {e}"),
-                })
+                let mut result: BenchResult =
+                    serde_json::from_value(value).map_err(|e| BenchError::Worker {
+                        message: format!("unreadable bench result: {e}"),
+                    })?;
+                if result.source_sha256.is_empty() {
+                    result.source_sha256 = sha;
+                }
+                if let Some(reason) = copy.changed(&path, &bytes) {
+                    result.correctness = Correctness::Tamper { reason };
+                    result.metrics = None;
+                }
+                return Ok(result);
             }
             Ok(ReplyBody::Error { message }) => return Err(BenchError::Request(message)),
             Ok(ReplyBody::PythonError { message, traceback }) => {
@@ -145,17 +155,19 @@ impl Benchmarker for PyWorkerBenchmarker {
                 source,
             })
         };
+        // each kernel runs from a copy of its own: one that deletes or rewrites its file
+        // harms neither the other nor a later comparison
+        let mut copies = Vec::new();
         for p in [&request.incumbent, &request.candidate] {
-            if let Err(source) = std::fs::metadata(p) {
-                return Err(BenchError::KernelFile {
-                    path: p.clone(),
-                    source,
-                });
-            }
+            let bytes = std::fs::read(p).map_err(|source| BenchError::KernelFile {
+                path: p.clone(),
+                source,
+            })?;
+            copies.push(PrivateCopy::of(&abs(p)?, &bytes)?);
         }
         let job = CompareJob {
-            incumbent: abs(&request.incumbent)?,
-            candidate: abs(&request.candidate)?,
+            incumbent: copies[0].path.clone(),
+            candidate: copies[1].path.clone(),
             kind: request.kind.name().to_string(),
             timing: request.timing.clone(),
             repetitions: request.repetitions,
@@ -177,6 +189,58 @@ impl Benchmarker for PyWorkerBenchmarker {
                 message: format!("{message}\n{traceback}"),
             }),
         }
+    }
+}
+
+/// A candidate's bytes in a private folder of their own (mode 0700, removed on drop), under
+/// the file's own name: the worker loads this copy, so a kernel that deletes or rewrites
+/// its file (`__file__`) cannot break a later bench or head-to-head of the original.
+struct PrivateCopy {
+    /// The copy (`<private folder>/<file name>`).
+    path: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl PrivateCopy {
+    /// Writes `bytes`, read from `original`, to a fresh private folder.
+    fn of(original: &Path, bytes: &[u8]) -> Result<PrivateCopy, BenchError> {
+        let dir = tempfile::Builder::new()
+            .prefix("autokernel-candidate-")
+            .tempdir()
+            .map_err(|source| BenchError::KernelFile {
+                path: original.to_path_buf(),
+                source,
+            })?;
+        let name = original
+            .file_name()
+            .unwrap_or_else(|| std::ffi::OsStr::new("kernel.py"));
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).map_err(|source| BenchError::KernelFile {
+            path: original.to_path_buf(),
+            source,
+        })?;
+        Ok(PrivateCopy { path, _dir: dir })
+    }
+
+    /// Why the candidate is TAMPER when it removed or rewrote its own file (the copy it was
+    /// loaded from, or the original): what was judged must be what is recorded.
+    fn changed(&self, original: &Path, bytes: &[u8]) -> Option<String> {
+        [
+            (&self.path, "the copy it was loaded from"),
+            (&original.to_path_buf(), "the kernel file"),
+        ]
+        .into_iter()
+        .find_map(|(p, what)| match std::fs::read(p) {
+            Ok(now) if now == bytes => None,
+            Ok(_) => Some(format!(
+                "the candidate rewrote {what} `{}` while it was judged",
+                p.display()
+            )),
+            Err(_) => Some(format!(
+                "the candidate removed {what} `{}` while it was judged",
+                p.display()
+            )),
+        })
     }
 }
 

@@ -64,7 +64,10 @@ pub use profiler::{
     CallSite, InputsFn, ModelInput, ModelSource, ModelSpec, OpProfile, ProfileError,
     ProfileReport, Profiler, INPUT_DTYPES,
 };
-pub use results::{Decision, ExperimentRecord, ResultsError, ResultsLog, RESULTS_HEADER};
+pub use results::{
+    audit_rows, Decision, ExperimentRecord, KeptVerdict, ResultsError, ResultsLog, SetAside,
+    RESULTS_HEADER,
+};
 pub use run::keep;
 pub use run::orchestrator::{MoveOn, Orchestrator, OrchestratorOptions, TargetState};
 pub use run::{

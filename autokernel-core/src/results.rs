@@ -69,6 +69,123 @@ impl std::str::FromStr for Decision {
     }
 }
 
+/// What the version store kept with an experiment's commit (its note), to check the row
+/// that names the commit against: a field is `None` where the store kept none (a workspace
+/// written before it was kept).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct KeptVerdict {
+    /// The experiment's number.
+    pub experiment: Option<u64>,
+    /// The target it changed.
+    pub target: Option<String>,
+    /// Its decision.
+    pub decision: Option<Decision>,
+    /// Its verdict.
+    pub correctness: Option<crate::Verdict>,
+}
+
+impl KeptVerdict {
+    /// A kept verdict with every field given.
+    pub fn new(
+        experiment: u64,
+        target: &str,
+        decision: Decision,
+        correctness: crate::Verdict,
+    ) -> Self {
+        KeptVerdict {
+            experiment: Some(experiment),
+            target: Some(target.to_string()),
+            decision: Some(decision),
+            correctness: Some(correctness),
+        }
+    }
+}
+
+/// A row of `results.tsv` that is not counted, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetAside {
+    /// The row as the file has it.
+    pub row: ExperimentRecord,
+    /// Why it is set aside, in words.
+    pub why: String,
+}
+
+impl std::fmt::Display for SetAside {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = &self.row;
+        write!(
+            f,
+            "results.tsv row of experiment {} ({}, {} {}{}) set aside, not counted: {}",
+            r.experiment,
+            r.target,
+            r.decision.label(),
+            r.correctness,
+            r.commit
+                .as_deref()
+                .map(|c| format!(", commit {}", &c[..c.len().min(12)]))
+                .unwrap_or_default(),
+            self.why
+        )
+    }
+}
+
+/// The rows of `rows` (indices, with why) that the log must not count: a row naming a
+/// commit whose kept verdict (`kept`, by commit id) disagrees with it (experiment number,
+/// target, decision or verdict), or that has none when the store keeps verdicts
+/// (`keeps_verdicts`); and a row that repeats the experiment number of an earlier counted
+/// row. Rows with no commit (`invalid`) are checked for repeats only, and a kept verdict
+/// without a field (a workspace written before it was kept) checks nothing for that field.
+pub fn audit_rows(
+    rows: &[ExperimentRecord],
+    kept: &std::collections::BTreeMap<String, KeptVerdict>,
+    keeps_verdicts: bool,
+) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, row) in rows.iter().enumerate() {
+        let disagreement = row.commit.as_ref().and_then(|commit| {
+            let Some(k) = kept.get(commit) else {
+                return keeps_verdicts.then(|| "its commit has no recorded verdict".to_string());
+            };
+            let mut wrong = Vec::new();
+            if k.experiment.is_some_and(|e| e != row.experiment) {
+                wrong.push(format!("experiment {}", k.experiment.unwrap_or_default()));
+            }
+            if k.target.as_ref().is_some_and(|t| *t != row.target) {
+                wrong.push(format!(
+                    "target {}",
+                    k.target.as_deref().unwrap_or_default()
+                ));
+            }
+            if k.decision.is_some_and(|d| d != row.decision) {
+                wrong.push(format!("decision {}", k.decision.map_or("", |d| d.label())));
+            }
+            if k.correctness.is_some_and(|c| c != row.correctness) {
+                wrong.push(format!(
+                    "verdict {}",
+                    k.correctness.map_or("", |c| c.label())
+                ));
+            }
+            (!wrong.is_empty()).then(|| {
+                format!(
+                    "the verdict recorded with its commit says {}",
+                    wrong.join(", ")
+                )
+            })
+        });
+        if let Some(why) = disagreement {
+            out.push((i, why));
+        } else if !seen.insert(row.experiment) {
+            out.push((
+                i,
+                format!("it repeats experiment number {}", row.experiment),
+            ));
+        }
+    }
+    out
+}
+
 /// One row of `results.tsv`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExperimentRecord {
@@ -152,6 +269,8 @@ pub struct ResultsLog {
     file: File,
     rows: Vec<ExperimentRecord>,
     repaired_torn_line: bool,
+    /// Rows taken out of [`ResultsLog::rows`] by [`ResultsLog::set_aside`], with why.
+    set_aside: Vec<SetAside>,
 }
 
 fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
@@ -268,6 +387,7 @@ impl ResultsLog {
                 file,
                 rows: Vec::new(),
                 repaired_torn_line: false,
+                set_aside: Vec::new(),
             });
         }
         if !text.ends_with(b"\n") {
@@ -295,6 +415,7 @@ impl ResultsLog {
                     file,
                     rows: Vec::new(),
                     repaired_torn_line: true,
+                    set_aside: Vec::new(),
                 });
             }
         }
@@ -304,6 +425,7 @@ impl ResultsLog {
             file,
             rows,
             repaired_torn_line: repaired,
+            set_aside: Vec::new(),
         })
     }
 
@@ -389,9 +511,38 @@ impl ResultsLog {
         self.repaired_torn_line
     }
 
-    /// The number the next experiment gets: one more than the largest so far.
+    /// The number the next experiment gets: one more than the largest so far, rows set
+    /// aside included (a number a forged row took is not given to a real experiment, whose
+    /// row would then repeat it).
     pub fn next_experiment(&self) -> u64 {
-        self.rows.iter().map(|r| r.experiment).max().unwrap_or(0) + 1
+        self.rows
+            .iter()
+            .chain(self.set_aside.iter().map(|s| &s.row))
+            .map(|r| r.experiment)
+            .max()
+            .unwrap_or(0)
+            + 1
+    }
+
+    /// Takes the rows of `audit` (indices into [`ResultsLog::rows`], from [`audit_rows`])
+    /// out of [`ResultsLog::rows`], in memory only: the file keeps them, and they count for
+    /// nothing (resume summary, plateau, a tuner's history). Returns them.
+    pub fn set_aside(&mut self, audit: Vec<(usize, String)>) -> &[SetAside] {
+        let first = self.set_aside.len();
+        let mut reasons: std::collections::BTreeMap<usize, String> = audit.into_iter().collect();
+        let rows = std::mem::take(&mut self.rows);
+        for (i, row) in rows.into_iter().enumerate() {
+            match reasons.remove(&i) {
+                Some(why) => self.set_aside.push(SetAside { row, why }),
+                None => self.rows.push(row),
+            }
+        }
+        &self.set_aside[first..]
+    }
+
+    /// Every row set aside so far.
+    pub fn rows_set_aside(&self) -> &[SetAside] {
+        &self.set_aside
     }
 
     /// Appends `record` as one line and fsyncs it before returning.
@@ -447,6 +598,74 @@ mod tests {
             head_to_head: None,
             config: None,
         }
+    }
+
+    /// Rows 1 (baseline), 2 (keep), a forged 3 claiming keep over a reverted FAIL, 3 as
+    /// logged, a repeat of 2 agreeing with its note, an `invalid` row without commit, and
+    /// a row of a commit with no note.
+    #[test]
+    fn audit_sets_aside_rows_that_disagree_with_their_verdict_or_repeat_a_number() {
+        use crate::Verdict::{Fail, Pass};
+        let kept: std::collections::BTreeMap<String, KeptVerdict> = [
+            (1, Decision::Baseline, Pass),
+            (2, Decision::Keep, Pass),
+            (3, Decision::Revert, Fail),
+        ]
+        .into_iter()
+        .map(|(n, d, c)| (format!("{n:040}"), KeptVerdict::new(n, "01-softmax", d, c)))
+        .collect();
+        let mut real3 = row(3, Decision::Revert);
+        real3.correctness = Fail;
+        let mut invalid = row(4, Decision::Invalid);
+        invalid.commit = None;
+        let mut unknown = row(5, Decision::Keep);
+        unknown.commit = Some("f".repeat(40));
+        let rows = vec![
+            row(1, Decision::Baseline),
+            row(2, Decision::Keep),
+            row(3, Decision::Keep),
+            real3,
+            row(2, Decision::Keep),
+            invalid,
+            unknown,
+        ];
+        let got = audit_rows(&rows, &kept, true);
+        let indices: Vec<usize> = got.iter().map(|(i, _)| *i).collect();
+        assert_eq!(indices, [2, 4, 6], "{got:?}");
+        assert_eq!(
+            got[0].1,
+            "the verdict recorded with its commit says decision revert, verdict FAIL"
+        );
+        assert_eq!(got[1].1, "it repeats experiment number 2");
+        assert_eq!(got[2].1, "its commit has no recorded verdict");
+        // a store keeping no verdicts (a workspace made before them): repeats only
+        let none = std::collections::BTreeMap::new();
+        let got = audit_rows(&rows, &none, false);
+        assert_eq!(got.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [3, 4]);
+        // a note without a verdict field checks nothing for that field
+        let mut partial = kept.clone();
+        partial.get_mut(&format!("{:040}", 3)).unwrap().decision = None;
+        partial.get_mut(&format!("{:040}", 3)).unwrap().correctness = None;
+        let got = audit_rows(&rows[..4], &partial, true);
+        assert_eq!(got, [(3, "it repeats experiment number 3".to_string())]);
+    }
+
+    #[test]
+    fn set_aside_rows_leave_the_rows_but_keep_their_numbers_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = ResultsLog::open(dir.path().join("results.tsv")).unwrap();
+        log.append(row(1, Decision::Baseline)).unwrap();
+        log.append(row(7, Decision::Keep)).unwrap();
+        log.append(row(2, Decision::Keep)).unwrap();
+        let aside = log.set_aside(vec![(1, "forged".into())]);
+        assert_eq!(aside.len(), 1);
+        assert_eq!(aside[0].row.experiment, 7);
+        assert_eq!(
+            log.rows().iter().map(|r| r.experiment).collect::<Vec<_>>(),
+            [1, 2]
+        );
+        assert_eq!(log.next_experiment(), 8);
+        assert_eq!(log.rows_set_aside().len(), 1);
     }
 
     #[test]

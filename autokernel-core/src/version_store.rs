@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{ExperimentRecord, Target};
+use crate::{ExperimentRecord, KeptVerdict, Target};
 
 /// A commit id, full lower-case hex.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -162,6 +162,19 @@ pub trait VersionStore: Send + Sync {
         Ok(())
     }
 
+    /// The verdict kept with each experiment's commit (by commit id), against which the
+    /// loop checks the rows of `results.tsv` on resume ([`crate::audit_rows`]): a row that
+    /// disagrees with it was not written by the loop. The default keeps none and so checks
+    /// none.
+    ///
+    /// # Errors
+    /// [`StoreError`] when what the store kept cannot be read.
+    async fn kept_verdicts(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, KeptVerdict>, StoreError> {
+        Ok(std::collections::BTreeMap::new())
+    }
+
     /// The `kernel.py` of target `target_id` as committed in `commit`, when the store still
     /// has it; `None` when it does not (the default: a store that cannot read history).
     /// The loop reads a row's configuration from it when [`VersionStore::recall`] found
@@ -204,6 +217,11 @@ impl<T: VersionStore + ?Sized> VersionStore for Box<T> {
     }
     async fn recall(&self, rows: &mut [ExperimentRecord]) -> Result<(), StoreError> {
         (**self).recall(rows).await
+    }
+    async fn kept_verdicts(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, KeptVerdict>, StoreError> {
+        (**self).kept_verdicts().await
     }
     async fn source_at(
         &self,

@@ -43,7 +43,7 @@ pub use lock::{RemovedLock, OWNER_PID_FILE, SCRATCH_DIR};
 pub use message::{
     format_message, parse_message, ParsedMessage, TRAILER_AGENT, TRAILER_EXPERIMENT, TRAILER_TARGET,
 };
-pub use notes::{merge_notes, parse_note, read_notes, ExperimentNote, NOTES_REF};
+pub use notes::{kept_verdicts, merge_notes, parse_note, read_notes, ExperimentNote, NOTES_REF};
 pub use read_only::read_kernel_at;
 pub use store::{
     ExperimentCommit, GixStore, OpenReport, StoreOptions, BRANCH_PREFIX, REVERTED_PREFIX,

@@ -9,12 +9,18 @@
 //! literal as Python source on one line, and `kernel_structure_sha256:` with the digest of
 //! the rest of the file ([`KernelConfig`]). Notes written before these lines existed, and
 //! kernels without a `CONFIG`, simply lack them.
+//!
+//! The note's `experiment`, `target`, `decision` and `correctness` lines are the verdict
+//! the loop recorded with the commit ([`ExperimentNote::verdict`]); on resume, and in
+//! `report` and `log`, each row of `results.tsv` that names a commit is checked against it
+//! ([`kept_verdicts`], `autokernel_core::audit_rows`), so a row the loop did not write
+//! (a candidate that appended one at import) is set aside.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use autokernel_core::pyliteral::{parse_literal, KernelConfig, PyValue};
-use autokernel_core::{Comparison, ExperimentRecord, StoreError};
+use autokernel_core::{Comparison, ExperimentRecord, KeptVerdict, StoreError};
 
 /// The ref holding the store's notes: one note per decided experiment, with its verdict and
 /// key metrics (`git log --notes=autokernel` shows them).
@@ -30,6 +36,9 @@ pub struct ExperimentNote {
     pub head_to_head: Option<Comparison>,
     /// The `CONFIG` the benchmarked kernel declared, when the note records one.
     pub config: Option<KernelConfig>,
+    /// The verdict recorded with the commit: experiment, target, decision, correctness,
+    /// each `None` where the note lacks its line or cannot be read.
+    pub verdict: KeptVerdict,
 }
 
 /// The note attached to a decided experiment.
@@ -103,11 +112,26 @@ pub fn parse_note(text: &str) -> ExperimentNote {
             }),
         _ => None,
     };
+    let experiment = fields.get("experiment").and_then(|v| v.parse().ok());
+    let mut verdict = KeptVerdict::default();
+    verdict.experiment = experiment;
+    verdict.target = fields.get("target").map(|t| t.to_string());
+    verdict.decision = fields.get("decision").and_then(|v| v.parse().ok());
+    verdict.correctness = fields.get("correctness").and_then(|v| v.parse().ok());
     ExperimentNote {
-        experiment: fields.get("experiment").and_then(|v| v.parse().ok()),
+        experiment,
         head_to_head,
         config,
+        verdict,
     }
+}
+
+/// The verdict of each note, by commit id, for `autokernel_core::audit_rows`.
+pub fn kept_verdicts(notes: &BTreeMap<String, ExperimentNote>) -> BTreeMap<String, KeptVerdict> {
+    notes
+        .iter()
+        .map(|(commit, note)| (commit.clone(), note.verdict.clone()))
+        .collect()
 }
 
 /// Every experiment note of the workspace's repository, by commit id (lower-case hex).
@@ -197,6 +221,28 @@ mod tests {
     }
 
     #[test]
+    fn a_note_gives_back_the_verdict_it_was_written_with() {
+        let note = parse_note(&note_text(&record(None)));
+        assert_eq!(
+            note.verdict,
+            KeptVerdict::new(
+                7,
+                "01-softmax",
+                Decision::Keep,
+                autokernel_core::Verdict::Pass
+            )
+        );
+        // a note without those lines (or unreadable ones) keeps none
+        let old = parse_note("experiment: 7\ndecision: maybe\nlatency_us: 1\n");
+        assert_eq!(old.verdict.experiment, Some(7));
+        assert_eq!(
+            (old.verdict.decision, old.verdict.correctness),
+            (None, None)
+        );
+        assert_eq!(old.verdict.target, None);
+    }
+
+    #[test]
     fn a_note_gives_back_the_head_to_head_that_decided() {
         let c = Comparison {
             incumbent_latency_us: 45065.0,
@@ -226,6 +272,12 @@ mod tests {
                 experiment: Some(3),
                 head_to_head: None,
                 config: None,
+                verdict: KeptVerdict::new(
+                    3,
+                    "01-softmax",
+                    Decision::Keep,
+                    autokernel_core::Verdict::Pass
+                ),
             }
         );
         // a note of another experiment on the same commit id is not merged

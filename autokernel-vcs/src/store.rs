@@ -1057,6 +1057,13 @@ impl VersionStore for GixStore {
         Ok(())
     }
 
+    /// The verdicts of the notes under [`NOTES_REF`] ([`crate::kept_verdicts`]).
+    async fn kept_verdicts(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, autokernel_core::KeptVerdict>, StoreError> {
+        Ok(crate::kept_verdicts(&crate::read_notes(&self.workdir)?))
+    }
+
     /// `None` when the repository lacks the commit (a row naming one it never had, or a
     /// history rewritten since).
     async fn source_at(

@@ -282,6 +282,52 @@ fn a_kernel_that_kills_the_worker_before_naming_its_kind_is_a_crash_verdict() {
     assert!(reason.contains("exit status 3"), "{reason}");
 }
 
+/// `bench` on each kernel of `autokernel-bench/tests/cases/verdicts/` (issue 21, point 6),
+/// then the softmax starter, in one call: each trick is a verdict other than PASS, the
+/// starter passes, and the exit status is 1 (a verdict), never 2. Several made it exit 2.
+#[test]
+fn bench_gives_a_verdict_for_every_trick_and_exits_1() {
+    let (keep, _) = tempdir();
+    let cases = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("autokernel-bench/tests/cases/verdicts");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&cases).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "py") {
+            // one case deletes its own file: judge copies
+            let to = keep.path().join(p.file_name().unwrap());
+            std::fs::copy(&p, &to).unwrap();
+            files.push(to);
+        }
+    }
+    assert_eq!(files.len(), 9, "{files:?}");
+    let honest = keep.path().join("honest.py");
+    new_kernel("softmax", &honest);
+    for f in &files {
+        let out = autokernel()
+            .arg("bench")
+            .args([f, &honest])
+            .args(["--device", "cpu", "--quick", "--json"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let all = format!(
+            "{}: {stdout}{}",
+            f.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        let lines = json_lines(&stdout);
+        assert_eq!(lines.len(), 2, "{all}");
+        assert!(
+            ["FAIL", "TAMPER"].contains(&lines[0]["correctness"].as_str().unwrap()),
+            "{all}"
+        );
+        assert!(!lines[0]["reason"].as_str().unwrap().is_empty(), "{all}");
+        assert_eq!(lines[1]["correctness"], "PASS", "{all}");
+    }
+}
+
 /// A TAMPER names the stage that caught it in `bench --json`'s `failed_stage`, as the
 /// table's `failed_stage:` line and its stage rows do: a kernel that writes its answer
 /// into its input is caught in smoke, one that patches `torch.equal` when imported at load.

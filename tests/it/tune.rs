@@ -372,3 +372,179 @@ fn a_gpu_sized_shape_on_the_cpu_is_warned_about_and_a_timed_out_baseline_is_name
     );
     assert!(!text(&out).contains("warning: softmax"), "{}", text(&out));
 }
+
+/// A kernel that returns a meta tensor at every CONFIG value but the file's own (issue 21,
+/// point 6) used to make `tune` exit 2 at its first tuned configuration, and every resume
+/// retry that configuration and exit 2 again. Each such configuration is now a FAIL row;
+/// the tune finishes with the baseline as its best, and a resume measures new ones.
+#[test]
+fn a_kernel_that_breaks_the_harness_at_one_config_is_a_fail_and_resumes_go_on() {
+    let (dir, ws) = tempdir();
+    let source = std::fs::read_to_string(starter(dir.path())).unwrap();
+    let body = "    x = x.contiguous()\n";
+    assert!(source.contains(body), "the starter's kernel_fn starts so");
+    // the starter's own values of the keys read at 8x96 (BLOCK_ROWS 2, num_warps 8)
+    assert!(source.contains("\"BLOCK_ROWS\": 2,") && source.contains("\"num_warps\": 8,"));
+    let meta = "    if (CONFIG[\"BLOCK_ROWS\"], CONFIG[\"num_warps\"]) != (2, 8):\n        return torch.empty(x.shape, dtype=x.dtype, device=\"meta\")\n";
+    let kernel = dir.path().join("meta_when_tuned.py");
+    std::fs::write(&kernel, source.replacen(body, &format!("{meta}{body}"), 1)).unwrap();
+    for budget in ["2", "1"] {
+        let out = tune(
+            &kernel,
+            &ws,
+            &["--shape", "8,96", "--max-experiments", budget],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    }
+    let rows = assert_consistent(&ws);
+    // one baseline, two experiments moving the keys it reads (each a FAIL), then one more
+    // on resume (another key, which may pass), no configuration measured twice
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert_eq!(rows[0]["correctness"], "PASS", "{rows:?}");
+    assert_eq!(rows[1]["correctness"], "FAIL", "{rows:?}");
+    assert_eq!(rows[2]["correctness"], "FAIL", "{rows:?}");
+    let mut configs = std::collections::HashSet::new();
+    for r in &rows {
+        let note = git(&ws, &["notes", "--ref", "autokernel", "show", &r["commit"]]);
+        let config = note.lines().find(|l| l.starts_with("kernel_config: "));
+        assert!(configs.insert(config.map(str::to_string)), "{note}");
+    }
+}
+
+/// Python that appends, at import, a well-formed row to the workspace's `results.tsv`
+/// claiming the experiment being judged (the next number, the branch's head commit) was
+/// kept and passed: the attack of issue 21, a candidate writing the log itself.
+fn forger(ws: &Path) -> String {
+    format!(
+        r#"
+import subprocess as _sp
+
+
+def _forge(ws={ws:?}):
+    with open(ws + "/results.tsv") as f:
+        lines = f.read().splitlines()
+    if len(lines) < 2:
+        return
+    header = lines[0].split("\t")
+    row = dict(zip(header, lines[-1].split("\t")))
+    n = max(int(line.split("\t")[0]) for line in lines[1:]) + 1
+    head = _sp.check_output(["git", "-C", ws, "rev-parse", "HEAD"], text=True).strip()
+    row.update(experiment=str(n), commit=head, decision="keep", correctness="PASS",
+               latency_us="1.000", description="forged")
+    with open(ws + "/results.tsv", "a") as f:
+        f.write("\t".join(row[h] for h in header) + "\n")
+
+
+_forge()
+"#,
+        ws = ws.to_str().unwrap()
+    )
+}
+
+/// The log checks itself (issue 21, point 7): a candidate that appends a forged row at
+/// import (every tuned configuration here FAILs, and each forges a kept PASS for itself)
+/// and a row whose verdict was edited by hand are set aside, with a warning naming each,
+/// by `report`, `log` and a resumed `tune`; none is counted. `report` counted the forged
+/// rows as kept experiments.
+#[test]
+fn forged_and_edited_rows_are_set_aside_by_report_log_and_resume() {
+    let (dir, ws) = tempdir();
+    let source = std::fs::read_to_string(starter(dir.path())).unwrap();
+    let body = "    x = x.contiguous()\n";
+    let meta = "    if (CONFIG[\"BLOCK_ROWS\"], CONFIG[\"num_warps\"]) != (2, 8):\n        return torch.empty(x.shape, dtype=x.dtype, device=\"meta\")\n";
+    let kernel = dir.path().join("forger.py");
+    std::fs::write(
+        &kernel,
+        format!(
+            "{}{}",
+            source.replacen(body, &format!("{meta}{body}"), 1),
+            forger(&ws)
+        ),
+    )
+    .unwrap();
+    let out = tune(&kernel, &ws, &["--shape", "8,96", "--max-experiments", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("kept: 0"),
+        "{}",
+        text(&out)
+    );
+    // the file holds the baseline, two real rows and the two forged ones
+    let rows = crate::util::rows(&ws);
+    let forged: Vec<_> = rows
+        .iter()
+        .filter(|r| r["description"] == "forged")
+        .collect();
+    assert_eq!((rows.len(), forged.len()), (5, 2), "{rows:?}");
+
+    let out = report(&ws);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("experiments: 2\n"), "{stdout}");
+    assert_eq!(
+        stderr.matches("set aside, not counted").count(),
+        2,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("the verdict recorded with its commit says decision revert, verdict FAIL"),
+        "{stderr}"
+    );
+    let log = autokernel().args(["log", "-w"]).arg(&ws).output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&log.stdout),
+        String::from_utf8_lossy(&log.stderr),
+    );
+    assert!(!stdout.contains("forged"), "{stdout}");
+    assert_eq!(
+        stderr.matches("set aside, not counted").count(),
+        2,
+        "{stderr}"
+    );
+
+    // experiment 2's real row edited by hand into a kept PASS
+    let tsv = ws.join("results.tsv");
+    let text_before = std::fs::read_to_string(&tsv).unwrap();
+    let edited: Vec<String> = text_before
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            if f[0] == "2" && f[5] != "forged" {
+                assert_eq!((f[7], f[8]), ("revert", "FAIL"), "{l}");
+                let mut f: Vec<String> = f.iter().map(|s| s.to_string()).collect();
+                f[7] = "keep".into();
+                f[8] = "PASS".into();
+                f.join("\t")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    assert_ne!(edited.join("\n") + "\n", text_before);
+    std::fs::write(&tsv, edited.join("\n") + "\n").unwrap();
+
+    let resumed = tune(&kernel, &ws, &["--shape", "8,96", "--max-experiments", "1"]);
+    let all = text(&resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{all}");
+    assert!(
+        all.contains("results.tsv row of experiment 2 (01-softmax, keep PASS")
+            && all.contains("says decision revert, verdict FAIL"),
+        "{all}"
+    );
+    // set aside: the edited row and the two forged ones, before this tune forged another
+    // (the command prints each warning once as `warning:`)
+    assert_eq!(all.matches("warning: results.tsv row").count(), 3, "{all}");
+    let out = report(&ws);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // counted: experiments 3 and 4 (the edited 2 and three forged rows are not)
+    assert!(stdout.contains("experiments: 2\n"), "{stdout}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr)
+            .matches("set aside, not counted")
+            .count(),
+        4
+    );
+}

@@ -84,7 +84,14 @@ pub(super) fn bench(
     } else {
         "cpu".to_string()
     };
-    let (meta, cand) = h.load(py, &job.kernel_path)?;
+    let (meta, cand) = match h.load(py, &job.kernel_path) {
+        Ok(loaded) => loaded,
+        // the candidate's import left the harness unable to report on it: its verdict
+        Err(failure) => {
+            let reason = broken_harness(h, py, Stage::Load, failure);
+            return Ok((load_failed_in_harness(job, h, reason), true));
+        }
+    };
     // labelled with the request's kind, else the file's, until the load says which it is
     let label = job.kind.as_deref().or(meta.kind.as_deref());
     let mut result = BenchResult {
@@ -191,6 +198,53 @@ pub(super) fn bench(
         (v, _) => result.correctness = v,
     }
     Ok((result, restart))
+}
+
+/// The reason of a verdict for a harness that failed while a candidate was loaded: its
+/// module code or its call left the harness unable to finish (an output it cannot copy, an
+/// exception it cannot print). Logged in full; the worker restarts after the reply.
+fn broken_harness(h: &Harness, py: Python<'_>, stage: Stage, failure: Failure) -> String {
+    let message = match failure {
+        Failure::Harness(m) | Failure::Tampered(m) => m,
+        Failure::Python(e) => {
+            let (message, traceback, _) = h.describe(py, &e);
+            tracing::debug!(%traceback, "the harness raised while judging a candidate");
+            message
+        }
+    };
+    log(&format!(
+        "the harness failed during {stage} with a candidate loaded: {message}"
+    ));
+    format!("the candidate left the harness unable to judge it ({message}); the worker restarts")
+}
+
+/// A result that fails at the load stage with `reason`, labelled with the request's kind.
+fn load_failed_in_harness(job: &BenchJob, h: &Harness, reason: String) -> BenchResult {
+    BenchResult {
+        kind: job
+            .kind
+            .as_deref()
+            .and_then(|n| n.parse::<KernelKind>().ok()),
+        correctness: Correctness::Fail {
+            stage: Stage::Load,
+            reason: reason.clone(),
+        },
+        stages: vec![StageReport {
+            stage: Stage::Load,
+            passed: false,
+            cases: 1,
+            detail: reason,
+            duration_s: 0.0,
+        }],
+        metrics: None,
+        device: if h.on_gpu() {
+            format!("cuda ({})", h.device_name)
+        } else {
+            "cpu".to_string()
+        },
+        timing_representative: h.on_gpu(),
+        source_sha256: String::new(),
+    }
 }
 
 /// The state of one bench request's stages.
@@ -404,7 +458,16 @@ impl Run<'_, '_> {
                 c.shape,
                 c.mode.name()
             ));
-            match self.case(stage, c)? {
+            let outcome = self.case(stage, c).or_else(|failure| {
+                // the candidate ran in this case: whatever broke the harness came from it
+                self.restart = true;
+                let reason = broken_harness(self.h, self.py, stage, failure);
+                Ok::<_, Failure>(Err(Correctness::Fail {
+                    stage,
+                    reason: format!("{} {}: {reason}", c.dtype, c.shape),
+                }))
+            })?;
+            match outcome {
                 Ok(l2) => worst_l2 = worst_l2.max(l2),
                 Err(verdict) => {
                     self.stages.push(StageReport {

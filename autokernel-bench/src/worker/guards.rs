@@ -6,7 +6,9 @@
 //! calls), whole namespaces (`harness.guarded_namespaces`: every callable of `torch`,
 //! `torch.nn.functional`, …, every attribute of `torch.Tensor`), and the interposers a
 //! candidate could leave behind without rebinding a name (torch function or dispatch modes,
-//! aten kernels registered through `torch.library`).
+//! aten kernels registered through `torch.library`). The standard streams are guarded too
+//! (`StdStreams`): a candidate that closes or replaces them would break the next one's
+//! prints and hide the worker's own log.
 
 use pyo3::prelude::*;
 
@@ -18,6 +20,8 @@ pub(super) struct Guards {
     namespaces: Vec<Namespace>,
     /// Modes and library kernels present before any candidate.
     interposers: Interposers,
+    /// The standard streams as they were before any candidate.
+    streams: StdStreams,
 }
 
 impl Guards {
@@ -55,6 +59,7 @@ impl Guards {
             objects,
             namespaces,
             interposers: Interposers::count(py),
+            streams: StdStreams::take(py)?,
         })
     }
 
@@ -76,6 +81,80 @@ impl Guards {
         }
         if out.is_empty() {
             out.extend(Interposers::count(py).added_since(&self.interposers));
+        }
+        out.extend(self.streams.changes(py));
+        out
+    }
+}
+
+/// The standard streams before any candidate: what fds 0, 1 and 2 are open on (device and
+/// inode, read by Rust, not through Python a candidate can rebind) and Python's
+/// `sys.stdin`, `sys.stdout`, `sys.stderr` objects.
+struct StdStreams {
+    /// `(device, inode)` of fds 0, 1, 2; `None` where one was not open.
+    fds: [Option<(u64, u64)>; 3],
+    /// `(name, object)` of `sys.stdin`, `sys.stdout`, `sys.stderr`.
+    objects: Vec<(&'static str, Py<PyAny>)>,
+}
+
+/// Names of the standard streams, by fd.
+const STD_NAMES: [&str; 3] = ["stdin", "stdout", "stderr"];
+
+/// `(device, inode)` of what `fd` is open on, `None` when it is closed.
+fn fd_identity(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: fstat only writes the struct it is given; an invalid fd is an error return.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd, &mut st) == 0).then_some((st.st_dev as u64, st.st_ino as u64))
+    }
+}
+
+impl StdStreams {
+    fn take(py: Python<'_>) -> PyResult<StdStreams> {
+        let sys = py.import("sys")?;
+        let mut objects = Vec::new();
+        for name in STD_NAMES {
+            objects.push((name, sys.getattr(name)?.unbind()));
+        }
+        Ok(StdStreams {
+            fds: [fd_identity(0), fd_identity(1), fd_identity(2)],
+            objects,
+        })
+    }
+
+    /// What changed, in words: an fd closed or pointed elsewhere, a `sys` stream replaced
+    /// or closed.
+    fn changes(&self, py: Python<'_>) -> Vec<String> {
+        let mut out = Vec::new();
+        for (fd, before) in self.fds.iter().enumerate() {
+            let now = fd_identity(fd as i32);
+            if now != *before {
+                let what = if now.is_none() {
+                    "was closed"
+                } else {
+                    "was pointed elsewhere"
+                };
+                out.push(format!("fd {fd} ({}) {what}", STD_NAMES[fd]));
+            }
+        }
+        let Ok(sys) = py.import("sys") else {
+            return out;
+        };
+        for (name, before) in &self.objects {
+            match sys.getattr(*name) {
+                Ok(now) if now.is(before) => {
+                    // the original object: its `closed` is io's own property, not the candidate's
+                    if !now.is_none()
+                        && now
+                            .getattr("closed")
+                            .and_then(|c| c.is_truthy())
+                            .unwrap_or(true)
+                    {
+                        out.push(format!("sys.{name} (closed)"));
+                    }
+                }
+                _ => out.push(format!("sys.{name} (replaced)")),
+            }
         }
         out
     }

@@ -9,6 +9,7 @@ mod robustness;
 mod script;
 mod starters;
 mod toy_kind;
+mod verdicts;
 mod warm;
 
 use std::path::{Path, PathBuf};

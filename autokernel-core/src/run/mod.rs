@@ -466,7 +466,10 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         targets: Vec<(Target, String)>,
         interrupt: &Interrupt,
     ) -> Result<LoopOutcome, LoopError> {
-        self.reconcile(&targets).await?;
+        // rows the loop did not write (forged, edited, repeated) are set aside first: they
+        // must not count as logged, nor in the summary, the plateau or a tuner's history
+        let decided = self.audit().await;
+        self.reconcile(&targets, &decided).await?;
         self.recall().await;
         let started = Instant::now();
         let mut orchestrator = Orchestrator::new(
@@ -561,9 +564,17 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         })
     }
 
-    /// Logs and reverts experiments that were committed but never logged.
-    async fn reconcile(&mut self, targets: &[(Target, String)]) -> Result<(), LoopError> {
-        let report = self.store.reconcile(self.log.rows()).await?;
+    /// Logs and reverts experiments that were committed but never logged. `decided`: rows
+    /// set aside whose commit has a verdict kept with it, so the loop did decide and log
+    /// that experiment (a row edited since, or forged over it): not to be logged again.
+    async fn reconcile(
+        &mut self,
+        targets: &[(Target, String)],
+        decided: &[ExperimentRecord],
+    ) -> Result<(), LoopError> {
+        let logged: Vec<ExperimentRecord> =
+            self.log.rows().iter().chain(decided).cloned().collect();
+        let report = self.store.reconcile(&logged).await?;
         for (n, commit) in &report.missing_commits {
             self.reporter.on_warning(&format!(
                 "results.tsv row {n} names commit {commit}, which the repository does not have"
@@ -609,6 +620,32 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             self.reporter.on_decision(&record, None);
         }
         Ok(())
+    }
+
+    /// Sets aside, with a warning each, the rows of `results.tsv` that disagree with the
+    /// verdict the store kept with their commit or repeat an experiment number
+    /// ([`crate::audit_rows`]). A store that cannot be read checks repeats only: a warning.
+    /// Returns the rows set aside whose commit has a kept verdict (see `reconcile`).
+    async fn audit(&mut self) -> Vec<ExperimentRecord> {
+        let kept = match self.store.kept_verdicts().await {
+            Ok(k) => k,
+            Err(e) => {
+                self.reporter.on_warning(&format!(
+                    "cannot read the verdicts kept with earlier experiments: {e}"
+                ));
+                Default::default()
+            }
+        };
+        let keeps_verdicts = kept.values().any(|k| k.correctness.is_some());
+        let audit = crate::audit_rows(self.log.rows(), &kept, keeps_verdicts);
+        let mut decided = Vec::new();
+        for s in self.log.set_aside(audit) {
+            self.reporter.on_warning(&s.to_string());
+            if s.row.commit.as_ref().is_some_and(|c| kept.contains_key(c)) {
+                decided.push(s.row.clone());
+            }
+        }
+        decided
     }
 
     /// Gives the rows of earlier invocations back what `results.tsv` has no column for:
