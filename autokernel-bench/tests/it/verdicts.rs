@@ -129,6 +129,7 @@ async fn a_kernel_that_deletes_its_file_leaves_later_benches_and_head_to_heads_w
                 timing: (Shape(vec![8, 128]), DType::Float32),
                 repetitions: 2,
                 layout: Layout::default(),
+                params: Default::default(),
                 timeout: Duration::from_secs(120),
             })
             .await
