@@ -596,7 +596,10 @@ class KernelOp:
 
     def __init__(self, name: str, module, spec: dict, catalogue):
         self.name, self.module, self.kind = name, module, spec["name"]
-        self.inputs = spec["inputs"]
+        # the inputs present at the kind's default parameters (an operator has one schema):
+        # flash_attention's `mask` exists only with has_mask=true
+        defaults = {p["name"]: p.get("default") for p in spec.get("params", [])}
+        self.inputs = [i for i in spec["inputs"] if not i.get("only_if") or defaults.get(i["only_if"]) is True]
         self.input_names = tuple(i["name"] for i in self.inputs)
         self._output = spec["output"]
         self._catalogue = catalogue

@@ -352,7 +352,8 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
 
     Tensors, all contiguous: matmul ``A [M,K]``, ``B [K,N]``; softmax/reduce ``x [rows,
     cols]``; layernorm ``x [rows, cols]``, ``weight [cols]``, ``bias [cols]``; rmsnorm ``x``,
-    ``weight``; flash_attention ``Q, K, V [batch, heads, seq, head_dim]``; fused_mlp ``x [T,
+    ``weight``; flash_attention ``Q [batch, heads, seq, head_dim]``, ``K, V [batch, kv_heads,
+    seq, head_dim]`` and with ``has_mask`` an additive key-padding ``mask [batch, seq]``; fused_mlp ``x [T,
     H]``, ``w_gate [I, H]``, ``w_up [I, H]``, ``w_down [H, I]``; cross_entropy ``logits
     [rows, vocab]`` and ``targets [rows]`` int64 in ``[0, vocab)``; rotary_embedding ``x
     [b, h, s, d]``, ``cos``, ``sin`` ``[s, d/2]`` (d must be even).
@@ -477,6 +478,8 @@ def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mod
 
     elif kind == "flash_attention":
         b, h, s, d = dims
+        params = params or {}
+        hkv = _kv_heads(h, params)
         if mode == "large":
             # Raw scores q·k reach ~1.2× float16's max (a kernel holding scores in float16
             # overflows); float32 keeps scaled scores ≲ 100. Not larger: every FlashAttention
@@ -488,25 +491,27 @@ def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mod
             else:
                 qk_amp = math.sqrt(1.2 * 65504.0 / d)
             q = _uniform(g, [b, h, s, d], -qk_amp, qk_amp)
-            kk = _uniform(g, [b, h, s, d], -qk_amp, qk_amp)
-            v = _uniform(g, [b, h, s, d], -1.0, 1.0)
+            kk = _uniform(g, [b, hkv, s, d], -qk_amp, qk_amp)
+            v = _uniform(g, [b, hkv, s, d], -1.0, 1.0)
         elif mode == "zeros":
             # Q = K = 0: uniform attention, the output is the causal running mean of V.
             q = torch.zeros(b, h, s, d)
-            kk = torch.zeros(b, h, s, d)
-            v = _randn(g, [b, h, s, d])
+            kk = torch.zeros(b, hkv, s, d)
+            v = _randn(g, [b, hkv, s, d])
         elif mode == "small":
             q = _randn(g, [b, h, s, d]) * _SMALL
-            kk = _randn(g, [b, h, s, d]) * _SMALL
-            v = _randn(g, [b, h, s, d]) * 1e-2
+            kk = _randn(g, [b, hkv, s, d]) * _SMALL
+            v = _randn(g, [b, hkv, s, d]) * 1e-2
         else:
             mixed = (-1.0, 1.0)
             q = _data(g, [b, h, s, d], mode, large=large, mixed=mixed)
-            kk = _data(g, [b, h, s, d], mode, large=large, mixed=mixed)
+            kk = _data(g, [b, hkv, s, d], mode, large=large, mixed=mixed)
             # V rows up to 10× apart: the rounding of P to the input dtype before P·V
             # (FlashAttention's design) scales with max|V| and must stay below atol.
-            v = _data(g, [b, h, s, d], mode, large=large, mixed=(-2.0, 1.0))
+            v = _data(g, [b, hkv, s, d], mode, large=large, mixed=(-2.0, 1.0))
         t = {"Q": q, "K": kk, "V": v}
+        if params.get("has_mask", False):
+            t["mask"] = _padding_mask(g, b, s, causal=params.get("causal", True))
 
     elif kind == "fused_mlp":
         tok, hid, inter = dims
@@ -572,6 +577,52 @@ def eager(kind: str, inputs: dict, registry=None, params=None) -> torch.Tensor:
     return entry.eager(inputs) if p is None else entry.eager(inputs, p)
 
 
+def _kv_heads(heads: int, params: dict) -> int:
+    """flash_attention's K/V head count: the ``kv_heads`` parameter, or `heads` when unset;
+    ValueError unless it divides `heads` (grouped-query attention)."""
+    hkv = params.get("kv_heads")
+    hkv = heads if hkv is None else int(hkv)
+    if hkv < 1 or heads % hkv:
+        raise ValueError(f"flash_attention kv_heads={hkv} does not divide heads={heads}")
+    return hkv
+
+
+def _padding_mask(g: torch.Generator, batch: int, seq: int, causal: bool) -> torch.Tensor:
+    """An additive key-padding mask ``[batch, seq]`` as tokenizers pad batches: row i keeps
+    a random number of keys in [1, seq] (row 0 all of them) and masks the rest; padded keys
+    get −inf in even rows and −65504 (float16's lowest finite number, what transformers'
+    float masks hold) in odd ones. Without `causal` odd rows are padded on the left (keys
+    at the start masked), as decoder batches are; with it always on the right, since a
+    causal query 0 with key 0 padded would see no key, a softmax with no value (no row is
+    ever fully masked)."""
+    mask = torch.zeros(batch, seq)
+    lengths = 1 + (torch.rand([batch], generator=g) * seq).long().clamp(max=seq - 1)
+    for i in range(batch):
+        n = seq if i == 0 else int(lengths[i])
+        fill = float("-inf") if i % 2 == 0 else -65504.0
+        if causal or i % 2 == 0:
+            mask[i, n:] = fill
+        else:
+            mask[i, : seq - n] = fill
+    return mask
+
+
+def attention_model_code(q, k, v, mask=None, causal=True, scale=None):
+    """Attention as PyTorch's SDPA computes it, in the inputs' dtype: K/V heads shared by
+    groups of Q heads (``enable_gqa``), the key-padding `mask` ``[batch, seq]`` broadcast
+    to ``[batch, 1, 1, seq]`` and, with `causal`, the causal mask folded into it (SDPA takes
+    either ``is_causal`` or ``attn_mask``, not both)."""
+    gqa = k.shape[1] != q.shape[1]
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
+    m = mask[:, None, None, :].to(q.dtype)
+    if causal:
+        s = q.shape[-2]
+        keep = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
+        m = m.masked_fill(~keep, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=scale, enable_gqa=gqa)
+
+
 def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> torch.Tensor:
     """The built-in kinds' references, on float32 inputs `f` (`params`: those of a kind that
     has some, every one set; `dtype`: the judged dtype).
@@ -579,8 +630,10 @@ def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> 
     weight and (``has_bias``) bias; rmsnorm ``x̂ · (w + weight_offset)``, ``x̂ = x /
     sqrt(mean(x²) + eps)``, with x̂ and ``w + weight_offset`` rounded to `dtype` before the
     product for the ``llama`` and ``t5`` cast orders (the judged x and weight share the
-    dtype, where the two orders agree; see :func:`rmsnorm_model_code`); causal attention with scale
-    ``1/√d`` (explicit math, no fused kernel, so the precision policy governs it); SwiGLU
+    dtype, where the two orders agree; see :func:`rmsnorm_model_code`); attention
+    ``softmax(Q·Kᵀ·scale + mask)·V`` with ``scale`` (default ``1/√d``), K/V heads repeated to
+    Q's (grouped-query), the additive key-padding ``mask`` when given, causal unless
+    ``causal`` is false (explicit math, no fused kernel, so the precision policy governs it); SwiGLU
     ``(silu(x·w_gateᵀ) · (x·w_upᵀ)) · w_downᵀ``; mean cross-entropy (0-dim); interleaved
     rotary, pairs ``(x[..., 2i], x[..., 2i+1])`` rotated by ``cos/sin[s, i]``; sum over the
     last dim.
@@ -601,9 +654,15 @@ def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> 
     elif kind == "flash_attention":
         q, k, v = f["Q"], f["K"], f["V"]
         s, d = q.shape[-2], q.shape[-1]
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
-        causal = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
-        scores = scores.masked_fill(~causal, float("-inf"))
+        group = q.shape[1] // k.shape[1]  # grouped-query: each K/V head serves `group` Q heads
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        scale = params.get("scale")
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d) if scale is None else float(scale))
+        if "mask" in f:
+            scores = scores + f["mask"][:, None, None, :]
+        if params.get("causal", True):
+            causal = torch.ones(s, s, dtype=torch.bool, device=q.device).tril()
+            scores = scores.masked_fill(~causal, float("-inf"))
         out = torch.softmax(scores, dim=-1) @ v
     elif kind == "fused_mlp":
         x = f["x"]
@@ -637,7 +696,8 @@ def _builtin_eager(kind: str, inputs: dict, params=None) -> torch.Tensor:
             return F.rms_norm(x, (x.shape[-1],), inputs["weight"], params["eps"])
         return rmsnorm_model_code(x, inputs["weight"], params["eps"], params["weight_offset"], params["cast_order"])
     if kind == "flash_attention":
-        return F.scaled_dot_product_attention(inputs["Q"], inputs["K"], inputs["V"], is_causal=True)
+        return attention_model_code(inputs["Q"], inputs["K"], inputs["V"], inputs.get("mask"),
+                                    params["causal"], params["scale"])
     if kind == "fused_mlp":
         x = inputs["x"]
         return F.linear(F.silu(F.linear(x, inputs["w_gate"])) * F.linear(x, inputs["w_up"]), inputs["w_down"])

@@ -12,6 +12,7 @@
 use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::kernel::{Bound, DType, KernelKind, ParseError, Shape, ShapeSet, Tolerance};
 use crate::params::{self, ParamError, ParamSpec, Params};
@@ -230,6 +231,22 @@ impl KindSpec {
     /// Input names, in order.
     pub fn input_names(&self) -> Vec<&str> {
         self.inputs.iter().map(|i| i.name.as_str()).collect()
+    }
+
+    /// The inputs passed at the parameters' defaults: those without `only_if`, and those
+    /// whose `only_if` parameter defaults to true (layernorm's `bias`, not
+    /// flash_attention's `mask`).
+    pub fn default_inputs(&self) -> Vec<&InputSpec> {
+        self.inputs
+            .iter()
+            .filter(|i| {
+                i.only_if.as_ref().is_none_or(|p| {
+                    self.params
+                        .iter()
+                        .any(|s| &s.name == p && s.default == Value::Bool(true))
+                })
+            })
+            .collect()
     }
 
     /// The output's tensor shape for the problem `shape`, and its dtype when the case is
@@ -632,12 +649,20 @@ mod builtin {
     fn flash_attention() -> KindSpec {
         spec(
             "flash_attention",
-            "causal scaled-dot-product attention, scale 1/√d",
+            "scaled-dot-product attention softmax(Q·Kᵀ·scale + mask)·V, causal by default, \
+             K/V with kv_heads heads (grouped-query), an optional additive key-padding mask",
             BHSD,
             vec![
                 input("Q", Data, BHSD),
+                // [batch, kv_heads, seq, head_dim]: dims name the shape's dims only, so they
+                // read `heads` (the default kv_heads); the generator and the kernel take
+                // kv_heads from the parameter and from K's shape
                 input("K", Data, BHSD),
                 input("V", Data, BHSD),
+                InputSpec {
+                    only_if: Some("has_mask".into()),
+                    ..input("mask", Data, &["batch", "seq"])
+                },
             ],
             output(BHSD),
             [
@@ -661,6 +686,35 @@ mod builtin {
             },
         )
         .tolerances(dot_products())
+        .params(vec![
+            ParamSpec::new(
+                "causal",
+                ParamType::Bool,
+                json!(true),
+                "query i attends to keys j ≤ i (decoders); false: to every key (BERT)",
+            ),
+            ParamSpec::new(
+                "scale",
+                ParamType::Float { above: Some(0.0) },
+                Value::Null,
+                "multiplies Q·Kᵀ; unset (null): 1/√head_dim, SDPA's default",
+            ),
+            ParamSpec::new(
+                "kv_heads",
+                ParamType::Int { min: Some(1) },
+                Value::Null,
+                "heads of K and V, dividing heads (grouped-query attention: Q head h reads \
+                 K/V head h / (heads / kv_heads)); unset (null): heads",
+            ),
+            ParamSpec::new(
+                "has_mask",
+                ParamType::Bool,
+                json!(false),
+                "whether an additive key-padding mask `mask` [batch, seq] (0 for a kept key, \
+                 −inf or a large negative number for a padded one) is added to the scaled \
+                 scores; a boolean mask is turned into one by the plug",
+            ),
+        ])
     }
 
     fn fused_mlp() -> KindSpec {

@@ -61,8 +61,8 @@ pub use params::{
     ParamType, Params,
 };
 pub use profiler::{
-    CallSite, InputsFn, ModelInput, ModelSource, ModelSpec, OpProfile, ProfileError,
-    ProfileReport, Profiler, INPUT_DTYPES,
+    CallSite, InputsFn, ModelInput, ModelSource, ModelSpec, OpProfile, ProfileError, ProfileReport,
+    Profiler, INPUT_DTYPES,
 };
 pub use results::{
     audit_rows, Decision, ExperimentRecord, KeptVerdict, ResultsError, ResultsLog, SetAside,

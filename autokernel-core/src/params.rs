@@ -27,6 +27,12 @@ pub enum ParamType {
         #[serde(default)]
         above: Option<f64>,
     },
+    /// A whole number, at least `min` when that is set (flash_attention's `kv_heads`).
+    Int {
+        /// The inclusive lower bound, if any.
+        #[serde(default)]
+        min: Option<i64>,
+    },
     /// `true` or `false`.
     Bool,
     /// Exactly one of `values` (numbers compare by value: `1` and `1.0` are the same).
@@ -45,7 +51,9 @@ pub struct ParamSpec {
     #[serde(flatten)]
     pub ty: ParamType,
     /// Its value when a target does not set one: the kind's semantics before it had the
-    /// parameter.
+    /// parameter. `null` where that value depends on the shape (flash_attention's `scale`
+    /// is 1/√head_dim, its `kv_heads` the number of heads); `null` is never accepted as a
+    /// given value, so it only ever means "the default".
     pub default: Value,
     /// One line: what it means, with the source of each variant.
     #[serde(default)]
@@ -69,6 +77,8 @@ impl ParamSpec {
         match &self.ty {
             ParamType::Float { above: Some(a) } => format!("a finite number above {a}"),
             ParamType::Float { above: None } => "a finite number".into(),
+            ParamType::Int { min: Some(m) } => format!("a whole number of at least {m}"),
+            ParamType::Int { min: None } => "a whole number".into(),
             ParamType::Bool => "true or false".into(),
             ParamType::OneOf { values } => {
                 let v: Vec<String> = values.iter().map(value_text).collect();
@@ -87,6 +97,17 @@ impl ParamSpec {
                     return None;
                 }
                 serde_json::Number::from_f64(f).map(Value::Number)
+            }
+            ParamType::Int { min } => {
+                // 2 and 2.0 alike (JSON from Python may carry either); 2.5 is not whole
+                let f = value
+                    .as_f64()
+                    .filter(|f| f.is_finite() && f.fract() == 0.0)?;
+                let i = f as i64;
+                if min.is_some_and(|m| i < m) {
+                    return None;
+                }
+                Some(Value::from(i))
             }
             ParamType::Bool => value.as_bool().map(Value::Bool),
             ParamType::OneOf { values } => values.iter().find(|v| same(v, value)).cloned(),
@@ -290,6 +311,22 @@ mod tests {
             ("c", json!("t5")),
         ]);
         assert_eq!(params_label(&p), "bias=false, c=t5, eps=0.00001");
+    }
+
+    #[test]
+    fn whole_numbers_take_integral_values_at_or_above_their_minimum() {
+        let s = ParamSpec::new("n", ParamType::Int { min: Some(1) }, Value::Null, "");
+        assert_eq!(s.accept(&json!(2.0)), Some(json!(2)));
+        assert!(s.accept(&json!(2)).unwrap().is_i64());
+        assert_eq!(s.accept(&json!(2.5)), None);
+        assert_eq!(s.accept(&json!(0)), None);
+        assert_eq!(s.accept(&Value::Null), None);
+        assert_eq!(s.allowed(), "a whole number of at least 1");
+        // a null default fills an unset parameter as null (the shape decides its value)
+        assert_eq!(
+            resolve("k", &[s], &Params::new()).unwrap()["n"],
+            Value::Null
+        );
     }
 
     #[test]

@@ -1401,3 +1401,63 @@ fn bench_param_eps_reaches_the_rmsnorm_reference_and_kernel() {
     assert_eq!(label, "FAIL", "{reason}");
     assert_eq!(verdict(&ignores, "1e-6").0, "PASS");
 }
+
+#[test]
+fn bench_params_reach_the_flash_attention_reference_and_kernel() {
+    let (d, _ws) = tempdir();
+    let starter = d.path().join("flash_attention.py");
+    new_kernel("flash_attention", &starter);
+    let source = std::fs::read_to_string(&starter).unwrap();
+    let honours = "scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)";
+    assert!(source.contains(honours), "the starter reads its scale");
+    // takes the keyword but always scales by 1/√d
+    let ignores = d.path().join("ignores.py");
+    std::fs::write(
+        &ignores,
+        source.replace(honours, "scale = 1.0 / math.sqrt(head_dim)"),
+    )
+    .unwrap();
+    let verdict = |path: &std::path::Path, params: &[&str]| {
+        let mut cmd = autokernel();
+        cmd.args(["bench", "--device", "cpu", "--quick", "--json"]);
+        for p in params {
+            cmd.args(["--param", p]);
+        }
+        let out = cmd.arg(path).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (v["correctness"].as_str().unwrap().to_string(), v)
+    };
+    // BERT's: every key, a padding mask, its own scale; and GQA with two heads sharing one
+    let bert = ["causal=false", "scale=0.1", "has_mask=true"];
+    let (label, v) = verdict(&starter, &bert);
+    assert_eq!(label, "PASS", "{v}");
+    assert_eq!(v["params"]["causal"], serde_json::json!(false));
+    assert_eq!(v["params"]["scale"], serde_json::json!(0.1));
+    assert_eq!(v["params"]["has_mask"], serde_json::json!(true));
+    let (label, v) = verdict(&starter, &["kv_heads=1"]);
+    assert_eq!(label, "PASS", "{v}");
+    assert_eq!(v["params"]["kv_heads"], serde_json::json!(1));
+    // scores scaled by 0.1 instead of 1/√16 = 0.25 or 1/√32: another softmax
+    let (label, v) = verdict(&ignores, &bert);
+    assert_eq!(label, "FAIL", "{v}");
+    // at the default scale the variant is the starter
+    let (label, v) = verdict(&ignores, &["causal=false"]);
+    assert_eq!(label, "PASS", "{v}");
+    // a K/V head count that does not divide the heads is refused with the reason
+    let out = autokernel()
+        .args([
+            "bench",
+            "--device",
+            "cpu",
+            "--quick",
+            "--param",
+            "kv_heads=3",
+        ])
+        .arg(&starter)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("kv_heads=3 does not divide heads=2"), "{err}");
+}
