@@ -182,11 +182,21 @@ def _exercise_references(catalogue_spec):
     return report
 
 
+class InputsRefused(ValueError):
+    """The kind's input generator refused the request (parameters that do not fit the
+    shape, such as a K/V head count that does not divide the heads): the request's fault,
+    never the candidate's (the Rust side answers it as an error, not a verdict)."""
+
+
 def _make(kind, shape, dtype, seed, mode, layout="contiguous", params=None):
     """Fresh inputs of `kind` from the harness's own registry copy, for the parameters
-    `params` (a dict; None: the kind's defaults)."""
-    return _P["make_inputs"](kind, list(shape), dtype, _STATE["device"], int(seed), mode, layout,
-                             registry=_P["kinds"], params=params)
+    `params` (a dict; None: the kind's defaults). Raises InputsRefused for a ValueError of
+    the generator."""
+    try:
+        return _P["make_inputs"](kind, list(shape), dtype, _STATE["device"], int(seed), mode, layout,
+                                 registry=_P["kinds"], params=params)
+    except ValueError as e:
+        raise InputsRefused(str(e)) from e
 
 
 def _reference(kind, inputs, params=None):

@@ -205,7 +205,7 @@ pub(super) fn bench(
 /// exception it cannot print). Logged in full; the worker restarts after the reply.
 fn broken_harness(h: &Harness, py: Python<'_>, stage: Stage, failure: Failure) -> String {
     let message = match failure {
-        Failure::Harness(m) | Failure::Tampered(m) => m,
+        Failure::Harness(m) | Failure::Request(m) | Failure::Tampered(m) => m,
         Failure::Python(e) => {
             let (message, traceback, _) = h.describe(py, &e);
             tracing::debug!(%traceback, "the harness raised while judging a candidate");
@@ -459,6 +459,9 @@ impl Run<'_, '_> {
                 c.mode.name()
             ));
             let outcome = self.case(stage, c).or_else(|failure| {
+                if let Failure::Request(_) = failure {
+                    return Err(failure);
+                }
                 // the candidate ran in this case: whatever broke the harness came from it
                 self.restart = true;
                 let reason = broken_harness(self.h, self.py, stage, failure);
@@ -552,6 +555,12 @@ impl Run<'_, '_> {
             Err(e) => {
                 // the harness itself raised: inputs/reference generation, or the candidate broke it
                 let (message, traceback, cuda) = self.h.describe(py, &e);
+                if e.get_type(py).name().is_ok_and(|n| n == "InputsRefused") {
+                    return Err(Failure::Request(format!(
+                        "{} cannot make inputs at {} {}: {message}",
+                        self.spec.name, c.dtype, c.shape
+                    )));
+                }
                 if cuda {
                     return Ok(Err(
                         self.candidate_raised(stage, &c.shape, c.dtype, message, None, true)

@@ -258,6 +258,10 @@ pyo3::create_exception!(
 pub(super) enum Failure {
     /// The request or the harness is at fault; a message.
     Harness(String),
+    /// The request asks for inputs the kind cannot make (parameters that do not fit the
+    /// shape: harness.py's `InputsRefused`), found while a candidate is loaded: an error
+    /// of the request, never a verdict on the candidate.
+    Request(String),
     /// A kernel changed what the judge relies on outside a bench (in a comparison).
     Tampered(String),
     /// Python raised in the harness.

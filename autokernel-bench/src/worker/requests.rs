@@ -51,7 +51,9 @@ pub(super) fn handle(h: &Harness, py: Python<'_>, request: Request) -> (ReplyBod
     };
     match result {
         Ok((value, restart)) => (ReplyBody::Ok { value }, restart),
-        Err(Failure::Harness(message)) => (ReplyBody::Error { message }, false),
+        Err(Failure::Harness(message) | Failure::Request(message)) => {
+            (ReplyBody::Error { message }, false)
+        }
         // the worker's torch is no longer trustworthy: answered, then restarted
         Err(Failure::Tampered(message)) => (ReplyBody::Error { message }, true),
         Err(Failure::Python(e)) => {
