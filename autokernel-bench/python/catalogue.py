@@ -350,7 +350,8 @@ def make_inputs(kind: str, shape, dtype: torch.dtype, device, seed: int, mode: s
     `dtype` the floating dtype of every float input; `device` where the tensors go
     (``"cuda"``, ``"cpu"``); `seed` makes them deterministic; `mode` one of :data:`MODES`.
 
-    Tensors, all contiguous: matmul ``A [M,K]``, ``B [K,N]``; softmax/reduce ``x [rows,
+    Tensors, all contiguous: matmul ``A [M,K]``, ``B [K,N]`` (and ``bias [N]`` with
+    ``has_bias``); softmax/reduce ``x [rows,
     cols]``; layernorm ``x [rows, cols]``, ``weight [cols]``, ``bias [cols]``; rmsnorm ``x``,
     ``weight``; flash_attention ``Q [batch, heads, seq, head_dim]``, ``K, V [batch, kv_heads,
     seq, head_dim]`` and with ``has_mask`` an additive key-padding ``mask [batch, seq]``; fused_mlp ``x [T,
@@ -428,6 +429,11 @@ def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mod
             a = _data(g, [m, k], mode, large=large)
             b = _randn(g, [k, n])
         t = {"A": a, "B": b}
+        # drawn either way, after A and B: they do not depend on has_bias. ~N(0, 1), small
+        # next to C's spread (~√K) in every mode but zeros, where C is the bias alone.
+        bias = _randn(g, [n])
+        if (params or {}).get("has_bias", False):
+            t["bias"] = bias
 
     elif kind in ("softmax", "cross_entropy"):
         rows, cols = dims
@@ -626,7 +632,7 @@ def attention_model_code(q, k, v, mask=None, causal=True, scale=None):
 def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> torch.Tensor:
     """The built-in kinds' references, on float32 inputs `f` (`params`: those of a kind that
     has some, every one set; `dtype`: the judged dtype).
-    Definitions: matmul ``A @ B``; softmax over the last dim; layernorm with its ``eps``,
+    Definitions: matmul ``A @ B`` (``+ bias`` with ``has_bias``); softmax over the last dim; layernorm with its ``eps``,
     weight and (``has_bias``) bias; rmsnorm ``x̂ · (w + weight_offset)``, ``x̂ = x /
     sqrt(mean(x²) + eps)``, with x̂ and ``w + weight_offset`` rounded to `dtype` before the
     product for the ``llama`` and ``t5`` cast orders (the judged x and weight share the
@@ -640,6 +646,8 @@ def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> 
     """
     if kind == "matmul":
         out = f["A"] @ f["B"]
+        if "bias" in f:
+            out = out + f["bias"]
     elif kind == "softmax":
         out = torch.softmax(f["x"], dim=-1)
     elif kind == "layernorm":
@@ -684,6 +692,9 @@ def _builtin_eager(kind: str, inputs: dict, params=None) -> torch.Tensor:
     them: ``F.rms_norm`` at rmsnorm's default parameters, ``scaled_dot_product_attention``;
     rmsnorm's other variants as the models write them, :func:`rmsnorm_model_code`)."""
     if kind == "matmul":
+        if "bias" in inputs:
+            # the model's own op for a matmul with a bias (nn.Linear and Conv1D both reach it)
+            return torch.addmm(inputs["bias"], inputs["A"], inputs["B"])
         return inputs["A"] @ inputs["B"]
     if kind == "softmax":
         return torch.softmax(inputs["x"], dim=-1)

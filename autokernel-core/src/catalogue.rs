@@ -509,9 +509,16 @@ mod builtin {
     fn matmul() -> KindSpec {
         spec(
             "matmul",
-            "C = A @ B",
+            "C = A @ B (+ bias, broadcast over the rows)",
             &["M", "N", "K"],
-            vec![input("A", Data, &["M", "K"]), input("B", Data, &["K", "N"])],
+            vec![
+                input("A", Data, &["M", "K"]),
+                input("B", Data, &["K", "N"]),
+                InputSpec {
+                    only_if: Some("has_bias".into()),
+                    ..input("bias", Weight, &["N"])
+                },
+            ],
             output(&["M", "N"]),
             [
                 &[&[64, 64, 64], &[128, 64, 32]],
@@ -533,6 +540,16 @@ mod builtin {
             },
         )
         .tolerances(dot_products())
+        .params(vec![
+            // not `bias`: kernel_fn's `bias` keyword is the tensor (as layernorm's)
+            ParamSpec::new(
+                "has_bias",
+                ParamType::Bool,
+                json!(false),
+                "whether a bias [N] is added to every row, as the epilogue of nn.Linear and \
+                 GPT-2's Conv1D (addmm) with their bias; false: no `bias` input, C = A @ B",
+            ),
+        ])
     }
 
     fn softmax() -> KindSpec {

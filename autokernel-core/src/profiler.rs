@@ -345,8 +345,8 @@ pub struct ProfileReport {
     pub warnings: Vec<String>,
     /// Op groups, ranked by device time.
     pub ops: Vec<OpProfile>,
-    /// The norm modules the model called, with the parameters the profiler's matcher found
-    /// (`profile_model.norm_call_sites`); empty for an imported trace, which has no model
+    /// The norm and matmul modules the model called, with the parameters the profiler's
+    /// matcher found (`profile_model.norm_call_sites`, `matmul_call_sites`); empty for an imported trace, which has no model
     /// to ask.
     #[serde(default)]
     pub call_sites: Vec<CallSite>,
@@ -369,6 +369,10 @@ pub struct CallSite {
     pub dtype: String,
     /// Why no plug matches (with the measured error), when `params` is `None`.
     pub reason: Option<String>,
+    /// How the module hands its inputs over (matmul: `nn.Linear`'s weight b_transposed,
+    /// GPT-2's `Conv1D` contiguous); contiguous for the other kinds and older reports.
+    #[serde(default)]
+    pub layout: crate::Layout,
     /// Module instances called at this shape.
     pub instances: u32,
     /// Their calls in one forward pass.

@@ -483,7 +483,7 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
     try:
         for _ in range(max(1, int(warmup))):
             step()
-        call_sites = norm_call_sites(net, step)
+        call_sites = norm_call_sites(net, step) + matmul_call_sites(net, step)
     except Exception as e:
         raise ModelError(
             f"`{class_name}` rejected its inputs ({call.describe}): "
@@ -738,6 +738,101 @@ def norm_call_sites(model, forward):
             site = sites.setdefault(key, {"module": type(m).__name__, "kind": kind, "params": params,
                                           "shape": list(shape), "dtype": dtype, "reason": reason,
                                           "instances": 0, "calls": 0})
+            site["instances"] += 1
+            site["calls"] += calls
+    return list(sites.values())
+
+
+# --- matmul call sites ---------------------------------------------------------------
+
+
+def matmul_layout(m):
+    """How matmul module `m` hands its weight over as B [K, N]: ``"b_transposed"`` for an
+    nn.Linear (``x @ weight.T``, weight stored [out, in]), ``"contiguous"`` for GPT-2's
+    ``Conv1D`` (``addmm(bias, x, weight)``, weight stored [in, out]); None for any other
+    module."""
+    import torch
+
+    if isinstance(m, torch.nn.Linear):
+        return "b_transposed"
+    w = getattr(m, "weight", None)
+    if type(m).__name__ == "Conv1D" and isinstance(w, torch.Tensor) and w.dim() == 2 \
+            and getattr(m, "nf", None) == w.shape[1]:
+        return "contiguous"
+    return None
+
+
+def matmul_plug_math(m, x, layout):
+    """What a matmul plug computes for module `m` on `x` [..., K]: ``A @ B (+ bias)`` with
+    A = x as [M, K] and B the module's weight in `layout` (torch's own matmul standing in
+    for the kernel), reshaped to x's leading dims."""
+    import torch
+
+    a = x.reshape(-1, x.shape[-1])
+    b = m.weight.t() if layout == "b_transposed" else m.weight
+    out = a @ b
+    if m.bias is not None:
+        out = out + m.bias
+    return out.reshape(*x.shape[:-1], b.shape[1])
+
+
+def matmul_params(m, x):
+    """``(layout, params, None)`` when matmul module `m`'s own forward on `x` matches
+    ``A @ B (+ bias)`` in its layout within matmul's tolerance (params: ``has_bias``), else
+    ``(layout, None, reason)`` with the measured error."""
+    import torch
+
+    layout = matmul_layout(m)
+    out = _own_forward(m, x)
+    if not isinstance(out, torch.Tensor):
+        return layout, None, f"{type(m).__name__} returns {type(out).__name__}, not a tensor"
+    with torch.no_grad():
+        ref = matmul_plug_math(m, x, layout)
+    excess, err = _excess(out, ref, "matmul")
+    if excess > 0:
+        return layout, None, f"{type(m).__name__}'s forward differs from A @ B (+ bias) by {err:.3g}"
+    return layout, {"has_bias": m.bias is not None}, None
+
+
+def matmul_call_sites(model, forward):
+    """The matmul call sites of `model` in one `forward()` (nn.Linear and GPT-2's Conv1D):
+    one entry per (class, layout, parameters, problem shape [M, N, K], dtype) with the
+    module instances and calls behind it, each pluggable (`params`: ``has_bias``) or not
+    (`reason`). The planner plans one matmul target per matched site
+    (``autokernel_profiler::rank``)."""
+    seen = {}
+    hooks = []
+
+    def hook(m, args):
+        if not args or not hasattr(args[0], "shape") or args[0].dim() < 1:
+            return
+        x = args[0]
+        k = int(x.shape[-1])
+        problem = (x.numel() // max(k, 1), int(m.weight.shape[0 if matmul_layout(m) == "b_transposed" else 1]), k)
+        entry = seen.setdefault(m, [x.detach().clone(), [], str(x.dtype).replace("torch.", ""), 0])
+        if problem not in entry[1]:
+            entry[1].append(problem)
+        entry[3] += 1
+
+    for m in model.modules():
+        if matmul_layout(m):
+            hooks.append(m.register_forward_pre_hook(hook))
+    try:
+        forward()
+    finally:
+        for h in hooks:
+            h.remove()
+    sites = {}
+    for m, (x, shapes, dtype, calls) in seen.items():
+        try:
+            layout, params, reason = matmul_params(m, x)
+        except Exception as e:  # noqa: BLE001 - a module the matcher cannot run is not pluggable
+            layout, params, reason = matmul_layout(m), None, f"its forward raised {type(e).__name__}: {e}"
+        for shape in shapes:
+            key = (type(m).__name__, layout, json.dumps(params, sort_keys=True), shape, dtype, reason)
+            site = sites.setdefault(key, {"module": type(m).__name__, "kind": "matmul", "params": params,
+                                          "layout": layout, "shape": list(shape), "dtype": dtype,
+                                          "reason": reason, "instances": 0, "calls": 0})
             site["instances"] += 1
             site["calls"] += calls
     return list(sites.values())

@@ -246,27 +246,38 @@ fn plan_where(
     dtype: DType,
     keep: impl Fn(KernelKind) -> bool,
 ) -> Vec<Target> {
-    let mut targets: Vec<(KernelKind, Option<Shape>, Layout, Params, f64, String)> = Vec::new();
+    let mut targets: Vec<Planned> = Vec::new();
+    // targets beyond the first of the ops split by matmul call site
+    let mut split = 0;
     for op in &report.ops {
         let Some(kind) = op.kind.filter(|k| keep(*k)) else {
             continue;
         };
+        if let Some(entries) = matmul_site_entries(report, kind, &op.op, op.fraction, dtype) {
+            // the op counts once toward `top`, as before it was split by call site
+            let before = targets.len();
+            let room = if before < top + split {
+                usize::MAX
+            } else {
+                before
+            };
+            for (shape, layout, params, fraction) in entries {
+                let entry = (kind, Some(shape), layout, params, fraction, op.op.clone());
+                add_planned(&mut targets, room, entry);
+            }
+            split += (targets.len() - before).saturating_sub(1);
+            continue;
+        }
         let shape = problem_shape(kind, &op.op, &op.shapes);
         let layout = problem_layout(kind, &op.op, &op.shapes);
         let Some(params) = site_params(report, kind, &op.op, shape.as_ref(), dtype) else {
             continue; // a norm no plug matches: listed by `unmatched_call_sites`
         };
-        if let Some(t) = targets
-            .iter_mut()
-            .find(|t| t.0 == kind && t.1 == shape && t.2 == layout && t.3 == params)
-        {
-            t.4 += op.fraction;
-            continue;
-        }
-        if targets.len() == top {
-            continue;
-        }
-        targets.push((kind, shape, layout, params, op.fraction, op.op.clone()));
+        add_planned(
+            &mut targets,
+            top + split,
+            (kind, shape, layout, params, op.fraction, op.op.clone()),
+        );
     }
     targets
         .into_iter()
@@ -281,6 +292,62 @@ fn plan_where(
                 .with_params(params)
         })
         .collect()
+}
+
+/// A target being planned: kind, problem shape, layout, params, fraction, op.
+type Planned = (KernelKind, Option<Shape>, Layout, Params, f64, String);
+
+/// Adds `entry` to `targets`: merged into a target of the same kind, shape, layout and
+/// params (fractions added), else appended while fewer than `top` are planned.
+fn add_planned(targets: &mut Vec<Planned>, top: usize, entry: Planned) {
+    if let Some(t) = targets
+        .iter_mut()
+        .find(|t| t.0 == entry.0 && t.1 == entry.1 && t.2 == entry.2 && t.3 == entry.3)
+    {
+        t.4 += entry.4;
+    } else if targets.len() < top {
+        targets.push(entry);
+    }
+}
+
+/// The matmul targets of an op named after a module class the profiler recorded matmul
+/// call sites of (`nn.Linear`, GPT-2's `Conv1D`): one per matched site in the plan's
+/// `dtype`, at the site's problem shape, layout and `has_bias`, with the op's `fraction`
+/// shared by the sites' FLOPs (`2·M·N·K` times calls). The op merges every instance of
+/// the class, whatever its shape (GPT-2's four Conv1D), so its own recorded shapes say
+/// nothing of most of them (issue 19: planned with `shapes: []`). `None` when the op is
+/// not such a module (an `aten::mm`, an imported trace): planned as before. An empty list
+/// when no site of it matched in `dtype`: not planned (`not_planned_call_sites` says why).
+fn matmul_site_entries(
+    report: &ProfileReport,
+    kind: KernelKind,
+    op: &str,
+    fraction: f64,
+    dtype: DType,
+) -> Option<Vec<(Shape, Layout, Params, f64)>> {
+    if kind != KernelKind::Matmul {
+        return None;
+    }
+    let sites: Vec<&CallSite> = report
+        .call_sites
+        .iter()
+        .filter(|c| c.kind == kind.name() && op.ends_with(c.module.as_str()))
+        .collect();
+    if sites.is_empty() {
+        return None;
+    }
+    let work = |c: &CallSite| c.shape.iter().product::<u64>() as f64 * c.calls as f64;
+    let total: f64 = sites.iter().map(|c| work(c)).sum();
+    let planned = sites
+        .iter()
+        .filter(|c| c.dtype == dtype.name() && c.shape.len() == 3)
+        .filter_map(|c| {
+            let params = c.params.clone()?;
+            let share = if total > 0.0 { work(c) / total } else { 0.0 };
+            Some((Shape(c.shape.clone()), c.layout, params, fraction * share))
+        })
+        .collect();
+    Some(planned)
 }
 
 /// Whether `kind` is planned from the profiler's call sites (its parameters come from the
@@ -798,6 +865,7 @@ mod tests {
                 .then(|| "matches no rmsnorm variant: error 0.5".into()),
             instances: 2,
             calls: 4,
+            layout: Layout::Contiguous,
         }
     }
 

@@ -1461,3 +1461,40 @@ fn bench_params_reach_the_flash_attention_reference_and_kernel() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("kv_heads=3 does not divide heads=2"), "{err}");
 }
+
+#[test]
+fn bench_param_has_bias_reaches_the_matmul_reference_and_kernel() {
+    let (d, _ws) = tempdir();
+    let starter = d.path().join("matmul.py");
+    new_kernel("matmul", &starter);
+    let source = std::fs::read_to_string(&starter).unwrap();
+    let takes_bias = "bias = bias.contiguous() if has_bias and bias is not None else None";
+    assert!(source.contains(takes_bias), "the starter reads its bias");
+    // takes the keywords but never adds the bias
+    let ignores = d.path().join("ignores.py");
+    std::fs::write(&ignores, source.replace(takes_bias, "bias = None")).unwrap();
+    let verdict = |path: &std::path::Path, bias: bool, layout: &str| {
+        let out = autokernel()
+            .args([
+                "bench", "--device", "cpu", "--quick", "--json", "--layout", layout,
+            ])
+            .arg("--param")
+            .arg(format!("has_bias={bias}"))
+            .arg(path)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(v["params"]["has_bias"], serde_json::json!(bias));
+        (
+            v["correctness"].as_str().unwrap().to_string(),
+            v["reason"].clone(),
+        )
+    };
+    for layout in ["contiguous", "b_transposed"] {
+        assert_eq!(verdict(&starter, true, layout).0, "PASS", "{layout}");
+        let (label, reason) = verdict(&ignores, true, layout);
+        assert_eq!(label, "FAIL", "{layout}: {reason}");
+    }
+    assert_eq!(verdict(&ignores, false, "contiguous").0, "PASS");
+}

@@ -1,4 +1,7 @@
-"""C = A @ B for A [M, K], B [K, N] → C [M, N] in A's dtype.
+"""C = A @ B (+ bias) for A [M, K], B [K, N] (bias [N] with `has_bias`) → C [M, N] in A's dtype.
+
+Parameter: `has_bias` (false; true: the bias is added to every row in float32 before the
+one rounding to the output dtype, the epilogue of nn.Linear and GPT-2's Conv1D).
 
 Starter kernel of autokernel (kind `matmul`). Compute-bound. Two kernels:
 
@@ -64,10 +67,11 @@ _SM_COUNT = {}
 
 
 @triton.jit
-def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
                    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, IEEE: tl.constexpr):
+                   GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, IEEE: tl.constexpr,
+                   HAS_BIAS: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -103,6 +107,9 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
+    if HAS_BIAS:
+        # rn: the wrapped columns, in bounds; the store masks the wrapped ones
+        acc += tl.load(bias_ptr + rn).to(tl.float32)[None, :]
     c = acc.to(c_ptr.dtype.element_ty)
     c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
@@ -121,13 +128,16 @@ def _tile_of(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, num_tiles,
+def _matmul_tma_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, num_tiles,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        GROUP_M: tl.constexpr, B_TRANSPOSED: tl.constexpr,
-                       SPLIT_EPILOGUE: tl.constexpr, FLATTEN: tl.constexpr):
+                       SPLIT_EPILOGUE: tl.constexpr, FLATTEN: tl.constexpr,
+                       HAS_BIAS: tl.constexpr):
     """Persistent TMA matmul (module docstring). b_desc covers B [K, N], or with
     B_TRANSPOSED Bᵀ [N, K]; c_desc's block is [BLOCK_M, BLOCK_N], halved along N with
-    SPLIT_EPILOGUE. num_tiles = cdiv(M, BLOCK_M) · cdiv(N, BLOCK_N), from the host."""
+    SPLIT_EPILOGUE. num_tiles = cdiv(M, BLOCK_M) · cdiv(N, BLOCK_N), from the host. With
+    HAS_BIAS, bias_ptr's [N] vector is added to the float32 tile (a plain masked load: one
+    row of BLOCK_N per tile, next to the tile's K loop)."""
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -144,6 +154,9 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, num_tiles,
             else:
                 b = b_desc.load([off_k, off_n])
             acc = tl.dot(a, b, acc)
+        if HAS_BIAS:
+            offs_n = off_n + tl.arange(0, BLOCK_N)
+            acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
         if SPLIT_EPILOGUE:
             halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
             left, right = tl.split(halves)
@@ -194,8 +207,9 @@ def _sm_count(device):
     return _SM_COUNT[device]
 
 
-def _matmul_tma(A, B, C, bm, bn, bk, stages):
-    """Launches `_matmul_tma_kernel` for C = A·B on a persistent grid (module docstring)."""
+def _matmul_tma(A, B, C, bias, bm, bn, bk, stages):
+    """Launches `_matmul_tma_kernel` for C = A·B (+ bias, None: none) on a persistent grid
+    (module docstring)."""
     M, K = A.shape
     N = B.shape[1]
     b_transposed = B.stride(1) != 1
@@ -205,22 +219,24 @@ def _matmul_tma(A, B, C, bm, bn, bk, stages):
     c_desc = TensorDescriptor.from_tensor(C, [bm, bn // 2 if split else bn])
     num_tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     grid = (min(num_tiles, _sm_count(A.device) * CONFIG["PROGRAMS_PER_SM"]),)
-    _matmul_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, num_tiles,
+    _matmul_tma_kernel[grid](a_desc, b_desc, c_desc, C if bias is None else bias, M, N, K, num_tiles,
                              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=CONFIG["GROUP_M"],
                              B_TRANSPOSED=b_transposed, SPLIT_EPILOGUE=bool(split),
-                             FLATTEN=bool(CONFIG["FLATTEN"]),
+                             FLATTEN=bool(CONFIG["FLATTEN"]), HAS_BIAS=bias is not None,
                              num_warps=CONFIG["num_warps"], num_stages=stages)
 
 
-def kernel_fn(A, B):
-    """A [M, K], B [K, N] → C [M, N] in A's dtype."""
+def kernel_fn(A, B, bias=None, has_bias=False):
+    """A [M, K], B [K, N] (+ bias [N] when has_bias) → C [M, N] in A's dtype."""
     M, K = A.shape
     N = B.shape[1]
     C = torch.empty((M, N), dtype=A.dtype, device=A.device)
+    # without has_bias the judge passes no bias; the pointer argument is then unread
+    bias = bias.contiguous() if has_bias and bias is not None else None
     if A.dtype == B.dtype and _tma_ready(A) and A.stride(1) == 1 and _tma_ready(B) and _tma_ready(C):
         # The store's staging buffer (a C tile, or half of one) shares the shared memory.
         c_share = 0.5 if CONFIG["SPLIT_EPILOGUE"] else 1.0
-        _matmul_tma(A, B, C, *_fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
+        _matmul_tma(A, B, C, bias, *_fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
                                    CONFIG["num_stages"], A.element_size(), TMA_SMEM_BUDGET, c_share))
         return C
     ieee = A.dtype == torch.float32
@@ -233,8 +249,9 @@ def kernel_fn(A, B):
         bm, bn, bk, stages = _fit(CONFIG["BLOCK_M"], CONFIG["BLOCK_N"], CONFIG["BLOCK_K"],
                                   CONFIG["num_stages"], A.element_size())
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-    _matmul_kernel[grid](A, B, C, M, N, K,
+    _matmul_kernel[grid](A, B, C, C if bias is None else bias, M, N, K,
                          A.stride(0), A.stride(1), B.stride(0), B.stride(1), C.stride(0), C.stride(1),
                          BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=CONFIG["GROUP_M"],
-                         EVEN_K=K % bk == 0, IEEE=ieee, num_warps=warps, num_stages=stages)
+                         EVEN_K=K % bk == 0, IEEE=ieee, HAS_BIAS=bias is not None,
+                         num_warps=warps, num_stages=stages)
     return C

@@ -2,7 +2,8 @@
 judging variants of them through `autokernel bench --json` on the CPU (Triton's
 interpreter): the wide-row loop of the row starters (MAX_ROW_BLOCK forced to 64), masked
 rows walked in chunks shorter than their -inf runs (softmax's LOOP_BLOCK, cross-entropy's
-BLOCK_N and ODD_BLOCK_N at 64), and a few random TUNABLES combinations (`--quick`).
+BLOCK_N and ODD_BLOCK_N at 64), a few random TUNABLES combinations (`--quick`), and
+the matmul starter with a bias and in the b_transposed layout (`--quick`, EXTRA_RUNS).
 
     python autokernel-bench/python/tests/check_starters.py [--kinds a,b] [--combos N] [--autokernel PATH]
 
@@ -28,6 +29,15 @@ from bench_cli import judge  # noqa: E402
 
 # Kinds whose masked rows are walked in chunks, and the CONFIG keys of those chunks.
 CHUNK_KEYS = {"softmax": ["LOOP_BLOCK"], "cross_entropy": ["BLOCK_N", "ODD_BLOCK_N"]}
+# `bench` options a kind's starter is also judged with, beyond its defaults: matmul's bias
+# epilogue and the layouts models hand over (Conv1D contiguous, nn.Linear b_transposed).
+EXTRA_RUNS = {
+    "matmul": [
+        ("--param", "has_bias=true"),
+        ("--layout", "b_transposed"),
+        ("--param", "has_bias=true", "--layout", "b_transposed"),
+    ],
+}
 
 
 def literal(source, name):
@@ -59,7 +69,14 @@ def contract_problems(kind, source):
 
 
 def variants(kind, source, n_combos, rng):
-    """(label, source, quick) of each variant of `kind`'s starter."""
+    """(label, source, quick, extra `bench` options) of each variant of `kind`'s starter."""
+    out = [(" ".join(extra), source, True, extra) for extra in EXTRA_RUNS.get(kind, [])]
+    out += [(label, src, quick, ()) for label, src, quick in _source_variants(kind, source, n_combos, rng)]
+    return out
+
+
+def _source_variants(kind, source, n_combos, rng):
+    """(label, source, quick) of each edited copy of `kind`'s starter."""
     out = []
     if literal(source, "MAX_ROW_BLOCK") is not None:
         out.append(("loop path", with_line(source, "MAX_ROW_BLOCK", 64), False))
@@ -92,16 +109,15 @@ def main():
             source = (STARTERS / f"{kind}.py").read_text()
             problems = contract_problems(kind, source)
             todo = variants(kind, source, args.combos, rng)
-            for quick in (False, True):
-                batch = [(label, src) for label, src, q in todo if q == quick]
+            # one warm worker per (quick, options) batch
+            for j, (quick, extra) in enumerate(dict.fromkeys((q, e) for _, _, q, e in todo)):
+                batch = [(label, src) for label, src, q, e in todo if (q, e) == (quick, extra)]
                 paths = []
                 for i, (label, src) in enumerate(batch):
-                    p = Path(tmp) / f"{kind}_{int(quick)}_{i}.py"
+                    p = Path(tmp) / f"{kind}_{j}_{i}.py"
                     p.write_text(src)
                     paths.append(p)
-                if not paths:
-                    continue
-                for (label, _), r in zip(batch, judge(paths, quick=quick, exe=args.autokernel)):
+                for (label, _), r in zip(batch, judge(paths, quick=quick, exe=args.autokernel, extra=extra)):
                     runs += 1
                     if r["correctness"] != "PASS":
                         problems.append(f"{kind} ({label}): {r['correctness']} in {r['failed_stage']}: {r['reason']}")

@@ -1,16 +1,38 @@
 //! Every starter passes every stage on the CPU (Triton's interpreter).
 
+use std::time::Duration;
+
 use autokernel_bench::PyWorkerBenchmarker;
-use autokernel_core::{KernelKind, Stage};
+use autokernel_core::{BenchRequest, Benchmarker, Device, KernelKind, Layout, Params, Stage};
 
 use super::*;
 
 #[tokio::test]
 async fn every_starter_passes_all_stages_on_the_cpu() {
     let b = PyWorkerBenchmarker::with_worker(worker());
-    for kind in KernelKind::ALL {
+    let mut cases: Vec<(KernelKind, Layout, Params)> = KernelKind::ALL
+        .iter()
+        .map(|&k| (k, Layout::Contiguous, Params::new()))
+        .collect();
+    // matmul's epilogue and nn.Linear's transposed weight: the layouts and the bias the
+    // model's call sites hand over (GPT-2's Conv1D contiguous, nn.Linear b_transposed)
+    for (layout, bias) in [
+        (Layout::Contiguous, true),
+        (Layout::BTransposed, false),
+        (Layout::BTransposed, true),
+    ] {
+        let params = Params::from([("has_bias".to_string(), serde_json::json!(bias))]);
+        cases.push((KernelKind::Matmul, layout, params));
+    }
+    for (kind, layout, params) in cases {
         let path = starter_path(kind.name());
-        let r = bench(&b, &path, false, 300).await;
+        let mut req = BenchRequest::new(&path);
+        req.device = Device::Cpu;
+        req.timeout = Duration::from_secs(300);
+        req.layout = layout;
+        req.params = params.clone();
+        let r = b.bench(&req).await.expect("the harness runs");
+        let kind = format!("{kind} {layout} {params:?}");
         assert!(
             r.correctness.is_pass(),
             "{kind}: {:?}\n{:#?}",
