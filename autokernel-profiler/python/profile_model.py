@@ -897,11 +897,16 @@ def _hf_call(module, query, key, value, attention_mask, dropout=0.0, scaling=Non
 
 
 class _AttentionCall:
-    """One captured attention call: its inputs (kept to check a plug on) and the site it
-    belongs to."""
+    """One captured attention call: the site it belongs to (`site`, a key), the module that
+    made it (`owner`, None for a direct SDPA call) and, for the first call of each site,
+    what a plug check needs: `params`, the problem `q`, `k`, `v`, the additive `padding`
+    mask (or None) and `out`, the model's own attention output as [batch, heads, seq,
+    head_dim] (None for the later calls of a site, to keep one forward's activations only
+    once per site)."""
 
-    def __init__(self, site, owner, args, kwargs, out):
-        self.site, self.owner, self.args, self.kwargs, self.out = site, owner, args, kwargs, out
+    def __init__(self, site, owner, params=None, q=None, k=None, v=None, padding=None, out=None):
+        self.site, self.owner, self.params = site, owner, params
+        self.q, self.k, self.v, self.padding, self.out = q, k, v, padding, out
 
 
 def capture_attention_calls(model, forward):
@@ -914,18 +919,25 @@ def capture_attention_calls(model, forward):
     import torch.nn.functional as F
 
     calls = []
+    seen = set()
     inside = [0]
 
-    def record(site_name, owner, q, k, v, mask, dropout, causal, scale, reason, args, kwargs, out):
+    def record(site_name, owner, q, k, v, mask, dropout, causal, scale, reason, out):
+        padding = None
         if reason is None:
-            params, _padding, reason = attention_params(q, k, v, mask, dropout, causal, scale)
+            params, padding, reason = attention_params(q, k, v, mask, dropout, causal, scale)
         else:
             params = None
         dtype = str(q.dtype).replace("torch.", "")
         shape = [int(x) for x in q.shape]
         key = (site_name, json.dumps(params, sort_keys=True), tuple(shape), dtype, reason)
+        call = _AttentionCall(key, owner)
+        if key not in seen and params is not None:
+            seen.add(key)
+            call = _AttentionCall(key, owner, params, q.detach().clone(), k.detach().clone(), v.detach().clone(),
+                                  padding, out.detach().clone())
         calls.append((key, {"module": site_name, "kind": "flash_attention", "params": params, "shape": shape,
-                            "dtype": dtype, "reason": reason}, _AttentionCall(key, owner, args, kwargs, out)))
+                            "dtype": dtype, "reason": reason}, call))
 
     def make(original):
         def captured(module, query, key, value, attention_mask, *args, **kwargs):
@@ -936,8 +948,9 @@ def capture_attention_calls(model, forward):
                 inside[0] -= 1
             named = dict(zip(("dropout", "scaling"), args), **kwargs)
             mask, dropout, causal, scale, reason = _hf_call(module, query, key, value, attention_mask, **named)
+            # transformers' functions return (output [batch, seq, heads, head_dim], weights)
             record(type(module).__name__, module, query, key, value, mask, dropout, causal, scale, reason,
-                   (module, query, key, value, attention_mask) + tuple(args), dict(kwargs), out)
+                   out[0].transpose(1, 2))
             return out
         return captured
 
@@ -950,9 +963,7 @@ def capture_attention_calls(model, forward):
             reason = None
             if not kw.get("enable_gqa", False) and key.shape[1] != query.shape[1]:
                 reason = "K/V with fewer heads than Q without enable_gqa"
-            record(SDPA_SITE, None, query, key, value, attn_mask, dropout_p, is_causal, scale, reason,
-                   (query, key, value), dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
-                                             scale=scale, **kw), out)
+            record(SDPA_SITE, None, query, key, value, attn_mask, dropout_p, is_causal, scale, reason, out)
         return out
 
     F.scaled_dot_product_attention = direct

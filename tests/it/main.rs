@@ -4,6 +4,7 @@
 
 mod cli;
 mod embed;
+mod hf_attention;
 mod hf_norms;
 mod inputs;
 mod kernel_ops;
