@@ -16,7 +16,12 @@ How each kind is plugged in, for the duration of the check only:
   it is installed the kernel is checked against each such module's own forward on an input
   captured from the model (``_check_norm``), and a mismatch leaves it out with the error;
 - softmax: ``torch.nn.functional.softmax`` / ``torch.softmax`` over the last dim;
-- flash_attention: ``F.scaled_dot_product_attention`` when causal, unmasked, no dropout, default scale;
+- flash_attention: the attention calls whose parameters, read by the profiler's matcher
+  (``profile_model.attention_params``: causal, scale, K/V heads, padding mask), are the
+  target's ``params``: in a transformers model through an attention function registered for
+  that model instance (its ``config._attn_implementation``, restored after), elsewhere through
+  ``F.scaled_dot_product_attention``; the kernel is first checked against the model's own
+  attention on a captured call (``_check_attention``), and a mismatch leaves it out;
 - cross_entropy: ``F.cross_entropy`` with mean reduction and no weights, smoothing or ignored ids;
 - fused_mlp: modules with bias-free ``gate_proj/up_proj/down_proj`` or ``w_gate/w_up/w_down`` linears;
 - rotary_embedding and reduce have no standard call site and are reported as not pluggable.
@@ -200,15 +205,65 @@ class _Plug:
         self._patch(F, "softmax", wrapper, undo)
         self._patch(torch, "softmax", wrapper, undo)
 
+    def _attention_params(self):
+        """The target's flash_attention params with the kind's defaults filled in, as the
+        profiler's matcher (``profile_model.attention_params``) gives a call's."""
+        import catalogue
+
+        return dict(catalogue.param_defaults("flash_attention"), **self.params)
+
+    def _attention_call(self, q, k, v, padding):
+        """The kernel on one attention problem: Q, K, V [batch, heads|kv_heads, seq,
+        head_dim], the additive [batch, seq] `padding` mask with ``has_mask``."""
+        extra = {"mask": padding} if padding is not None else {}
+        return self.fn(Q=q.contiguous(), K=k.contiguous(), V=v.contiguous(), **extra, **self._norm_kwargs())
+
+    def _takes_attention(self, q, k, v, mask, dropout, causal, scale):
+        """``(True, padding)`` when this plug takes an attention call: the matcher gives it
+        the target's params, in the target's dtype and at one of its shapes."""
+        import profile_model
+
+        if self.dtype is not None and q.dtype != self.dtype or q.dim() != 4 or not self._mine(*q.shape):
+            return False, None
+        params, padding, _reason = profile_model.attention_params(q, k, v, mask, dropout, causal, scale)
+        return params is not None and params == self._attention_params(), padding
+
     def _plug_flash_attention(self, model, undo):
+        """A transformers model: an attention function of this plug's, registered for this
+        model instance only (``profile_model.hf_attention_function``), taking the calls at
+        the target's params and handing the others to the model's own. Another model: a patch
+        of ``F.scaled_dot_product_attention`` taking the calls at the target's params."""
+        import profile_model
+
         plug = self
+
+        def make(original):
+            def attention(module, query, key, value, attention_mask, *args, **kwargs):
+                named = dict(zip(("dropout", "scaling"), args), **kwargs)
+                mask, dropout, causal, scale, reason = profile_model._hf_call(
+                    module, query, key, value, attention_mask, **named)
+                if reason is None:
+                    mine, padding = plug._takes_attention(query, key, value, mask, dropout, causal, scale)
+                    if mine:
+                        out = plug._count(plug._attention_call(query, key, value, padding))
+                        return out.transpose(1, 2).contiguous(), None
+                return original(module, query, key, value, attention_mask, *args, **kwargs)
+            return attention
+
+        stack = contextlib.ExitStack()
+        if stack.enter_context(profile_model.hf_attention_function(model, make)):
+            undo.append(stack.close)
+            return
+        stack.close()
 
         def wrapper(original):
             def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
-                if is_causal and attn_mask is None and dropout_p == 0.0 and scale is None and not kw \
-                        and q.dim() == 4 and q.shape == k.shape == v.shape and plug._mine(*q.shape):
-                    return plug._count(plug.fn(Q=q.contiguous(), K=k.contiguous(), V=v.contiguous()))
-                return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, **kw)
+                if set(kw) <= {"enable_gqa"} and (kw.get("enable_gqa", False) or k.shape[1] == q.shape[1]):
+                    mine, padding = plug._takes_attention(q, k, v, attn_mask, dropout_p, is_causal, scale)
+                    if mine:
+                        return plug._count(plug._attention_call(q, k, v, padding))
+                return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                                **kw)
             return sdpa
 
         self._patch(F, "scaled_dot_product_attention", wrapper, undo)
@@ -280,6 +335,57 @@ def _check_norm(plug, captured):
                     f"tolerance) at {tuple(x.shape)} with {plug.params}")
         plug.modules.append(m)
     return None
+
+
+def _check_attention(plug, calls):
+    """Checks an attention plug against the model's own attention before it is installed.
+
+    `calls` is ``profile_model.capture_attention_calls`` of the model. On the first
+    captured call of each site whose matcher params are the target's, in its dtype and at
+    one of its shapes, the kernel is compared with what the model's own attention function
+    returned, at flash_attention's tolerance. Returns None, or why the kernel must be left
+    out (the measured error)."""
+    import profile_model
+
+    want = plug._attention_params()
+    for _key, _fields, call in calls:
+        if call.out is None or call.params != want or not plug._mine(*call.q.shape) \
+                or (plug.dtype is not None and call.q.dtype != plug.dtype):
+            continue
+        with torch.no_grad():
+            out = plug._attention_call(call.q, call.k, call.v, call.padding)
+        excess, err = profile_model._excess(out, call.out, "flash_attention")
+        if excess > 0:
+            return (f"differs from {call.site[0]}'s own attention by {err:.3g} (beyond the flash_attention "
+                    f"tolerance) at {tuple(call.q.shape)} with {plug.params}")
+    return None
+
+
+def _check_attention_plugs(plugs, excluded, net, forward):
+    """Runs `_check_attention` for each flash_attention plug (one captured forward for all);
+    a plug that fails is removed from `plugs` and named in `excluded`, as broken."""
+    import profile_model
+
+    attention = [p for p in plugs if p.kind == "flash_attention"]
+    if not attention:
+        return
+    calls = profile_model.capture_attention_calls(net, forward)
+    for p in attention:
+        try:
+            why = _check_attention(p, calls)
+        except Exception as e:  # noqa: BLE001 - a kernel that raises on the model's input is wrong
+            why = f"raised {type(e).__name__}: {e}"
+        if why:
+            excluded.append({"target": p.target_id, "reason": f"plug check failed: {why}", "broken": True})
+            plugs.remove(p)
+
+
+def _unused_attention_reason(plug):
+    """Why an attention plug took no call: no attention call of the model has its params at
+    its shapes in its dtype."""
+    want = str(plug.dtype).replace("torch.", "")
+    return (f"no attention call of the model computes {plug._attention_params()} at its shapes {plug.shapes} "
+            f"in {want}")
 
 
 def _unused_norm_reason(plug):
@@ -438,6 +544,9 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
                 excluded.append({"target": p.target_id, "reason": f"plug check failed: {why}", "broken": True})
                 plugs.remove(p)
 
+    # attention plugs: matched by the target's params, checked against the model's own attention
+    _check_attention_plugs(plugs, excluded, net, forward)
+
     def run_with(selected):
         with contextlib.ExitStack() as stack:
             for p in selected:
@@ -459,6 +568,8 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
         if p.calls == 0:
             if p.kind in ("rmsnorm", "layernorm"):
                 reason = _unused_norm_reason(p)
+            elif p.kind == "flash_attention":
+                reason = _unused_attention_reason(p)
             else:
                 reason = f"the model never called it through a standard call site at its shapes {p.shapes}"
             excluded.append({"target": p.target_id, "reason": reason})

@@ -33,11 +33,13 @@ inputs rejected) are raised as `ModelError`, whose message says what to change.
 """
 
 import argparse
+import contextlib
 import difflib
 import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import re
 import sys
@@ -484,6 +486,7 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
         for _ in range(max(1, int(warmup))):
             step()
         call_sites = norm_call_sites(net, step) + matmul_call_sites(net, step)
+        call_sites += attention_call_sites(net, step)
     except Exception as e:
         raise ModelError(
             f"`{class_name}` rejected its inputs ({call.describe}): "
@@ -835,4 +838,250 @@ def matmul_call_sites(model, forward):
                                           "reason": reason, "instances": 0, "calls": 0})
             site["instances"] += 1
             site["calls"] += calls
+    return list(sites.values())
+
+
+# --- attention call sites: causal, scale, K/V heads and mask read from each call ----------
+
+# The call site name of a direct `torch.nn.functional.scaled_dot_product_attention` call.
+SDPA_SITE = "F.scaled_dot_product_attention"
+
+
+def _masked(m):
+    """Where an additive mask drops a key: −inf, or a value below half the dtype's lowest
+    (transformers fills with `finfo.min`)."""
+    import torch
+
+    return (m == float("-inf")) | (m <= torch.finfo(m.dtype).min / 2)
+
+
+def attention_params(q, k, v, mask, dropout, causal, scale):
+    """The flash_attention parameters of one attention call: ``(params, padding, None)``
+    when the kernel computes it (``padding`` the additive ``[batch, seq]`` mask to hand it,
+    or None), else ``(None, None, reason)``.
+
+    q [batch, heads, q_len, head_dim] and k, v [batch, kv_heads, k_len, head_dim] as the
+    attention function receives them; `mask` as it passes them on to SDPA (None, boolean:
+    True keeps a key, or additive) and `causal` the causal flag SDPA gets. A mask constant
+    along the query (BERT's padding, `[b,1,1,k]` or `[b,1,q,k]`) becomes the kernel's
+    ``[batch, seq]`` additive mask (a boolean one as ``where(m, 0, -inf)``); a mask that is
+    exactly the causal pattern becomes ``causal``; any other mask, dropout, differing query
+    and key lengths or head dims are not supported, and the reason says which.
+    """
+    import torch
+
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return None, None, f"Q/K/V of {q.dim()}/{k.dim()}/{v.dim()} dims, not [batch, heads, seq, head_dim]"
+    b, h, s, d = q.shape
+    if dropout:
+        return None, None, f"dropout {dropout:g}"
+    if k.shape[2] != s:
+        return None, None, f"query length {s} and key length {k.shape[2]} differ (a KV cache or cross-attention)"
+    if tuple(v.shape) != tuple(k.shape) or k.shape[0] != b or k.shape[3] != d:
+        return None, None, f"Q {tuple(q.shape)}, K {tuple(k.shape)} and V {tuple(v.shape)} do not fit one problem"
+    if h % k.shape[1]:
+        return None, None, f"{k.shape[1]} K/V heads do not divide {h} query heads"
+    default = 1.0 / math.sqrt(d)
+    params = {"causal": bool(causal),
+              "scale": None if scale is None or math.isclose(float(scale), default, rel_tol=1e-6) else float(scale),
+              "kv_heads": int(k.shape[1]) if k.shape[1] < h else None,
+              "has_mask": False}
+    if mask is None:
+        return params, None, None
+    if mask.dtype == torch.bool:
+        add = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
+    else:
+        add = mask
+    m = add.reshape((1,) * (4 - add.dim()) + tuple(add.shape)) if add.dim() <= 4 else add
+    if m.dim() != 4 or m.shape[1] != 1 or m.shape[0] not in (1, b) or m.shape[3] != s or m.shape[2] not in (1, s):
+        return None, None, f"a {str(mask.dtype).replace('torch.', '')} mask of shape {list(mask.shape)}"
+    if causal:
+        return None, None, "a mask together with is_causal"
+    masked = _masked(m)
+    if m.shape[2] != 1 and not bool(((m == m[:, :, :1]) | (masked & masked[:, :, :1])).all()):
+        tril = torch.ones(s, s, dtype=torch.bool, device=m.device).tril()
+        if bool((masked == ~tril).all()) and bool((m.masked_fill(masked, 0) == 0).all()):
+            params["causal"] = True  # the causal pattern spelled out as a mask
+            return params, None, None
+        if bool((masked | tril).all()):
+            return None, None, f"a padding mask combined with causal masking ({list(mask.shape)})"
+        return None, None, f"a mask of shape {list(mask.shape)} that varies along the query"
+    row = m[:, 0, 0, :]
+    padding = row.masked_fill(_masked(row), float("-inf")).to(q.dtype).expand(b, s).contiguous()
+    params["has_mask"] = True
+    return params, padding, None
+
+
+def _hf_attention(model):
+    """``(configs, interface, mask interface)`` when `model` is a transformers model whose
+    attention goes through the attention-function registry (``config._attn_implementation``),
+    else None. `configs` are the distinct configs of the model's modules, each with the
+    implementation its attention modules look up."""
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "_attn_implementation"):
+        return None
+    try:
+        from transformers.masking_utils import AttentionMaskInterface
+        from transformers.modeling_utils import AttentionInterface
+    except ImportError:
+        return None
+    configs = {}
+    for m in model.modules():
+        c = getattr(m, "config", None)
+        if c is not None and hasattr(c, "_attn_implementation"):
+            configs[id(c)] = c
+    return list(configs.values()), AttentionInterface, AttentionMaskInterface
+
+
+@contextlib.contextmanager
+def hf_attention_function(model, make):
+    """Routes `model`'s attention through ``make(original)`` for the duration: a function
+    registered under a name of its own in transformers' attention registry (and the mask
+    function of the model's implementation under the same name, so that the model builds
+    the masks it built before), with the model's configs pointed at it, restored after.
+    `original(module, query, key, value, attention_mask, **kwargs)` is what the model
+    called before. Other models keep theirs: the name is this model's only. Yields False
+    (and changes nothing) when the model does not go through the registry."""
+    import sys
+
+    hf = _hf_attention(model)
+    if hf is None:
+        yield False
+        return
+    configs, interface, mask_interface = hf
+    before = [(c, c._attn_implementation) for c in configs]
+    name = f"autokernel_{next(_HF_NAMES)}"
+
+    def original(module, *args, **kwargs):
+        impl = before[0][1] or "eager"
+        if impl == "eager" or impl not in interface._global_mapping:
+            own = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+            fn = interface._global_mapping.get(impl, own)
+        else:
+            fn = interface._global_mapping[impl]
+        return fn(module, *args, **kwargs)
+
+    impl = before[0][1] or "eager"
+    mask_fn = mask_interface._global_mapping.get(impl, mask_interface._global_mapping.get("sdpa"))
+    interface._global_mapping[name] = make(original)
+    mask_interface._global_mapping[name] = mask_fn
+    try:
+        for c in configs:
+            c._attn_implementation_internal = name
+        yield True
+    finally:
+        for c, was in before:
+            c._attn_implementation_internal = was
+        interface._global_mapping.pop(name, None)
+        mask_interface._global_mapping.pop(name, None)
+
+
+# The numbers of the names `hf_attention_function` registers: one per use, never reused.
+_HF_NAMES = __import__("itertools").count()
+
+
+def _hf_call(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+    """What transformers' SDPA attention (``sdpa_attention_forward``) hands SDPA for one call
+    through the registry: ``(mask, dropout, causal, scale, reason)``; `reason` names what the
+    kernel cannot take (a position bias)."""
+    if kwargs.get("position_bias") is not None:
+        return None, dropout, False, scaling, "a position bias (T5-style relative attention)"
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    causal = bool(query.shape[2] > 1 and attention_mask is None and causal)
+    return attention_mask, dropout, causal, scaling, None
+
+
+class _AttentionCall:
+    """One captured attention call: the site it belongs to (`site`, a key), the module that
+    made it (`owner`, None for a direct SDPA call) and, for the first call of each site,
+    what a plug check needs: `params`, the problem `q`, `k`, `v`, the additive `padding`
+    mask (or None) and `out`, the model's own attention output as [batch, heads, seq,
+    head_dim] (None for the later calls of a site, to keep one forward's activations only
+    once per site)."""
+
+    def __init__(self, site, owner, params=None, q=None, k=None, v=None, padding=None, out=None):
+        self.site, self.owner, self.params = site, owner, params
+        self.q, self.k, self.v, self.padding, self.out = q, k, v, padding, out
+
+
+def capture_attention_calls(model, forward):
+    """Runs `forward()` once recording every attention call of `model`: through
+    transformers' attention registry (the model's own function wrapped, see
+    `hf_attention_function`), and direct ``F.scaled_dot_product_attention`` calls outside
+    it. Returns a list of ``(site key, site fields, call)`` with `call` an `_AttentionCall`
+    whose first of each site keeps its inputs."""
+    import torch
+    import torch.nn.functional as F
+
+    calls = []
+    seen = set()
+    inside = [0]
+
+    def record(site_name, owner, q, k, v, mask, dropout, causal, scale, reason, out):
+        padding = None
+        if reason is None:
+            params, padding, reason = attention_params(q, k, v, mask, dropout, causal, scale)
+        else:
+            params = None
+        dtype = str(q.dtype).replace("torch.", "")
+        shape = [int(x) for x in q.shape]
+        key = (site_name, json.dumps(params, sort_keys=True), tuple(shape), dtype, reason)
+        call = _AttentionCall(key, owner)
+        if key not in seen and params is not None:
+            seen.add(key)
+            call = _AttentionCall(key, owner, params, q.detach().clone(), k.detach().clone(), v.detach().clone(),
+                                  padding, out.detach().clone())
+        calls.append((key, {"module": site_name, "kind": "flash_attention", "params": params, "shape": shape,
+                            "dtype": dtype, "reason": reason}, call))
+
+    def make(original):
+        def captured(module, query, key, value, attention_mask, *args, **kwargs):
+            inside[0] += 1
+            try:
+                out = original(module, query, key, value, attention_mask, *args, **kwargs)
+            finally:
+                inside[0] -= 1
+            named = dict(zip(("dropout", "scaling"), args), **kwargs)
+            mask, dropout, causal, scale, reason = _hf_call(module, query, key, value, attention_mask, **named)
+            # transformers' functions return (output [batch, seq, heads, head_dim], weights)
+            record(type(module).__name__, module, query, key, value, mask, dropout, causal, scale, reason,
+                   out[0].transpose(1, 2))
+            return out
+        return captured
+
+    sdpa = F.scaled_dot_product_attention
+
+    def direct(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
+        out = sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                   **kw)
+        if not inside[0]:
+            reason = None
+            if not kw.get("enable_gqa", False) and key.shape[1] != query.shape[1]:
+                reason = "K/V with fewer heads than Q without enable_gqa"
+            record(SDPA_SITE, None, query, key, value, attn_mask, dropout_p, is_causal, scale, reason, out)
+        return out
+
+    F.scaled_dot_product_attention = direct
+    try:
+        with hf_attention_function(model, make):
+            with torch.no_grad():
+                forward()
+    finally:
+        F.scaled_dot_product_attention = sdpa
+    return calls
+
+
+def attention_call_sites(model, forward):
+    """The attention call sites of `model` in one `forward()`: one entry per (function or
+    attention module class, parameters, shape [batch, heads, seq, head_dim], dtype) with
+    its calls, each either pluggable (`params`) or not (`reason`). What the planner plans
+    flash_attention targets from (``autokernel_profiler::rank``)."""
+    sites, owners = {}, {}
+    for key, fields, call in capture_attention_calls(model, forward):
+        site = sites.setdefault(key, dict(fields, instances=0, calls=0))
+        site["calls"] += 1
+        # a direct SDPA call has no module: each call counts as its own instance
+        mine = owners.setdefault(key, set())
+        mine.add(id(call.owner) if call.owner is not None else len(mine))
+        site["instances"] = len(mine)
     return list(sites.values())

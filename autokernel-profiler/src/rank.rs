@@ -271,7 +271,7 @@ fn plan_where(
         let shape = problem_shape(kind, &op.op, &op.shapes);
         let layout = problem_layout(kind, &op.op, &op.shapes);
         let Some(params) = site_params(report, kind, &op.op, shape.as_ref(), dtype) else {
-            continue; // a norm no plug matches: listed by `unmatched_call_sites`
+            continue; // a norm or attention no plug matches: listed by `unmatched_call_sites`
         };
         add_planned(
             &mut targets,
@@ -351,17 +351,42 @@ fn matmul_site_entries(
 }
 
 /// Whether `kind` is planned from the profiler's call sites (its parameters come from the
-/// model): the norms.
+/// model): the norms and attention.
 fn planned_from_call_sites(kind: KernelKind) -> bool {
-    matches!(kind, KernelKind::Rmsnorm | KernelKind::Layernorm)
+    matches!(
+        kind,
+        KernelKind::Rmsnorm | KernelKind::Layernorm | KernelKind::FlashAttention
+    )
+}
+
+/// The parameters of an attention op of a model run: those of a call site
+/// (`profile_model.attention_call_sites`) at the op's shape `[batch, heads, seq, head_dim]`,
+/// called in the plan's `dtype`, that the kernel computes; `None` otherwise. The op is an
+/// aten name (`aten::scaled_dot_product_attention` and its backends, e.g.
+/// `aten::_scaled_dot_product_flash_attention_for_cpu`), not the module's, so sites are
+/// matched by kind and shape: an attention op the capture saw no site for (a call that goes
+/// neither through SDPA nor transformers' attention registry) has nothing a plug would
+/// take, and is not planned.
+fn attention_site_params(
+    report: &ProfileReport,
+    shape: Option<&Shape>,
+    dtype: DType,
+) -> Option<Params> {
+    let shape = shape?;
+    report
+        .call_sites
+        .iter()
+        .filter(|c| c.kind == KernelKind::FlashAttention.name())
+        .filter(|c| c.shape == shape.0 && c.dtype == dtype.name())
+        .find_map(|c| c.params.clone())
 }
 
 /// The parameters to plan an op of `kind` with: for a norm of a model run (the report has
 /// call sites), those of a call site of the op's module at its shape, called in the plan's
 /// `dtype`, that a plug matched; `None` when no such site matched (not planned: the plug
 /// takes only calls in the target's dtype, so a site matched in another dtype would never
-/// be plugged in); otherwise (other kinds, an imported trace, a norm the model did not
-/// call through a module) none: the defaults.
+/// be plugged in); for attention, [`attention_site_params`]; otherwise (other kinds, an
+/// imported trace, a norm the model did not call through a module) none: the defaults.
 fn site_params(
     report: &ProfileReport,
     kind: KernelKind,
@@ -371,6 +396,9 @@ fn site_params(
 ) -> Option<Params> {
     if !planned_from_call_sites(kind) || report.call_sites.is_empty() {
         return Some(Params::new());
+    }
+    if kind == KernelKind::FlashAttention {
+        return attention_site_params(report, shape, dtype);
     }
     let sites: Vec<&CallSite> = report
         .call_sites
@@ -985,5 +1013,77 @@ mod tests {
         assert_eq!(t[0].id, "01-rmsnorm");
         assert_eq!(t[0].params["cast_order"], serde_json::json!("t5"));
         assert_eq!(t[0].shapes, [Shape(vec![16, 64])]);
+    }
+
+    /// An attention call site of `module` at `shape` in float32: pluggable at `params`
+    /// when given, else not, with `reason`.
+    fn attention_site(
+        module: &str,
+        shape: [u64; 4],
+        params: Option<Params>,
+        reason: &str,
+    ) -> CallSite {
+        CallSite {
+            module: module.into(),
+            kind: "flash_attention".into(),
+            reason: params.is_none().then(|| reason.into()),
+            params,
+            shape: shape.to_vec(),
+            dtype: "float32".into(),
+            layout: Default::default(),
+            instances: 1,
+            calls: 1,
+        }
+    }
+
+    #[test]
+    fn attention_is_planned_only_from_a_call_site_at_its_shape_with_the_sites_params() {
+        let attn = |rank, name: &str, heads: i64| {
+            op(
+                rank,
+                name,
+                Some(KernelKind::FlashAttention),
+                vec![
+                    vec![1, heads, 16, 16],
+                    vec![1, 2, 16, 16],
+                    vec![1, 2, 16, 16],
+                ],
+                0.3,
+            )
+        };
+        let gqa: Params = serde_json::from_value(serde_json::json!(
+            {"causal": true, "scale": null, "kv_heads": 2, "has_mask": false}
+        ))
+        .unwrap();
+        let mut report = report_of(vec![
+            attn(1, "aten::scaled_dot_product_attention", 4),
+            attn(2, "aten::_scaled_dot_product_flash_attention_for_cpu", 8),
+        ]);
+        report.call_sites = vec![
+            attention_site("LlamaAttention", [1, 4, 16, 16], Some(gqa.clone()), ""),
+            attention_site(
+                "F.scaled_dot_product_attention",
+                [1, 8, 16, 16],
+                None,
+                "dropout 0.1",
+            ),
+        ];
+        let t = plan_for_model(&report, 4, DType::Float32);
+        assert_eq!(t.len(), 1, "{t:?}");
+        assert_eq!(t[0].id, "01-flash_attention");
+        assert_eq!(t[0].params, gqa);
+        let lines: Vec<String> = not_planned_call_sites(&report, DType::Float32)
+            .iter()
+            .map(|(c, r)| call_site_line(c, r))
+            .collect();
+        assert_eq!(
+            lines,
+            ["F.scaled_dot_product_attention (flash_attention [1,8,16,16] float32, 1 module, 1 call): dropout 0.1"]
+        );
+        // an imported trace (no call sites) plans attention at the kind's defaults
+        report.call_sites.clear();
+        let t = plan_for_model(&report, 4, DType::Float32);
+        assert_eq!(t.len(), 2);
+        assert!(t.iter().all(|t| t.params.is_empty()));
     }
 }
