@@ -361,18 +361,17 @@ def _check_attention(plug, calls):
     return None
 
 
-def _check_attention_plugs(plugs, excluded, net, forward):
-    """Runs `_check_attention` for each flash_attention plug (one captured forward for all);
-    a plug that fails is removed from `plugs` and named in `excluded`, as broken."""
-    import profile_model
-
-    attention = [p for p in plugs if p.kind == "flash_attention"]
-    if not attention:
+def _check_plugs(plugs, excluded, kinds, capture, check):
+    """Checks each plug of `kinds` against the model's own code on what `capture()` took
+    from one forward (``check(plug, captured)``: None, or why not); a plug that fails is
+    removed from `plugs` and named in `excluded`, as broken."""
+    mine = [p for p in plugs if p.kind in kinds]
+    if not mine:
         return
-    calls = profile_model.capture_attention_calls(net, forward)
-    for p in attention:
+    captured = capture()
+    for p in mine:
         try:
-            why = _check_attention(p, calls)
+            why = check(p, captured)
         except Exception as e:  # noqa: BLE001 - a kernel that raises on the model's input is wrong
             why = f"raised {type(e).__name__}: {e}"
         if why:
@@ -531,21 +530,12 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
         plugs.append(_Plug(t["id"], t["kind"], module.kernel_fn, t.get("shapes") or (), t.get("params"),
                            torch_dtype))
 
-    # norm plugs: matched by the target's params and checked against the model's own code
-    norm_plugs = [p for p in plugs if p.kind in ("rmsnorm", "layernorm")]
-    if norm_plugs:
-        captured = profile_model.capture_norm_inputs(net, forward)
-        for p in norm_plugs:
-            try:
-                why = _check_norm(p, captured)
-            except Exception as e:  # noqa: BLE001 - a kernel that raises on the model's input is wrong
-                why = f"raised {type(e).__name__}: {e}"
-            if why:
-                excluded.append({"target": p.target_id, "reason": f"plug check failed: {why}", "broken": True})
-                plugs.remove(p)
-
-    # attention plugs: matched by the target's params, checked against the model's own attention
-    _check_attention_plugs(plugs, excluded, net, forward)
+    # norm and attention plugs: matched by the target's params, checked against the
+    # model's own code on inputs captured from it
+    _check_plugs(plugs, excluded, ("rmsnorm", "layernorm"),
+                 lambda: profile_model.capture_norm_inputs(net, forward), _check_norm)
+    _check_plugs(plugs, excluded, ("flash_attention",),
+                 lambda: profile_model.capture_attention_calls(net, forward), _check_attention)
 
     def run_with(selected):
         with contextlib.ExitStack() as stack:

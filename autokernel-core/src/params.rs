@@ -187,6 +187,9 @@ pub fn resolve(kind: &str, specs: &[ParamSpec], given: &Params) -> Result<Params
         .map(|s| {
             let value = match given.get(&s.name) {
                 None => s.default.clone(),
+                // a null default ("the shape decides", attention's scale) given back as
+                // null, as a plan made from a model's call site records it
+                Some(Value::Null) if s.default.is_null() => Value::Null,
                 Some(v) => s.accept(v).ok_or_else(|| ParamError::Invalid {
                     kind: kind.into(),
                     name: s.name.clone(),
@@ -336,5 +339,29 @@ mod tests {
         assert_eq!(v["type"], json!("float"));
         assert_eq!(v["above"], json!(0.0));
         assert_eq!(&serde_json::from_value::<ParamSpec>(v).unwrap(), s);
+    }
+
+    #[test]
+    fn a_null_given_for_a_null_default_is_the_default_and_for_another_is_refused() {
+        let specs = [
+            ParamSpec::new(
+                "scale",
+                ParamType::Float { above: Some(0.0) },
+                Value::Null,
+                "",
+            ),
+            ParamSpec::new(
+                "eps",
+                ParamType::Float { above: Some(0.0) },
+                serde_json::json!(1e-6),
+                "",
+            ),
+        ];
+        let given: Params = [("scale".to_string(), Value::Null)].into_iter().collect();
+        let resolved = resolve("k", &specs, &given).unwrap();
+        assert_eq!(resolved["scale"], Value::Null);
+        assert_eq!(resolved["eps"], serde_json::json!(1e-6));
+        let given: Params = [("eps".to_string(), Value::Null)].into_iter().collect();
+        assert!(resolve("k", &specs, &given).is_err());
     }
 }

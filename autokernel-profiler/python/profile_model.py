@@ -697,10 +697,11 @@ def norm_params(m, x):
     return kind, {"eps": eps, "weight_offset": offset, "cast_order": order}, None
 
 
-def capture_norm_inputs(model, forward):
-    """Runs `forward()` once with a pre-hook on every norm module of `model`; returns
-    ``{module: (first input, shapes [(rows, cols)], dtype name, calls)}`` for each that was
-    called (its calls in that one forward pass)."""
+def capture_module_inputs(model, forward, select, problem_of):
+    """Runs `forward()` once with a pre-hook on every module of `model` that `select(m)`
+    accepts; returns ``{module: (first input, problem shapes, dtype name, calls)}`` for each
+    that was called, its problem shapes (``problem_of(m, x)``, in first-seen order) and its
+    calls in that one forward pass."""
     seen = {}
     hooks = []
 
@@ -708,14 +709,14 @@ def capture_norm_inputs(model, forward):
         if not args or not hasattr(args[0], "shape") or args[0].dim() < 1:
             return
         x = args[0]
-        problem = (x.numel() // x.shape[-1], int(x.shape[-1]))
+        problem = problem_of(m, x)
         entry = seen.setdefault(m, [x.detach().clone(), [], str(x.dtype).replace("torch.", ""), 0])
         if problem not in entry[1]:
             entry[1].append(problem)
         entry[3] += 1
 
     for m in model.modules():
-        if norm_kind(m):
+        if select(m):
             hooks.append(m.register_forward_pre_hook(hook))
     try:
         forward()
@@ -723,6 +724,12 @@ def capture_norm_inputs(model, forward):
         for h in hooks:
             h.remove()
     return {m: tuple(v) for m, v in seen.items()}
+
+
+def capture_norm_inputs(model, forward):
+    """:func:`capture_module_inputs` of the norm modules, problem shapes (rows, cols)."""
+    return capture_module_inputs(
+        model, forward, norm_kind, lambda m, x: (x.numel() // x.shape[-1], int(x.shape[-1])))
 
 
 def norm_call_sites(model, forward):
@@ -803,28 +810,12 @@ def matmul_call_sites(model, forward):
     module instances and calls behind it, each pluggable (`params`: ``has_bias``) or not
     (`reason`). The planner plans one matmul target per matched site
     (``autokernel_profiler::rank``)."""
-    seen = {}
-    hooks = []
-
-    def hook(m, args):
-        if not args or not hasattr(args[0], "shape") or args[0].dim() < 1:
-            return
-        x = args[0]
+    def problem_of(m, x):
         k = int(x.shape[-1])
-        problem = (x.numel() // max(k, 1), int(m.weight.shape[0 if matmul_layout(m) == "b_transposed" else 1]), k)
-        entry = seen.setdefault(m, [x.detach().clone(), [], str(x.dtype).replace("torch.", ""), 0])
-        if problem not in entry[1]:
-            entry[1].append(problem)
-        entry[3] += 1
+        n = int(m.weight.shape[0 if matmul_layout(m) == "b_transposed" else 1])
+        return (x.numel() // max(k, 1), n, k)
 
-    for m in model.modules():
-        if matmul_layout(m):
-            hooks.append(m.register_forward_pre_hook(hook))
-    try:
-        forward()
-    finally:
-        for h in hooks:
-            h.remove()
+    seen = capture_module_inputs(model, forward, matmul_layout, problem_of)
     sites = {}
     for m, (x, shapes, dtype, calls) in seen.items():
         try:
