@@ -44,11 +44,20 @@ fn target_section(ctx: &ProposalContext<'_>) -> String {
     let kind = t.kind;
     let mut s = String::new();
     let _ = writeln!(s, "## Target `{}`", t.id);
-    let _ = writeln!(
-        s,
-        "- kind: {kind}; `kernel_fn({})`",
-        kind.input_names().join(", ")
+    // the inputs and keywords of this target's parameters (a bias or a mask only where
+    // the model passes one)
+    let mut signature: Vec<String> = kind
+        .spec()
+        .inputs_at(&t.params)
+        .iter()
+        .map(|i| i.name.clone())
+        .collect();
+    signature.extend(
+        t.params
+            .iter()
+            .map(|(k, v)| format!("{k}={}", autokernel_core::value_text(v))),
     );
+    let _ = writeln!(s, "- kind: {kind}; `kernel_fn({})`", signature.join(", "));
     let dims = kind.dim_names().join(" x ");
     let shapes: Vec<String> = t.shapes.iter().map(ToString::to_string).collect();
     if shapes.is_empty() {

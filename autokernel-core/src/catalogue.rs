@@ -237,13 +237,23 @@ impl KindSpec {
     /// whose `only_if` parameter defaults to true (layernorm's `bias`, not
     /// flash_attention's `mask`).
     pub fn default_inputs(&self) -> Vec<&InputSpec> {
+        self.inputs_at(&Params::new())
+    }
+
+    /// The inputs passed at `params` (a parameter not given takes its default): those
+    /// without `only_if`, and those whose `only_if` parameter is true there.
+    pub fn inputs_at(&self, params: &Params) -> Vec<&InputSpec> {
         self.inputs
             .iter()
             .filter(|i| {
-                i.only_if.as_ref().is_none_or(|p| {
-                    self.params
-                        .iter()
-                        .any(|s| &s.name == p && s.default == Value::Bool(true))
+                i.only_if.as_ref().is_none_or(|flag| {
+                    let value = params.get(flag).or_else(|| {
+                        self.params
+                            .iter()
+                            .find(|s| &s.name == flag)
+                            .map(|s| &s.default)
+                    });
+                    value == Some(&Value::Bool(true))
                 })
             })
             .collect()
@@ -911,7 +921,9 @@ impl KernelKind {
         spec
     }
 
-    /// Keyword names of `kernel_fn`'s inputs, in order.
+    /// Keyword names of `kernel_fn`'s inputs, in order, optional ones (present only at
+    /// some parameters: matmul's `bias`) included; [`KindSpec::inputs_at`] gives those of
+    /// given parameters.
     pub fn input_names(self) -> Vec<&'static str> {
         self.spec().input_names()
     }
@@ -1151,5 +1163,42 @@ mod tests {
             .output_for(&Shape(vec![8, 128]), DType::Bfloat16)
             .unwrap();
         assert_eq!((dims, dt.as_str()), (vec![8], "bfloat16"));
+    }
+
+    #[test]
+    fn optional_inputs_are_present_only_where_their_parameter_is_true() {
+        let names = |kind: KernelKind, params: &[(&str, Value)]| -> Vec<String> {
+            let params: Params = params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect();
+            kind.spec()
+                .inputs_at(&params)
+                .iter()
+                .map(|i| i.name.clone())
+                .collect()
+        };
+        assert_eq!(names(KernelKind::Matmul, &[]), ["A", "B"]);
+        assert_eq!(
+            names(KernelKind::Matmul, &[("has_bias", Value::Bool(true))]),
+            ["A", "B", "bias"]
+        );
+        // layernorm's bias defaults to present
+        assert_eq!(names(KernelKind::Layernorm, &[]), ["x", "weight", "bias"]);
+        assert_eq!(
+            names(KernelKind::Layernorm, &[("has_bias", Value::Bool(false))]),
+            ["x", "weight"]
+        );
+        assert_eq!(
+            names(KernelKind::FlashAttention, &[("has_mask", Value::Bool(true))]),
+            ["Q", "K", "V", "mask"]
+        );
+        let defaults: Vec<&str> = KernelKind::Matmul
+            .spec()
+            .default_inputs()
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect();
+        assert_eq!(defaults, ["A", "B"]);
     }
 }

@@ -66,7 +66,12 @@ pub fn written_message(kind: KernelKind, path: &std::path::Path) -> String {
     let p = path.display();
     format!(
         "wrote {p}: {kind} starter, kernel_fn({}); judge it with `autokernel bench {p}`, tune it with `autokernel tune {p} --shape {}`",
-        kind.input_names().join(", "),
+        kind.spec()
+            .default_inputs()
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
         kind.dim_names().join(",")
     )
 }
