@@ -1190,7 +1190,10 @@ mod tests {
             ["x", "weight"]
         );
         assert_eq!(
-            names(KernelKind::FlashAttention, &[("has_mask", Value::Bool(true))]),
+            names(
+                KernelKind::FlashAttention,
+                &[("has_mask", Value::Bool(true))]
+            ),
             ["Q", "K", "V", "mask"]
         );
         let defaults: Vec<&str> = KernelKind::Matmul
