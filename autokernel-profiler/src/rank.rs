@@ -247,18 +247,25 @@ fn plan_where(
     keep: impl Fn(KernelKind) -> bool,
 ) -> Vec<Target> {
     let mut targets: Vec<Planned> = Vec::new();
+    // targets beyond the first of the ops split by matmul call site
+    let mut split = 0;
     for op in &report.ops {
         let Some(kind) = op.kind.filter(|k| keep(*k)) else {
             continue;
         };
-        if let Some(mut entries) = matmul_site_entries(report, kind, &op.op, op.fraction, dtype) {
-            // `top` counts targets (kernels to optimise): an op split by call site brings
-            // its largest sites first
-            entries.sort_by(|a, b| b.3.total_cmp(&a.3));
+        if let Some(entries) = matmul_site_entries(report, kind, &op.op, op.fraction, dtype) {
+            // the op counts once toward `top`, as before it was split by call site
+            let before = targets.len();
+            let room = if before < top + split {
+                usize::MAX
+            } else {
+                before
+            };
             for (shape, layout, params, fraction) in entries {
                 let entry = (kind, Some(shape), layout, params, fraction, op.op.clone());
-                add_planned(&mut targets, top, entry);
+                add_planned(&mut targets, room, entry);
             }
+            split += (targets.len() - before).saturating_sub(1);
             continue;
         }
         let shape = problem_shape(kind, &op.op, &op.shapes);
@@ -268,7 +275,7 @@ fn plan_where(
         };
         add_planned(
             &mut targets,
-            top,
+            top + split,
             (kind, shape, layout, params, op.fraction, op.op.clone()),
         );
     }

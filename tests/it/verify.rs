@@ -201,7 +201,9 @@ fn a_kernel_that_kills_or_hangs_the_worker_leaves_the_other_kernels_verified() {
         .iter()
         .map(|t| t["id"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(ids.len(), 2, "{plan}");
+    // two ops planned; an op split by matmul call site may bring more targets, which the
+    // run never reached (no kernel.py: said, not plugged in)
+    assert!(ids.len() >= 2, "{plan}");
     let (first, second) = (&ids[0], &ids[1]);
     let path = |id: &str| ws.join(format!("targets/{id}/kernel.py"));
     // the run's one experiment went to the first target: the second gets its starter,
