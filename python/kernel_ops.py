@@ -48,7 +48,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -122,6 +124,26 @@ def load_kernel(path: str, module_name: Optional[str] = None):
     if not callable(getattr(module, "kernel_fn", None)) or not isinstance(getattr(module, "KERNEL_KIND", None), str):
         raise ValueError(f"{path} defines no kernel_fn or no KERNEL_KIND")
     return module
+
+
+def bind(kernel_fn: Callable, kind: str, params: Optional[dict] = None) -> Callable:
+    """`kernel_fn` with the target's `params` bound as keywords: those in its signature, or
+    all of them when it takes ``**kwargs``. A parameter it lacks is left out when it is at
+    the kind's default (a kernel written before its kind took parameters computes the
+    default) and is a ValueError otherwise, naming it: the kernel cannot compute it."""
+    params = dict(params or {})
+    if not params:
+        return kernel_fn
+    sig = inspect.signature(kernel_fn).parameters
+    takes_all = any(p.kind == p.VAR_KEYWORD for p in sig.values())
+    defaults = catalogue_module().param_defaults(kind)
+    bound = {}
+    for name, value in params.items():
+        if takes_all or name in sig:
+            bound[name] = value
+        elif value != defaults.get(name):
+            raise ValueError(f"kernel_fn takes no `{name}` keyword and the model needs {name}={value!r}")
+    return functools.partial(kernel_fn, **bound) if bound else kernel_fn
 
 
 # ---------------------------------------------------------------------------------------
@@ -594,16 +616,16 @@ class KernelOp:
     operator.
     """
 
-    def __init__(self, name: str, module, spec: dict, catalogue):
+    def __init__(self, name: str, module, spec: dict, catalogue, params: Optional[dict] = None):
         self.name, self.module, self.kind = name, module, spec["name"]
-        # the inputs present at the kind's default parameters (an operator has one schema):
-        # flash_attention's `mask` exists only with has_mask=true
-        defaults = {p["name"]: p.get("default") for p in spec.get("params", [])}
-        self.inputs = [i for i in spec["inputs"] if not i.get("only_if") or defaults.get(i["only_if"]) is True]
+        # the target's parameters over the kind's defaults; they pick the inputs present (an
+        # operator has one schema: flash_attention's `mask` exists only with has_mask=true)
+        self.params = catalogue.resolve_params(self.kind, params) or {}
+        self.inputs = [i for i in spec["inputs"] if not i.get("only_if") or self.params.get(i["only_if"]) is True]
         self.input_names = tuple(i["name"] for i in self.inputs)
         self._output = spec["output"]
         self._catalogue = catalogue
-        self.launcher = Launcher(module.kernel_fn, self.input_names)
+        self.launcher = Launcher(bind(module.kernel_fn, self.kind, params), self.input_names)
         schema = "(" + ", ".join(f"Tensor {n}" for n in self.input_names) + ") -> Tensor"
         op = torch.library.custom_op(f"{NAMESPACE}::{name}", self._run_kernel, mutates_args=(), schema=schema)
         op.register_kernel("cpu")(self._run_cpu)
@@ -637,7 +659,8 @@ class KernelOp:
                                    "Triton's interpreter; set TRITON_INTERPRET=1 before triton is imported")
             self._catalogue.patch_triton_interpreter()
             return self.launcher(*args)
-        out = self._catalogue.reference(self.kind, dict(zip(self.input_names, args))).to(self._out_dtype(args))
+        out = self._catalogue.reference(self.kind, dict(zip(self.input_names, args)), params=self.params or None)
+        out = out.to(self._out_dtype(args))
         # an operator's output may not alias an input (the reference of a float32 identity would)
         storages = {t.untyped_storage().data_ptr() for t in args}
         return out.clone() if out.untyped_storage().data_ptr() in storages else out
@@ -658,6 +681,8 @@ class KernelOp:
         for t, spec in zip(args, self.inputs):
             for size, expr in zip(t.shape, spec["dims"]):
                 dim, div = _parse_dim(expr)
+                if dim == "heads" and self.params.get("kv_heads") is not None and spec["name"] in ("K", "V"):
+                    continue  # grouped-query: K and V have kv_heads heads, dims name Q's
                 torch._check(size == dims[dim] // div,
                              lambda spec=spec, expr=expr: f"{self.name}: {spec['name']} disagrees on {expr}")
         shape = []
@@ -670,17 +695,21 @@ class KernelOp:
 _REGISTERED: dict = {}
 
 
-def register(kernel, name: Optional[str] = None) -> KernelOp:
+def register(kernel, name: Optional[str] = None, params: Optional[dict] = None) -> KernelOp:
     """Registers `kernel` (a path to a ``kernel.py``, or its module) as the operator
     ``torch.ops.autokernel.<name>`` and returns its :class:`KernelOp`.
 
     `name` defaults to the kernel's ``KERNEL_KIND``; characters other than letters, digits
     and ``_`` become ``_`` (``01-rmsnorm`` → ``_01_rmsnorm``: an operator name starts with a
-    letter or ``_``). Registering a name again replaces the operator (a worker that verifies
-    a workspace twice registers its newest kernels).
+    letter or ``_``). `params` are the target's parameters (``eps``, ``causal``, …), bound
+    into the operator: its inputs are those present at them, the kernel gets them as
+    keywords (:func:`bind`), the CPU reference computes them. Registering a name again
+    replaces the operator (a worker that verifies a workspace twice registers its newest
+    kernels).
 
-    Raises ValueError when the kernel's kind is not in the catalogue, FileNotFoundError
-    when the catalogue cannot be found (:func:`catalogue_module`).
+    Raises ValueError when the kernel's kind is not in the catalogue, when a parameter is
+    not the kind's, or when the kernel cannot take one the target needs (:func:`bind`);
+    FileNotFoundError when the catalogue cannot be found (:func:`catalogue_module`).
     """
     module = load_kernel(kernel) if isinstance(kernel, (str, os.PathLike)) else kernel
     catalogue = catalogue_module()
@@ -688,7 +717,7 @@ def register(kernel, name: Optional[str] = None) -> KernelOp:
     name = re.sub(r"\W", "_", name or module.KERNEL_KIND)
     if not re.match(r"[A-Za-z_]", name):
         name = "_" + name
-    op = KernelOp(name, module, spec, catalogue)
+    op = KernelOp(name, module, spec, catalogue, params)
     _REGISTERED[name] = op
     return op
 

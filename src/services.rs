@@ -127,9 +127,15 @@ pub const VERIFY_PY: &str = include_str!("../python/verify_model.py");
 /// CPU implementations, the cached launcher. See `docs/deploy.md`.
 pub const KERNEL_OPS_PY: &str = include_str!("../python/kernel_ops.py");
 
-/// Writes the Python scripts the worker runs for a workspace (the verifier, the operators'
-/// module with the catalogue it reads, the profiler's model loader and the bundled example
-/// models) into `.autokernel/scripts`; returns that folder.
+/// The plugs (`python/plugs.py`): a kept kernel installed into one model instance where
+/// the call-site matcher gives a call its target's parameters, and undone. Verification
+/// and an exported package use it.
+pub const PLUGS_PY: &str = include_str!("../python/plugs.py");
+
+/// Writes the Python scripts the worker runs for a workspace (the verifier, the plugs and
+/// the call-site matcher they use, the operators' module with the catalogue it reads, the
+/// profiler's model loader and the bundled example models) into `.autokernel/scripts`;
+/// returns that folder.
 ///
 /// # Errors
 /// When the folder or a file cannot be written.
@@ -141,6 +147,11 @@ pub fn install_scripts(ws: &Workspace) -> anyhow::Result<PathBuf> {
     write_kernel_ops(&scripts)?;
     let mut files = vec![
         (scripts.join("verify_model.py"), VERIFY_PY),
+        (scripts.join("plugs.py"), PLUGS_PY),
+        (
+            scripts.join("call_sites.py"),
+            autokernel_profiler::CALL_SITES_PY,
+        ),
         (
             scripts.join("profile_model.py"),
             autokernel_profiler::PROFILE_MODEL_PY,

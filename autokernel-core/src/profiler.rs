@@ -346,7 +346,7 @@ pub struct ProfileReport {
     /// Op groups, ranked by device time.
     pub ops: Vec<OpProfile>,
     /// The norm and matmul modules the model called, with the parameters the profiler's
-    /// matcher found (`profile_model.norm_call_sites`, `matmul_call_sites`); empty for an imported trace, which has no model
+    /// matcher found (`call_sites.norm_call_sites`, `matmul_call_sites`); empty for an imported trace, which has no model
     /// to ask.
     #[serde(default)]
     pub call_sites: Vec<CallSite>,

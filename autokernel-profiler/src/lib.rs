@@ -46,7 +46,9 @@ pub use classify::{
 pub use import::TransferStats;
 pub use import::MODULE_PREFIX;
 #[cfg(feature = "model-profiler")]
-pub use profiler::{loader_kwargs, ChromeTraceProfiler, ModelRun, EXAMPLES, PROFILE_MODEL_PY};
+pub use profiler::{
+    loader_kwargs, ChromeTraceProfiler, ModelRun, CALL_SITES_PY, EXAMPLES, PROFILE_MODEL_PY,
+};
 pub use rank::{
     call_site_line, not_planned_call_sites, not_planned_call_sites_text, plan, plan_for_model,
     unmatched_call_sites, unpluggable_ops, ImportedTrace, RankedOp, SPREAD_LIMIT,

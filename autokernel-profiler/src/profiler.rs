@@ -15,6 +15,11 @@ use crate::{import_trace, ImportedTrace, DEFAULT_ITERATIONS, DEFAULT_WARMUP};
 /// The profiling script, run inside the worker.
 pub const PROFILE_MODEL_PY: &str = include_str!("../python/profile_model.py");
 
+/// The call-site matcher the profiling script imports from beside it (which module or call
+/// a kernel kind can replace, at which parameters); verification's plugs and an exported
+/// package use the same file.
+pub const CALL_SITES_PY: &str = include_str!("../python/call_sites.py");
+
 /// The bundled example models (`--example NAME`): name and source.
 pub const EXAMPLES: [(&str, &str); 4] = [
     ("tiny", include_str!("../../examples/models/tiny.py")),
@@ -124,6 +129,7 @@ impl ChromeTraceProfiler {
             Ok(path)
         };
         let script = write(cache_dir.join("profile_model.py"), PROFILE_MODEL_PY)?;
+        write(cache_dir.join("call_sites.py"), CALL_SITES_PY)?;
         for (name, text) in EXAMPLES {
             write(examples.join(format!("{name}.py")), text)?;
         }

@@ -360,7 +360,7 @@ fn planned_from_call_sites(kind: KernelKind) -> bool {
 }
 
 /// The parameters of an attention op of a model run: those of a call site
-/// (`profile_model.attention_call_sites`) at the op's shape `[batch, heads, seq, head_dim]`,
+/// (`call_sites.attention_call_sites`) at the op's shape `[batch, heads, seq, head_dim]`,
 /// called in the plan's `dtype`, that the kernel computes; `None` otherwise. The op is an
 /// aten name (`aten::scaled_dot_product_attention` and its backends, e.g.
 /// `aten::_scaled_dot_product_flash_attention_for_cpu`), not the module's, so sites are

@@ -1,4 +1,4 @@
-//! `python/verify_model.py`'s plugs, exercised in the project's Python: a kernel takes only
+//! `python/plugs.py`'s plugs, exercised in the project's Python: a kernel takes only
 //! the calls at its target's shapes, and two targets of one kind each keep their own.
 
 use std::path::Path;
@@ -13,9 +13,9 @@ fn python() -> std::path::PathBuf {
 
 const SCRIPT: &str = r#"
 import sys
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1:]
 import torch, torch.nn as nn
-import verify_model as vm
+import plugs
 
 class Net(nn.Module):
     def __init__(self):
@@ -35,8 +35,8 @@ def kernel(tag):
 net = Net()
 x = torch.randn(4, 8)
 ref = net(x)
-first = vm._Plug("01-matmul", "matmul", kernel("01"), [[4, 16, 8]])
-second = vm._Plug("02-matmul", "matmul", kernel("02"), [[4, 8, 16]])
+first = plugs.Plug("01-matmul", "matmul", kernel("01"), [[4, 16, 8]])
+second = plugs.Plug("02-matmul", "matmul", kernel("02"), [[4, 8, 16]])
 with first.installed(net), second.installed(net):
     out = net(x)
 assert torch.allclose(out, ref, atol=1e-5), (out, ref)
@@ -44,7 +44,7 @@ assert calls == [("01", (4, 8), (8, 16)), ("02", (4, 16), (16, 8))], calls
 assert (first.calls, second.calls) == (1, 1)
 # a shape the plan never saw goes to PyTorch
 calls.clear()
-other = vm._Plug("03-matmul", "matmul", kernel("03"), [[99, 16, 8]])
+other = plugs.Plug("03-matmul", "matmul", kernel("03"), [[99, 16, 8]])
 with other.installed(net):
     net(x)
 assert calls == [] and other.calls == 0, calls
@@ -59,7 +59,7 @@ print("ok")
 /// the other (all of eager, then all of the next), the medians would be 2 and 7.
 const INTERLEAVED: &str = r#"
 import sys
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1:]
 import verify_model as vm
 
 order = []
@@ -79,10 +79,11 @@ print("ok")
 /// eager: 2% faster is kept; 0.5% faster and 2% slower are left out, each with its reason.
 const GAIN: &str = r#"
 import sys
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1:]
+import plugs as plugs_module
 import verify_model as vm
 
-plugs = [vm._Plug(t, "rmsnorm", None) for t in ("01-a", "02-b", "03-c")]
+plugs = [plugs_module.Plug(t, "rmsnorm", None) for t in ("01-a", "02-b", "03-c")]
 kept, excluded = vm._gainers(plugs, [9.8, 9.95, 10.2], 10.0)
 assert [p.target_id for p in kept] == ["01-a"], kept
 assert excluded == [
@@ -93,11 +94,13 @@ print("ok")
 "#;
 
 fn run_python(script: &str) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    // plugs.py beside verify_model.py, and the call-site matcher it imports
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(python())
         .arg("-c")
         .arg(script)
-        .arg(&dir)
+        .arg(root.join("python"))
+        .arg(root.join("autokernel-profiler/python"))
         .output()
         .expect("python runs");
     assert!(

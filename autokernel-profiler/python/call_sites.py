@@ -1,0 +1,538 @@
+"""Call sites: which module or functional call of a model a kernel kind can replace, at which
+parameters, decided by the model's own code.
+
+Used three ways: the profiler records the call sites of a model (``norm_call_sites``,
+``matmul_call_sites``, ``attention_call_sites``: what ``autokernel_profiler::rank`` plans
+targets from); verification (``plugs.py``) matches its plugs by the same functions, so what
+was planned is what gets plugged in; an exported package (``autokernel export``) ships this
+file and matches the user's model with it.
+
+The catalogue (``catalogue.py``: references, tolerances, the model code of each variant) is
+the worker's ``catalogue`` module, or inside an exported package the one its ``kernel_ops``
+loaded (``_catalogue``).
+"""
+
+import contextlib
+import json
+import math
+
+
+def _catalogue():
+    """The catalogue's Python side: in an exported package the one beside this file, loaded
+    by its ``kernel_ops``; beside the worker's scripts the worker's own ``catalogue``."""
+    try:
+        from . import kernel_ops  # inside a package (an exported one)
+    except ImportError:
+        import catalogue  # a top-level module, beside the worker's scripts
+
+        return catalogue
+    return kernel_ops.catalogue_module()
+
+
+# --- norm call sites: parameters read from each module, decided by its own forward ------
+
+# The variants a norm module may compute, in the order a tie is decided (defaults first):
+# rmsnorm's weight offset (Gemma: 1 + w) and cast order (catalogue.rmsnorm_model_code).
+_RMS_VARIANTS = [(o, c) for o in (0, 1) for c in ("float32", "llama", "t5")]
+
+
+def norm_kind(m):
+    """`layernorm` for an nn.LayerNorm, `rmsnorm` for an RMS norm module (an nn.RMSNorm, a
+    class whose name says RMSNorm, or one with a 1-D weight and a `variance_epsilon`, as
+    T5LayerNorm), else None."""
+    import torch
+
+    if isinstance(m, torch.nn.LayerNorm):
+        return "layernorm"
+    w = getattr(m, "weight", None)
+    rms = isinstance(m, getattr(torch.nn, "RMSNorm", ())) or "rmsnorm" in type(m).__name__.lower() \
+        or hasattr(m, "variance_epsilon")
+    if rms and isinstance(w, torch.Tensor) and w.dim() == 1:
+        return "rmsnorm"
+    return None
+
+
+def _tolerance(kind, dtype):
+    """(atol, rtol) of the catalogue for `kind` in `dtype` (the judge's elementwise bound)."""
+    catalogue = _catalogue()
+
+    t = catalogue.spec(kind)["tolerances"][str(dtype).replace("torch.", "")]
+    return t["atol"], t["rtol"]
+
+
+def _excess(out, ref, kind):
+    """How far `out` is from `ref` beyond the kind's tolerance in ref's dtype: the largest
+    |out − ref| − (atol + rtol·|ref|) (≤ 0 within tolerance), and the largest |out − ref|."""
+    import torch
+
+    atol, rtol = _tolerance(kind, ref.dtype if ref.dtype != torch.float32 else out.dtype)
+    o, r = out.detach().float(), ref.detach().float()
+    if o.shape != r.shape:
+        return float("inf"), float("inf")
+    diff = (o - r).abs().nan_to_num(float("inf"))
+    return float((diff - (atol + rtol * r.abs())).max()), float(diff.max())
+
+
+def _own_forward(m, x):
+    """The module's class forward on x: what the model computes, whatever replaced the
+    instance's forward (a profiler range, a plug)."""
+    import torch
+
+    with torch.no_grad():
+        return type(m).forward(m, x)
+
+
+def norm_params(m, x):
+    """The catalogue parameters of norm module `m` called on `x` [..., cols]:
+    ``(kind, params, None)`` when the module's own forward matches the kind's model code
+    (``catalogue.rmsnorm_model_code``, ``F.layer_norm``) at those parameters within the
+    kind's tolerance, else ``(kind, None, reason)`` with the measured error.
+
+    eps and the bias come from the module's attributes (`eps`, `variance_epsilon`,
+    `bias`); rmsnorm's weight offset and cast order cannot be read from an attribute and are
+    decided by running the module: the variant with the smallest error on `x`, and among
+    cast orders that tie (x and the weight in one dtype, where LlamaRMSNorm and T5LayerNorm
+    agree) the one that matches a float32-weight copy of the module called on x in float16,
+    where the three orders differ.
+    """
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    catalogue = _catalogue()
+
+    kind = norm_kind(m)
+    out = _own_forward(m, x)
+    if not isinstance(out, torch.Tensor):
+        return kind, None, f"{type(m).__name__} returns {type(out).__name__}, not a tensor"
+    if kind == "layernorm":
+        if m.weight is None or len(m.normalized_shape) != 1:
+            return kind, None, f"{type(m).__name__} without an affine weight or over several dims"
+        params = {"eps": float(m.eps), "has_bias": m.bias is not None}
+        ref = F.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps)
+        excess, err = _excess(out, ref, kind)
+        if excess > 0:
+            return kind, None, f"{type(m).__name__}'s forward differs from F.layer_norm by {err:.3g}"
+        return kind, params, None
+    eps = getattr(m, "eps", getattr(m, "variance_epsilon", None))
+    if eps is None:  # nn.RMSNorm(eps=None) uses the dtype's machine epsilon
+        eps = torch.finfo(x.dtype).eps
+    eps = float(eps)
+    scored = []
+    for offset, order in _RMS_VARIANTS:
+        ref = catalogue.rmsnorm_model_code(x, m.weight, eps, offset, order)
+        excess, err = _excess(out, ref, kind)
+        if excess <= 0:
+            scored.append((err, offset, order))
+    if not scored:
+        best = min(_excess(out, catalogue.rmsnorm_model_code(x, m.weight, eps, o, c), kind)[1]
+                   for o, c in _RMS_VARIANTS)
+        return kind, None, (f"{type(m).__name__} (eps {eps:g}) matches no rmsnorm variant "
+                            f"(weight offset 0/1, cast order float32/llama/t5): error {best:.3g} at best")
+    least = min(s[0] for s in scored)
+    tied = [s for s in scored if s[0] == least]
+    offset, order = tied[0][1], tied[0][2]
+    if len({s[2] for s in tied}) > 1:
+        # a copy with a float32 weight that is not all ones (an initialised Llama's is),
+        # called in float16: the orders then differ in rounding and in the output dtype
+        probe = copy.deepcopy(m).float()
+        g = torch.Generator(device=x.device).manual_seed(0)
+        with torch.no_grad():
+            probe.weight.copy_(1.0 + 0.5 * torch.randn(probe.weight.shape, generator=g, device=x.device))
+        xh = x.detach().to(torch.float16)
+
+        def probe_error(o, c):
+            ref = catalogue.rmsnorm_model_code(xh, probe.weight, eps, o, c)
+            if ref.dtype != pout.dtype:
+                return float("inf")
+            return (pout.float() - ref.float()).abs().max().item()
+
+        try:
+            pout = _own_forward(probe, xh)
+            errs = [(probe_error(o, c), i) for i, (_, o, c) in enumerate(tied)]
+            offset, order = tied[min(errs)[1]][1:]
+        except Exception:  # noqa: BLE001 - a module that rejects the probe keeps the tie's first
+            pass
+    return kind, {"eps": eps, "weight_offset": offset, "cast_order": order}, None
+
+
+def capture_module_inputs(model, forward, select, problem_of):
+    """Runs `forward()` once with a pre-hook on every module of `model` that `select(m)`
+    accepts; returns ``{module: (first input, problem shapes, dtype name, calls)}`` for each
+    that was called, its problem shapes (``problem_of(m, x)``, in first-seen order) and its
+    calls in that one forward pass."""
+    seen = {}
+    hooks = []
+
+    def hook(m, args):
+        if not args or not hasattr(args[0], "shape") or args[0].dim() < 1:
+            return
+        x = args[0]
+        problem = problem_of(m, x)
+        entry = seen.setdefault(m, [x.detach().clone(), [], str(x.dtype).replace("torch.", ""), 0])
+        if problem not in entry[1]:
+            entry[1].append(problem)
+        entry[3] += 1
+
+    for m in model.modules():
+        if select(m):
+            hooks.append(m.register_forward_pre_hook(hook))
+    try:
+        forward()
+    finally:
+        for h in hooks:
+            h.remove()
+    return {m: tuple(v) for m, v in seen.items()}
+
+
+def capture_norm_inputs(model, forward):
+    """:func:`capture_module_inputs` of the norm modules, problem shapes (rows, cols)."""
+    return capture_module_inputs(
+        model, forward, norm_kind, lambda m, x: (x.numel() // x.shape[-1], int(x.shape[-1])))
+
+
+def norm_call_sites(model, forward):
+    """The norm call sites of `model` in one `forward()`: one entry per (class, kind,
+    parameters, shape, dtype) with the module instances and calls behind it, each either
+    pluggable (`params`) or not (`reason`, with the measured error). What the planner
+    plans norm targets from (``autokernel_profiler::rank``)."""
+    sites = {}
+    for m, (x, shapes, dtype, calls) in capture_norm_inputs(model, forward).items():
+        try:
+            kind, params, reason = norm_params(m, x)
+        except Exception as e:  # noqa: BLE001 - a module the matcher cannot run is not pluggable
+            kind, params, reason = norm_kind(m), None, f"its forward raised {type(e).__name__}: {e}"
+        for shape in shapes:
+            key = (type(m).__name__, kind, json.dumps(params, sort_keys=True), shape, dtype, reason)
+            site = sites.setdefault(key, {"module": type(m).__name__, "kind": kind, "params": params,
+                                          "shape": list(shape), "dtype": dtype, "reason": reason,
+                                          "instances": 0, "calls": 0})
+            site["instances"] += 1
+            site["calls"] += calls
+    return list(sites.values())
+
+
+# --- matmul call sites ---------------------------------------------------------------
+
+
+def matmul_layout(m):
+    """How matmul module `m` hands its weight over as B [K, N]: ``"b_transposed"`` for an
+    nn.Linear (``x @ weight.T``, weight stored [out, in]), ``"contiguous"`` for GPT-2's
+    ``Conv1D`` (``addmm(bias, x, weight)``, weight stored [in, out]); None for any other
+    module."""
+    import torch
+
+    if isinstance(m, torch.nn.Linear):
+        return "b_transposed"
+    w = getattr(m, "weight", None)
+    if type(m).__name__ == "Conv1D" and isinstance(w, torch.Tensor) and w.dim() == 2 \
+            and getattr(m, "nf", None) == w.shape[1]:
+        return "contiguous"
+    return None
+
+
+def matmul_plug_math(m, x, layout):
+    """What a matmul plug computes for module `m` on `x` [..., K]: ``A @ B (+ bias)`` with
+    A = x as [M, K] and B the module's weight in `layout` (torch's own matmul standing in
+    for the kernel), reshaped to x's leading dims."""
+    import torch
+
+    a = x.reshape(-1, x.shape[-1])
+    b = m.weight.t() if layout == "b_transposed" else m.weight
+    out = a @ b
+    if m.bias is not None:
+        out = out + m.bias
+    return out.reshape(*x.shape[:-1], b.shape[1])
+
+
+def matmul_params(m, x):
+    """``(layout, params, None)`` when matmul module `m`'s own forward on `x` matches
+    ``A @ B (+ bias)`` in its layout within matmul's tolerance (params: ``has_bias``), else
+    ``(layout, None, reason)`` with the measured error."""
+    import torch
+
+    layout = matmul_layout(m)
+    out = _own_forward(m, x)
+    if not isinstance(out, torch.Tensor):
+        return layout, None, f"{type(m).__name__} returns {type(out).__name__}, not a tensor"
+    with torch.no_grad():
+        ref = matmul_plug_math(m, x, layout)
+    excess, err = _excess(out, ref, "matmul")
+    if excess > 0:
+        return layout, None, f"{type(m).__name__}'s forward differs from A @ B (+ bias) by {err:.3g}"
+    return layout, {"has_bias": m.bias is not None}, None
+
+
+def matmul_call_sites(model, forward):
+    """The matmul call sites of `model` in one `forward()` (nn.Linear and GPT-2's Conv1D):
+    one entry per (class, layout, parameters, problem shape [M, N, K], dtype) with the
+    module instances and calls behind it, each pluggable (`params`: ``has_bias``) or not
+    (`reason`). The planner plans one matmul target per matched site
+    (``autokernel_profiler::rank``)."""
+    def problem_of(m, x):
+        k = int(x.shape[-1])
+        n = int(m.weight.shape[0 if matmul_layout(m) == "b_transposed" else 1])
+        return (x.numel() // max(k, 1), n, k)
+
+    seen = capture_module_inputs(model, forward, matmul_layout, problem_of)
+    sites = {}
+    for m, (x, shapes, dtype, calls) in seen.items():
+        try:
+            layout, params, reason = matmul_params(m, x)
+        except Exception as e:  # noqa: BLE001 - a module the matcher cannot run is not pluggable
+            layout, params, reason = matmul_layout(m), None, f"its forward raised {type(e).__name__}: {e}"
+        for shape in shapes:
+            key = (type(m).__name__, layout, json.dumps(params, sort_keys=True), shape, dtype, reason)
+            site = sites.setdefault(key, {"module": type(m).__name__, "kind": "matmul", "params": params,
+                                          "layout": layout, "shape": list(shape), "dtype": dtype,
+                                          "reason": reason, "instances": 0, "calls": 0})
+            site["instances"] += 1
+            site["calls"] += calls
+    return list(sites.values())
+
+
+# --- attention call sites: causal, scale, K/V heads and mask read from each call ----------
+
+# The call site name of a direct `torch.nn.functional.scaled_dot_product_attention` call.
+SDPA_SITE = "F.scaled_dot_product_attention"
+
+
+def _masked(m):
+    """Where an additive mask drops a key: −inf, or a value below half the dtype's lowest
+    (transformers fills with `finfo.min`)."""
+    import torch
+
+    return (m == float("-inf")) | (m <= torch.finfo(m.dtype).min / 2)
+
+
+def attention_params(q, k, v, mask, dropout, causal, scale):
+    """The flash_attention parameters of one attention call: ``(params, padding, None)``
+    when the kernel computes it (``padding`` the additive ``[batch, seq]`` mask to hand it,
+    or None), else ``(None, None, reason)``.
+
+    q [batch, heads, q_len, head_dim] and k, v [batch, kv_heads, k_len, head_dim] as the
+    attention function receives them; `mask` as it passes them on to SDPA (None, boolean:
+    True keeps a key, or additive) and `causal` the causal flag SDPA gets. A mask constant
+    along the query (BERT's padding, `[b,1,1,k]` or `[b,1,q,k]`) becomes the kernel's
+    ``[batch, seq]`` additive mask (a boolean one as ``where(m, 0, -inf)``); a mask that is
+    exactly the causal pattern becomes ``causal``; any other mask, dropout, differing query
+    and key lengths or head dims are not supported, and the reason says which.
+    """
+    import torch
+
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return None, None, f"Q/K/V of {q.dim()}/{k.dim()}/{v.dim()} dims, not [batch, heads, seq, head_dim]"
+    b, h, s, d = q.shape
+    if dropout:
+        return None, None, f"dropout {dropout:g}"
+    if k.shape[2] != s:
+        return None, None, f"query length {s} and key length {k.shape[2]} differ (a KV cache or cross-attention)"
+    if tuple(v.shape) != tuple(k.shape) or k.shape[0] != b or k.shape[3] != d:
+        return None, None, f"Q {tuple(q.shape)}, K {tuple(k.shape)} and V {tuple(v.shape)} do not fit one problem"
+    if h % k.shape[1]:
+        return None, None, f"{k.shape[1]} K/V heads do not divide {h} query heads"
+    default = 1.0 / math.sqrt(d)
+    params = {"causal": bool(causal),
+              "scale": None if scale is None or math.isclose(float(scale), default, rel_tol=1e-6) else float(scale),
+              "kv_heads": int(k.shape[1]) if k.shape[1] < h else None,
+              "has_mask": False}
+    if mask is None:
+        return params, None, None
+    if mask.dtype == torch.bool:
+        add = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
+    else:
+        add = mask
+    m = add.reshape((1,) * (4 - add.dim()) + tuple(add.shape)) if add.dim() <= 4 else add
+    if m.dim() != 4 or m.shape[1] != 1 or m.shape[0] not in (1, b) or m.shape[3] != s or m.shape[2] not in (1, s):
+        return None, None, f"a {str(mask.dtype).replace('torch.', '')} mask of shape {list(mask.shape)}"
+    if causal:
+        return None, None, "a mask together with is_causal"
+    masked = _masked(m)
+    if m.shape[2] != 1 and not bool(((m == m[:, :, :1]) | (masked & masked[:, :, :1])).all()):
+        tril = torch.ones(s, s, dtype=torch.bool, device=m.device).tril()
+        if bool((masked == ~tril).all()) and bool((m.masked_fill(masked, 0) == 0).all()):
+            params["causal"] = True  # the causal pattern spelled out as a mask
+            return params, None, None
+        if bool((masked | tril).all()):
+            return None, None, f"a padding mask combined with causal masking ({list(mask.shape)})"
+        return None, None, f"a mask of shape {list(mask.shape)} that varies along the query"
+    row = m[:, 0, 0, :]
+    padding = row.masked_fill(_masked(row), float("-inf")).to(q.dtype).expand(b, s).contiguous()
+    params["has_mask"] = True
+    return params, padding, None
+
+
+def _hf_attention(model):
+    """``(configs, interface, mask interface)`` when `model` is a transformers model whose
+    attention goes through the attention-function registry (``config._attn_implementation``),
+    else None. `configs` are the distinct configs of the model's modules, each with the
+    implementation its attention modules look up."""
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "_attn_implementation"):
+        return None
+    try:
+        from transformers.masking_utils import AttentionMaskInterface
+        from transformers.modeling_utils import AttentionInterface
+    except ImportError:
+        return None
+    configs = {}
+    for m in model.modules():
+        c = getattr(m, "config", None)
+        if c is not None and hasattr(c, "_attn_implementation"):
+            configs[id(c)] = c
+    return list(configs.values()), AttentionInterface, AttentionMaskInterface
+
+
+@contextlib.contextmanager
+def hf_attention_function(model, make):
+    """Routes `model`'s attention through ``make(original)`` for the duration: a function
+    registered under a name of its own in transformers' attention registry (and the mask
+    function of the model's implementation under the same name, so that the model builds
+    the masks it built before), with the model's configs pointed at it, restored after.
+    `original(module, query, key, value, attention_mask, **kwargs)` is what the model
+    called before. Other models keep theirs: the name is this model's only. Yields False
+    (and changes nothing) when the model does not go through the registry."""
+    import sys
+
+    hf = _hf_attention(model)
+    if hf is None:
+        yield False
+        return
+    configs, interface, mask_interface = hf
+    before = [(c, c._attn_implementation) for c in configs]
+    name = f"autokernel_{next(_HF_NAMES)}"
+
+    def original(module, *args, **kwargs):
+        impl = before[0][1] or "eager"
+        if impl == "eager" or impl not in interface._global_mapping:
+            own = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+            fn = interface._global_mapping.get(impl, own)
+        else:
+            fn = interface._global_mapping[impl]
+        return fn(module, *args, **kwargs)
+
+    impl = before[0][1] or "eager"
+    mask_fn = mask_interface._global_mapping.get(impl, mask_interface._global_mapping.get("sdpa"))
+    interface._global_mapping[name] = make(original)
+    mask_interface._global_mapping[name] = mask_fn
+    try:
+        for c in configs:
+            c._attn_implementation_internal = name
+        yield True
+    finally:
+        for c, was in before:
+            c._attn_implementation_internal = was
+        interface._global_mapping.pop(name, None)
+        mask_interface._global_mapping.pop(name, None)
+
+
+# The numbers of the names `hf_attention_function` registers: one per use, never reused.
+_HF_NAMES = __import__("itertools").count()
+
+
+def _hf_call(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+    """What transformers' SDPA attention (``sdpa_attention_forward``) hands SDPA for one call
+    through the registry: ``(mask, dropout, causal, scale, reason)``; `reason` names what the
+    kernel cannot take (a position bias)."""
+    if kwargs.get("position_bias") is not None:
+        return None, dropout, False, scaling, "a position bias (T5-style relative attention)"
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    causal = bool(query.shape[2] > 1 and attention_mask is None and causal)
+    return attention_mask, dropout, causal, scaling, None
+
+
+class _AttentionCall:
+    """One captured attention call: the site it belongs to (`site`, a key), the module that
+    made it (`owner`, None for a direct SDPA call) and, for the first call of each site,
+    what a plug check needs: `params`, the problem `q`, `k`, `v`, the additive `padding`
+    mask (or None) and `out`, the model's own attention output as [batch, heads, seq,
+    head_dim] (None for the later calls of a site, to keep one forward's activations only
+    once per site)."""
+
+    def __init__(self, site, owner, params=None, q=None, k=None, v=None, padding=None, out=None):
+        self.site, self.owner, self.params = site, owner, params
+        self.q, self.k, self.v, self.padding, self.out = q, k, v, padding, out
+
+
+def capture_attention_calls(model, forward):
+    """Runs `forward()` once recording every attention call of `model`: through
+    transformers' attention registry (the model's own function wrapped, see
+    `hf_attention_function`), and direct ``F.scaled_dot_product_attention`` calls outside
+    it. Returns a list of ``(site key, site fields, call)`` with `call` an `_AttentionCall`
+    whose first of each site keeps its inputs."""
+    import torch
+    import torch.nn.functional as F
+
+    calls = []
+    seen = set()
+    inside = [0]
+
+    def record(site_name, owner, q, k, v, mask, dropout, causal, scale, reason, out):
+        padding = None
+        if reason is None:
+            params, padding, reason = attention_params(q, k, v, mask, dropout, causal, scale)
+        else:
+            params = None
+        dtype = str(q.dtype).replace("torch.", "")
+        shape = [int(x) for x in q.shape]
+        key = (site_name, json.dumps(params, sort_keys=True), tuple(shape), dtype, reason)
+        call = _AttentionCall(key, owner)
+        if key not in seen and params is not None:
+            seen.add(key)
+            call = _AttentionCall(key, owner, params, q.detach().clone(), k.detach().clone(), v.detach().clone(),
+                                  padding, out.detach().clone())
+        calls.append((key, {"module": site_name, "kind": "flash_attention", "params": params, "shape": shape,
+                            "dtype": dtype, "reason": reason}, call))
+
+    def make(original):
+        def captured(module, query, key, value, attention_mask, *args, **kwargs):
+            inside[0] += 1
+            try:
+                out = original(module, query, key, value, attention_mask, *args, **kwargs)
+            finally:
+                inside[0] -= 1
+            named = dict(zip(("dropout", "scaling"), args), **kwargs)
+            mask, dropout, causal, scale, reason = _hf_call(module, query, key, value, attention_mask, **named)
+            # transformers' functions return (output [batch, seq, heads, head_dim], weights)
+            record(type(module).__name__, module, query, key, value, mask, dropout, causal, scale, reason,
+                   out[0].transpose(1, 2))
+            return out
+        return captured
+
+    sdpa = F.scaled_dot_product_attention
+
+    def direct(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
+        out = sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                   **kw)
+        if not inside[0]:
+            reason = None
+            if not kw.get("enable_gqa", False) and key.shape[1] != query.shape[1]:
+                reason = "K/V with fewer heads than Q without enable_gqa"
+            record(SDPA_SITE, None, query, key, value, attn_mask, dropout_p, is_causal, scale, reason, out)
+        return out
+
+    F.scaled_dot_product_attention = direct
+    try:
+        with hf_attention_function(model, make):
+            with torch.no_grad():
+                forward()
+    finally:
+        F.scaled_dot_product_attention = sdpa
+    return calls
+
+
+def attention_call_sites(model, forward):
+    """The attention call sites of `model` in one `forward()`: one entry per (function or
+    attention module class, parameters, shape [batch, heads, seq, head_dim], dtype) with
+    its calls, each either pluggable (`params`) or not (`reason`). What the planner plans
+    flash_attention targets from (``autokernel_profiler::rank``)."""
+    sites, owners = {}, {}
+    for key, fields, call in capture_attention_calls(model, forward):
+        site = sites.setdefault(key, dict(fields, instances=0, calls=0))
+        site["calls"] += 1
+        # a direct SDPA call has no module: each call counts as its own instance
+        mine = owners.setdefault(key, set())
+        mine.add(id(call.owner) if call.owner is not None else len(mine))
+        site["instances"] = len(mine)
+    return list(sites.values())

@@ -1,0 +1,347 @@
+"""Plugs: a kept kernel installed into one model instance, in place of the module forwards
+or functional calls whose parameters are its target's, and undone from it.
+
+Used by verification (``verify_model.py``) and by an exported package (``autokernel
+export``), which ships this file. Which calls a plug may take is decided by the call-site
+matcher (``call_sites.py``), the same the profiler planned the target with.
+
+How each kind is plugged in:
+
+- matmul: ``nn.Linear`` (``x @ Wᵀ + b``, ``Wᵀ`` the transposed view of the weight: the
+  ``b_transposed`` layout its target was benchmarked in);
+- layernorm and rmsnorm: the norm modules whose parameters, read and decided by the
+  matcher (``call_sites.norm_params``: eps and bias from the module, rmsnorm's weight
+  offset and cast order from its own forward), are the target's ``params``; before it is
+  installed the kernel is checked against each such module's own forward on an input
+  captured from the model (:func:`check_norm`), and a mismatch leaves it out with the error;
+- softmax: ``torch.nn.functional.softmax`` / ``torch.softmax`` over the last dim;
+- flash_attention: the attention calls whose parameters, read by the matcher
+  (``call_sites.attention_params``: causal, scale, K/V heads, padding mask), are the
+  target's ``params``: in a transformers model through an attention function registered for
+  that model instance (its ``config._attn_implementation``, restored after), elsewhere through
+  ``F.scaled_dot_product_attention``; the kernel is first checked against the model's own
+  attention on a captured call (:func:`check_attention`), and a mismatch leaves it out;
+- cross_entropy: ``F.cross_entropy`` with mean reduction and no weights, smoothing or ignored ids;
+- fused_mlp: modules with bias-free ``gate_proj/up_proj/down_proj`` or ``w_gate/w_up/w_down`` linears;
+- rotary_embedding and reduce have no standard call site and are reported as not pluggable.
+
+Each kernel takes only the calls at its target's problem shapes (see :class:`Plug`).
+"""
+
+import contextlib
+import types
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+try:  # inside a package (an exported one)
+    from . import call_sites, kernel_ops
+except ImportError:  # top-level modules, beside the worker's scripts
+    import call_sites
+    import kernel_ops
+
+
+def _rows(x):
+    """x as a contiguous 2-D [rows, last dim] view."""
+    return x.reshape(-1, x.shape[-1]).contiguous()
+
+
+class Plug:
+    """Installs one kernel into a model (module forwards or functional patches) and counts
+    how often the model called it.
+
+    A target was planned, and tuned, at the model's own problem shapes (`shapes`, e.g.
+    GPT-2's LM head 1024x50257x768): the kernel takes only the calls at those shapes and
+    every other call goes on to what was there before (PyTorch, or another target's kernel
+    of the same kind). Without shapes (a standalone target) it takes every call.
+
+    `fn` takes the kind's inputs by keyword with the target's `params` already bound: the
+    kernel through :func:`kernel_ops.bind`, or its operator (:func:`kernel_ops.register`
+    with the params). `params` are what the matcher must give a call for the plug to take
+    it; `dtype` the target's (a call in another dtype goes on to the original)."""
+
+    def __init__(self, target_id, kind, fn, shapes=(), params=None, dtype=None):
+        self.target_id, self.kind, self.fn, self.calls = target_id, kind, fn, 0
+        self.shapes = [tuple(int(d) for d in s) for s in shapes]
+        self.params = dict(params or {})
+        self.dtype = dtype
+        # norm kinds: the module instances found to compute the target's params (`check_norm`)
+        self.modules = []
+        # norm kinds: (class, dtype) of modules that compute the target's params at its
+        # shapes in another dtype than the target's, which the plug leaves alone (`check_norm`)
+        self.other_dtypes = []
+
+    def _mine(self, *problem):
+        return not self.shapes or tuple(int(d) for d in problem) in self.shapes
+
+    def _count(self, out):
+        self.calls += 1
+        return out
+
+    @contextlib.contextmanager
+    def installed(self, model):
+        undo = []
+        try:
+            getattr(self, "_plug_" + self.kind, self._not_pluggable)(model, undo)
+            yield self
+        finally:
+            for restore in reversed(undo):
+                restore()
+
+    def _not_pluggable(self, model, undo):
+        raise NotImplementedError(f"{self.kind} has no standard call site to plug into")
+
+    def _replace_forward(self, module, forward, undo):
+        """Replaces module.forward with forward(self, x, previous): `previous` is the
+        forward in place before (a bound method), for the calls this plug does not take."""
+        had = "forward" in module.__dict__
+        old = module.__dict__.get("forward")
+        previous = module.forward
+        module.forward = types.MethodType(
+            lambda self, *a, **kw: forward(self, *a, previous=previous, **kw), module)
+        undo.append(lambda: setattr(module, "forward", old) if had else module.__dict__.pop("forward", None))
+
+    def _patch(self, owner, name, wrapper, undo):
+        old = getattr(owner, name)
+        setattr(owner, name, wrapper(old))
+        undo.append(lambda: setattr(owner, name, old))
+
+    def _plug_matmul(self, model, undo):
+        plug = self
+        for m in model.modules():
+            if isinstance(m, nn.Linear):
+                def forward(self, x, previous):
+                    rows = x.numel() // x.shape[-1]
+                    if not plug._mine(rows, self.out_features, self.in_features):
+                        return previous(x)
+                    # Wᵀ as a view (strides (1, K)): the `b_transposed` layout the target
+                    # was judged and timed in, so what runs here is what was measured
+                    out = plug._count(plug.fn(A=_rows(x), B=self.weight.detach().t()))
+                    if self.bias is not None:
+                        out = out + self.bias
+                    return out.reshape(*x.shape[:-1], out.shape[-1])
+
+                self._replace_forward(m, forward, undo)
+
+    def _norm_call(self, module, x):
+        """The kernel on x [..., cols] with the module's weight (and bias) and the params."""
+        inputs = {"x": _rows(x), "weight": module.weight}
+        if self.kind == "layernorm" and module.bias is not None:
+            inputs["bias"] = module.bias
+        return self.fn(**inputs).reshape(x.shape)
+
+    def _takes(self, x):
+        """Whether this plug takes a call on x: its target's dtype and shapes."""
+        return (self.dtype is None or x.dtype == self.dtype) and x.dim() >= 1 \
+            and self._mine(x.numel() // x.shape[-1], x.shape[-1])
+
+    def _plug_norm(self, model, undo):
+        plug = self
+        for m in self.modules:
+            def forward(self, x, previous):
+                if not plug._takes(x):
+                    return previous(x)
+                return plug._count(plug._norm_call(self, x))
+
+            self._replace_forward(m, forward, undo)
+
+    _plug_layernorm = _plug_norm
+    _plug_rmsnorm = _plug_norm
+
+    def _plug_softmax(self, model, undo):
+        plug = self
+
+        def wrapper(original):
+            def softmax(input, dim=None, *args, **kwargs):
+                extra = kwargs.get("dtype") is not None or (args and args[0] is not None)
+                if isinstance(input, torch.Tensor) and dim in (-1, input.dim() - 1) and not extra \
+                        and input.dim() > 0 and plug._mine(input.numel() // input.shape[-1], input.shape[-1]):
+                    return plug._count(plug.fn(x=_rows(input))).reshape(input.shape)
+                return original(input, dim, *args, **kwargs)
+            return softmax
+
+        self._patch(F, "softmax", wrapper, undo)
+        self._patch(torch, "softmax", wrapper, undo)
+
+    def _attention_params(self):
+        """The target's flash_attention params with the kind's defaults filled in, as the
+        profiler's matcher (``call_sites.attention_params``) gives a call's."""
+        return dict(kernel_ops.catalogue_module().param_defaults("flash_attention"), **self.params)
+
+    def _attention_call(self, q, k, v, padding):
+        """The kernel on one attention problem: Q, K, V [batch, heads|kv_heads, seq,
+        head_dim], the additive [batch, seq] `padding` mask with ``has_mask``."""
+        extra = {"mask": padding} if padding is not None else {}
+        return self.fn(Q=q.contiguous(), K=k.contiguous(), V=v.contiguous(), **extra)
+
+    def _takes_attention(self, q, k, v, mask, dropout, causal, scale):
+        """``(True, padding)`` when this plug takes an attention call: the matcher gives it
+        the target's params, in the target's dtype and at one of its shapes."""
+        if self.dtype is not None and q.dtype != self.dtype or q.dim() != 4 or not self._mine(*q.shape):
+            return False, None
+        params, padding, _reason = call_sites.attention_params(q, k, v, mask, dropout, causal, scale)
+        return params is not None and params == self._attention_params(), padding
+
+    def _plug_flash_attention(self, model, undo):
+        """A transformers model: an attention function of this plug's, registered for this
+        model instance only (``call_sites.hf_attention_function``), taking the calls at
+        the target's params and handing the others to the model's own. Another model: a patch
+        of ``F.scaled_dot_product_attention`` taking the calls at the target's params."""
+        plug = self
+
+        def make(original):
+            def attention(module, query, key, value, attention_mask, *args, **kwargs):
+                named = dict(zip(("dropout", "scaling"), args), **kwargs)
+                mask, dropout, causal, scale, reason = call_sites._hf_call(
+                    module, query, key, value, attention_mask, **named)
+                if reason is None:
+                    mine, padding = plug._takes_attention(query, key, value, mask, dropout, causal, scale)
+                    if mine:
+                        out = plug._count(plug._attention_call(query, key, value, padding))
+                        return out.transpose(1, 2).contiguous(), None
+                return original(module, query, key, value, attention_mask, *args, **kwargs)
+            return attention
+
+        stack = contextlib.ExitStack()
+        if stack.enter_context(call_sites.hf_attention_function(model, make)):
+            undo.append(stack.close)
+            return
+        stack.close()
+
+        def wrapper(original):
+            def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
+                if set(kw) <= {"enable_gqa"} and (kw.get("enable_gqa", False) or k.shape[1] == q.shape[1]):
+                    mine, padding = plug._takes_attention(q, k, v, attn_mask, dropout_p, is_causal, scale)
+                    if mine:
+                        return plug._count(plug._attention_call(q, k, v, padding))
+                return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                                **kw)
+            return sdpa
+
+        self._patch(F, "scaled_dot_product_attention", wrapper, undo)
+
+    def _plug_cross_entropy(self, model, undo):
+        plug = self
+
+        def wrapper(original):
+            def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                              reduction="mean", label_smoothing=0.0):
+                simple = (weight is None and size_average is None and reduce is None and reduction == "mean"
+                          and label_smoothing == 0.0 and input.dim() == 2 and target.dim() == 1
+                          and not bool((target == ignore_index).any()) and plug._mine(*input.shape))
+                if simple:
+                    return plug._count(plug.fn(logits=input.contiguous(), targets=target))
+                return original(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+            return cross_entropy
+
+        self._patch(F, "cross_entropy", wrapper, undo)
+
+    def _plug_fused_mlp(self, model, undo):
+        plug = self
+        names = [("gate_proj", "up_proj", "down_proj"), ("w_gate", "w_up", "w_down")]
+        for m in model.modules():
+            for g, u, d in names:
+                parts = [getattr(m, n, None) for n in (g, u, d)]
+                if all(isinstance(p, nn.Linear) and p.bias is None for p in parts):
+                    def forward(self, x, previous, _names=(g, u, d)):
+                        gate, up, down = (getattr(self, n).weight for n in _names)
+                        if not plug._mine(x.numel() // x.shape[-1], gate.shape[1], gate.shape[0]):
+                            return previous(x)
+                        out = plug._count(plug.fn(x=_rows(x), w_gate=gate, w_up=up, w_down=down))
+                        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+                    self._replace_forward(m, forward, undo)
+                    break
+
+
+def check_norm(plug, captured):
+    """Finds the modules a norm plug may replace and checks the kernel against them.
+
+    `captured` is ``call_sites.capture_norm_inputs`` of the model. A module qualifies
+    when it was called at the plug's dtype and one of its shapes and the matcher
+    (``call_sites.norm_params``) gives it the target's params. The kernel is then run on
+    each qualifying module's captured input and compared with the module's own forward at
+    the kind's tolerance: the model's code is the plug's reference. Sets ``plug.modules``;
+    returns None, or why the kernel must be left out (the measured error)."""
+    plug.modules, plug.other_dtypes = [], []
+    for m, (x, shapes, dtype, _calls) in captured.items():
+        if call_sites.norm_kind(m) != plug.kind:
+            continue
+        if not plug._takes(x):
+            other = plug.dtype is not None and x.dtype != plug.dtype and x.dim() >= 1 \
+                and plug._mine(x.numel() // x.shape[-1], x.shape[-1])
+            if other and call_sites.norm_params(m, x)[1] == plug.params:
+                plug.other_dtypes.append((type(m).__name__, dtype))
+            continue
+        kind, params, _reason = call_sites.norm_params(m, x)
+        if params != plug.params:
+            continue
+        with torch.no_grad():
+            out = plug._norm_call(m, x)
+        want = call_sites._own_forward(m, x)
+        excess, err = call_sites._excess(out, want, plug.kind)
+        if excess > 0:
+            return (f"differs from {type(m).__name__}'s own forward by {err:.3g} (beyond the {plug.kind} "
+                    f"tolerance) at {tuple(x.shape)} with {plug.params}")
+        plug.modules.append(m)
+    return None
+
+
+def check_attention(plug, calls):
+    """Checks an attention plug against the model's own attention before it is installed.
+
+    `calls` is ``call_sites.capture_attention_calls`` of the model. On the first
+    captured call of each site whose matcher params are the target's, in its dtype and at
+    one of its shapes, the kernel is compared with what the model's own attention function
+    returned, at flash_attention's tolerance. Returns None, or why the kernel must be left
+    out (the measured error)."""
+    want = plug._attention_params()
+    for _key, _fields, call in calls:
+        if call.out is None or call.params != want or not plug._mine(*call.q.shape) \
+                or (plug.dtype is not None and call.q.dtype != plug.dtype):
+            continue
+        with torch.no_grad():
+            out = plug._attention_call(call.q, call.k, call.v, call.padding)
+        excess, err = call_sites._excess(out, call.out, "flash_attention")
+        if excess > 0:
+            return (f"differs from {call.site[0]}'s own attention by {err:.3g} (beyond the flash_attention "
+                    f"tolerance) at {tuple(call.q.shape)} with {plug.params}")
+    return None
+
+
+def check_plugs(plugs, excluded, kinds, capture, check):
+    """Checks each plug of `kinds` against the model's own code on what `capture()` took
+    from one forward (``check(plug, captured)``: None, or why not); a plug that fails is
+    removed from `plugs` and named in `excluded`, as broken."""
+    mine = [p for p in plugs if p.kind in kinds]
+    if not mine:
+        return
+    captured = capture()
+    for p in mine:
+        try:
+            why = check(p, captured)
+        except Exception as e:  # noqa: BLE001 - a kernel that raises on the model's input is wrong
+            why = f"raised {type(e).__name__}: {e}"
+        if why:
+            excluded.append({"target": p.target_id, "reason": f"plug check failed: {why}", "broken": True})
+            plugs.remove(p)
+
+
+def unused_attention_reason(plug):
+    """Why an attention plug took no call: no attention call of the model has its params at
+    its shapes in its dtype."""
+    want = str(plug.dtype).replace("torch.", "")
+    return (f"no attention call of the model computes {plug._attention_params()} at its shapes {plug.shapes} "
+            f"in {want}")
+
+
+def unused_norm_reason(plug):
+    """Why a norm plug took no call: the modules computing its params run in another dtype
+    (named, with their dtype), or no module computes them at its shapes."""
+    want = str(plug.dtype).replace("torch.", "")
+    if plug.other_dtypes:
+        found = ", ".join(sorted({f"{cls} in {dtype}" for cls, dtype in plug.other_dtypes}))
+        return (f"the {plug.kind} modules computing {plug.params} at its shapes run in another dtype than the "
+                f"target's {want}: {found}")
+    return f"no {plug.kind} module of the model computes {plug.params} at its shapes {plug.shapes} in {want}"
