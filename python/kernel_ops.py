@@ -714,12 +714,17 @@ def register(kernel, name: Optional[str] = None, params: Optional[dict] = None) 
     module = load_kernel(kernel) if isinstance(kernel, (str, os.PathLike)) else kernel
     catalogue = catalogue_module()
     spec = catalogue.spec(module.KERNEL_KIND)
-    name = re.sub(r"\W", "_", name or module.KERNEL_KIND)
-    if not re.match(r"[A-Za-z_]", name):
-        name = "_" + name
+    name = op_name(name or module.KERNEL_KIND)
     op = KernelOp(name, module, spec, catalogue, params)
     _REGISTERED[name] = op
     return op
+
+
+def op_name(name: str) -> str:
+    """`name` as an operator name: characters other than letters, digits and ``_`` become
+    ``_``, and a leading digit gets a ``_`` before it (``01-rmsnorm`` → ``_01_rmsnorm``)."""
+    name = re.sub(r"\W", "_", name)
+    return name if re.match(r"[A-Za-z_]", name) else "_" + name
 
 
 def registered() -> dict:

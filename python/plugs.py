@@ -47,6 +47,22 @@ def _rows(x):
     return x.reshape(-1, x.shape[-1]).contiguous()
 
 
+def _grad_needed(args, parameters):
+    """Whether a call builds an autograd graph: gradients enabled and a tensor argument or
+    a parameter requires them. The kernels have no backward, so such a call goes to the
+    model's own code (checked only when gradients are enabled: inference pays nothing)."""
+    if not torch.is_grad_enabled():
+        return False
+    return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args) \
+        or any(p.requires_grad for p in parameters)
+
+
+def _tracing():
+    """Whether this call is being captured into a CUDA graph or traced by torch.compile."""
+    compiling = getattr(torch.compiler, "is_compiling", lambda: False)()
+    return compiling or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+
+
 class Plug:
     """Installs one kernel into a model (module forwards or functional patches) and counts
     how often the model called it.
@@ -59,10 +75,16 @@ class Plug:
     `fn` takes the kind's inputs by keyword with the target's `params` already bound: the
     kernel through :func:`kernel_ops.bind`, or its operator (:func:`kernel_ops.register`
     with the params). `params` are what the matcher must give a call for the plug to take
-    it; `dtype` the target's (a call in another dtype goes on to the original)."""
+    it; `dtype` the target's (a call in another dtype goes on to the original);
+    `process_wide` whether a kind plugged through a function of torch may patch it (else
+    installing raises NotImplementedError)."""
 
-    def __init__(self, target_id, kind, fn, shapes=(), params=None, dtype=None):
+    def __init__(self, target_id, kind, fn, shapes=(), params=None, dtype=None, process_wide=True):
         self.target_id, self.kind, self.fn, self.calls = target_id, kind, fn, 0
+        # whether the plug may patch a function of torch for the whole process (softmax,
+        # cross-entropy, SDPA outside transformers): verification may for the length of a
+        # check; in a user's process (``deploy.optimize``) it may not
+        self.process_wide = process_wide
         self.shapes = [tuple(int(d) for d in s) for s in shapes]
         self.params = dict(params or {})
         self.dtype = dtype
@@ -98,11 +120,19 @@ class Plug:
         had = "forward" in module.__dict__
         old = module.__dict__.get("forward")
         previous = module.forward
-        module.forward = types.MethodType(
-            lambda self, *a, **kw: forward(self, *a, previous=previous, **kw), module)
+
+        def replaced(self, *a, **kw):
+            if _grad_needed(a, self.parameters()):
+                return previous(*a, **kw)
+            return forward(self, *a, previous=previous, **kw)
+
+        module.forward = types.MethodType(replaced, module)
         undo.append(lambda: setattr(module, "forward", old) if had else module.__dict__.pop("forward", None))
 
     def _patch(self, owner, name, wrapper, undo):
+        if not self.process_wide:
+            raise NotImplementedError(f"it would patch {owner.__name__}.{name} for the whole process, not for this "
+                                      "model only")
         old = getattr(owner, name)
         setattr(owner, name, wrapper(old))
         undo.append(lambda: setattr(owner, name, old))
@@ -178,7 +208,12 @@ class Plug:
     def _takes_attention(self, q, k, v, mask, dropout, causal, scale):
         """``(True, padding)`` when this plug takes an attention call: the matcher gives it
         the target's params, in the target's dtype and at one of its shapes."""
-        if self.dtype is not None and q.dtype != self.dtype or q.dim() != 4 or not self._mine(*q.shape):
+        if self.dtype is not None and q.dtype != self.dtype or q.dim() != 4 or not self._mine(*q.shape) \
+                or _grad_needed((q, k, v), ()):
+            return False, None
+        if mask is not None and _tracing():
+            # the matcher reads the mask's values on the host: not inside a CUDA graph's
+            # capture or a compiled graph, where that call goes to the model's own code
             return False, None
         params, padding, _reason = call_sites.attention_params(q, k, v, mask, dropout, causal, scale)
         return params is not None and params == self._attention_params(), padding

@@ -255,6 +255,8 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
         "speedup": None,
         "device": f"cuda {torch.cuda.get_device_name()}" if on_gpu else "cpu",
         "timing_representative": on_gpu,
+        "torch_version": torch.__version__,
+        "triton_version": _triton_version(),
     }
     if good:
         out = run_with(good)
@@ -272,6 +274,14 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
     result["eager_ms"], result["optimized_ms"] = _time_variants_ms([[], good], timed, on_gpu)
     result["speedup"] = result["eager_ms"] / result["optimized_ms"]
     return result
+
+
+def _triton_version():
+    try:
+        import triton
+    except ImportError:
+        return None
+    return triton.__version__
 
 
 def device_info(requested):

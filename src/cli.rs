@@ -39,6 +39,8 @@ pub enum Command {
     Log(commands::log::LogArgs),
     /// Plug a workspace's kept kernels into the model and check it end to end
     Verify(commands::verify::VerifyArgs),
+    /// Write the verified kernels as a Python package: `import pkg; pkg.optimize(model)`
+    Export(commands::export::ExportArgs),
     /// Internal: the bench worker process (started by autokernel itself)
     #[command(hide = true)]
     Worker,

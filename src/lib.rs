@@ -19,6 +19,7 @@
 //! before anything else, as the example does.
 
 pub mod experiments;
+pub mod export;
 mod fonts;
 pub mod job;
 pub mod numfmt;
@@ -49,6 +50,7 @@ pub use autokernel_profiler::{ChromeTraceProfiler, ImportedTrace};
 pub use autokernel_vcs::{GixStore, StoreOptions};
 
 pub use experiments::{Baselines, Experiments};
+pub use export::{ExportOptions, Exported};
 pub use job::{Job, JobOutcome, JobReporter, Step, VerificationRun};
 pub use services::Services;
 pub use settings::{AgentChoice, AgentSettings, LoopSettings};

@@ -41,6 +41,15 @@ pub struct Verification {
     /// verification that saw no kernel, stale once one is added.
     #[serde(default)]
     pub kernel_sha256: Option<BTreeMap<String, String>>,
+    /// The torch version the verification ran with (`torch.__version__`); absent in a
+    /// `verify.json` written before this field. An exported package records it and warns
+    /// where it differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_version: Option<String>,
+    /// The triton version the verification ran with (`triton.__version__`), as
+    /// [`Verification::torch_version`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triton_version: Option<String>,
 }
 
 /// The sha256 (lowercase hex) of the file at `path`, or `None` when it cannot be read.

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod experiments;
+pub mod export;
 pub mod log;
 pub mod new_kernel;
 pub mod profile;
@@ -11,7 +12,8 @@ pub mod run;
 pub mod tune;
 pub mod verify;
 
-/// The `-w DIR` flag of the verbs that read a workspace (`report`, `log`, `verify`).
+/// The `-w DIR` flag of the verbs that read a workspace (`report`, `log`, `verify`,
+/// `export`).
 #[derive(Debug, clap::Args)]
 pub struct WorkspaceArg {
     /// The workspace: the folder `autokernel run` or `autokernel tune` wrote

@@ -4,6 +4,7 @@
 
 mod cli;
 mod embed;
+mod export;
 mod hf_attention;
 mod hf_matmul;
 mod hf_norms;

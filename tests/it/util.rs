@@ -203,3 +203,21 @@ pub fn judged(ws: &Path, id: &str, source: &str) {
     );
     std::fs::write(&log, text + &row).unwrap();
 }
+
+/// A workspace of the tiny example with its `top` largest targets planned and one
+/// experiment run, not verified; returns its plan.
+pub fn tiny_workspace(ws: &Path, top: u32) -> serde_json::Value {
+    let out = autokernel()
+        .args(["run", "--example", "tiny", "--device", "cpu", "--top"])
+        .arg(top.to_string())
+        .args(["--max-experiments", "1", "--no-verify", "-w"])
+        .arg(ws)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(ws.join("plan.json")).unwrap()).unwrap()
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::util::{autokernel, judged, report, tempdir};
+use crate::util::{autokernel, judged, report, tempdir, tiny_workspace};
 
 /// `verify -w ws --device cpu`: (exit code, stdout, stderr).
 fn verify(ws: &Path) -> (Option<i32>, String, String) {
@@ -25,24 +25,6 @@ fn verify_with(ws: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// A workspace of the tiny example with its `top` largest targets planned and one
-/// experiment run, not verified; returns its plan.
-fn tiny_workspace(ws: &Path, top: u32) -> serde_json::Value {
-    let out = autokernel()
-        .args(["run", "--example", "tiny", "--device", "cpu", "--top"])
-        .arg(top.to_string())
-        .args(["--max-experiments", "1", "--no-verify", "-w"])
-        .arg(ws)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&std::fs::read_to_string(ws.join("plan.json")).unwrap()).unwrap()
 }
 
 #[test]

@@ -1,0 +1,183 @@
+"""``optimize(model)``: an exported package's kernels installed into a user's model.
+
+Shipped by ``autokernel export`` inside the package it writes (``<pkg>/_autokernel/``, beside
+``plugs.py``, ``call_sites.py``, ``kernel_ops.py`` and the catalogue); the package's
+``__init__`` calls :func:`optimize` with its ``manifest.json``. Nothing here needs
+autokernel's binary or its bench worker.
+
+What it does, per target of the manifest (what ``autokernel verify`` put into the model):
+registers the kernel as the operator ``torch.ops.autokernel.<pkg>_<target>`` with the
+target's parameters bound (``kernel_ops.register``), so the model runs it in eager mode,
+under ``torch.compile`` without a graph break and inside CUDA graphs; then installs a plug
+(``plugs.Plug``) on this model instance that calls the operator for the calls at the
+target's parameters, dtype and shapes, and hands every other call to the model's own code.
+Norm plugs are first checked against each module's own forward on an input of the target's
+shape (the model's code is the plug's reference); a mismatch leaves that module alone.
+"""
+
+import contextlib
+import json
+import os
+import warnings
+
+import torch
+
+try:  # inside an exported package
+    from . import kernel_ops, plugs
+except ImportError:  # top-level modules (the repository's tests)
+    import kernel_ops
+    import plugs
+
+class Report:
+    """What :func:`optimize` did to one model: ``replaced`` (one dict per installed target:
+    ``target``, ``kind``, ``op``, ``params``, ``modules`` when the plug replaces module
+    forwards), ``left`` (``{"target", "reason"}`` per target not installed), ``warnings``
+    (environment differences, training mode). :meth:`undo` takes every plug out again;
+    ``str(report)`` is the summary :func:`optimize` prints."""
+
+    def __init__(self, package):
+        self.package = package
+        self.replaced = []
+        self.left = []
+        self.warnings = []
+        self._stack = contextlib.ExitStack()
+        self.undone = False
+
+    def undo(self):
+        """Restores every module forward and registry entry the plugs changed; the model is
+        then exactly as it was before :func:`optimize`. Calling it twice does nothing."""
+        self._stack.close()
+        self.undone = True
+
+    def calls(self):
+        """Calls each installed target took since :func:`optimize`, by target id (in eager
+        mode; under ``torch.compile`` the count is of traces, not of runs)."""
+        return {r["target"]: r["_plug"].calls for r in self.replaced}
+
+    def to_dict(self):
+        """The report as JSON-able data."""
+        replaced = [{k: v for k, v in r.items() if not k.startswith("_")} for r in self.replaced]
+        return {"package": self.package, "replaced": replaced, "left": list(self.left),
+                "warnings": list(self.warnings)}
+
+    def __str__(self):
+        lines = [f"{self.package}: {len(self.replaced)} kernel(s) installed, {len(self.left)} left out"]
+        for r in self.replaced:
+            where = f" in {len(r['modules'])} module(s)" if r.get("modules") is not None else ""
+            lines.append(f"  replaced {r['target']} ({r['kind']}){where} -> torch.ops.autokernel.{r['op']}")
+        for e in self.left:
+            lines.append(f"  left {e['target']}: {e['reason']}")
+        for w in self.warnings:
+            lines.append(f"  warning: {w}")
+        return "\n".join(lines)
+
+
+def _environment_differences(recorded):
+    """What differs between the machine the kernels were verified on (`recorded`: the
+    manifest's ``verified_on``) and this one: GPU, torch, triton. Each a sentence."""
+    import triton
+
+    here = {
+        "device": f"cuda {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "cpu",
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+    }
+    out = []
+    for key, now in here.items():
+        then = recorded.get(key)
+        if then and then != now:
+            out.append(f"verified with {key} {then}, running with {now}: the kernels' speed (and on another "
+                       f"GPU, their correctness) was not measured here")
+    return out
+
+
+def _register(manifest, root, target):
+    """The target's operator, registered once per process (``kernel_ops.register``)."""
+    name = f"{manifest['package']}_{target['id']}"
+    op = kernel_ops.registered().get(kernel_ops.op_name(name))
+    if op is None:
+        op = kernel_ops.register(os.path.join(root, target["kernel"]), name=name, params=target.get("params"))
+    return op
+
+
+def _norm_probe(plug, model):
+    """``{module: (x, shapes, dtype, calls)}`` as ``call_sites.capture_norm_inputs`` gives
+    it, for every norm module of `model` of the plug's kind, with a random input of the
+    plug's first shape [rows, cols] (in its dtype, on the module's device) in place of one
+    captured from a forward pass: ``plugs.check_norm`` then decides the module's params with
+    the model's own forward and checks the kernel against it."""
+    rows, cols = plug.shapes[0] if plug.shapes else (8, None)
+    g = torch.Generator().manual_seed(0)
+    captured = {}
+    for m in model.modules():
+        if plugs.call_sites.norm_kind(m) != plug.kind:
+            continue
+        weight = getattr(m, "weight", None)
+        if weight is None or (cols is not None and weight.shape[-1] != cols):
+            continue
+        x = torch.randn(rows, weight.shape[-1], generator=g).to(device=weight.device, dtype=plug.dtype)
+        captured[m] = (x, [(rows, weight.shape[-1])], str(plug.dtype).replace("torch.", ""), 1)
+    return captured
+
+
+def optimize(model, manifest_path, *, allow_training=False, verbose=True):
+    """Installs the exported kernels into `model` (an ``nn.Module``, this instance only) and
+    returns a :class:`Report`; ``report.undo()`` takes them out again.
+
+    `manifest_path`: the package's ``manifest.json``. A model in training mode is left as
+    it is (the kernels have no backward) unless `allow_training`; a call made while
+    gradients are needed goes to the model's own code in any case. Warns when the GPU,
+    torch or triton differ from those the kernels were verified with. `verbose` prints
+    the report."""
+    root = os.path.dirname(os.path.abspath(manifest_path))
+    with open(manifest_path, encoding="utf-8") as f:
+        manifest = json.load(f)
+    report = Report(manifest["package"])
+    for w in _environment_differences(manifest.get("verified_on", {})):
+        report.warnings.append(w)
+        warnings.warn(f"{manifest['package']}: {w}", stacklevel=3)
+    if model.training and not allow_training:
+        why = ("the model is in training mode and the kernels have no backward: call model.eval() first, "
+               "or optimize(model, allow_training=True) to install them for calls made without gradients")
+        report.warnings.append(why)
+        warnings.warn(f"{manifest['package']}: {why}", stacklevel=3)
+        for t in manifest["targets"]:
+            report.left.append({"target": t["id"], "reason": "training mode: not installed"})
+        if verbose:
+            print(report)
+        return report
+    dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+    for t in manifest["targets"]:
+        try:
+            op = _register(manifest, root, t)
+        except Exception as e:  # noqa: BLE001 - a kernel that cannot load is left out, said
+            report.left.append({"target": t["id"], "reason": f"cannot register: {type(e).__name__}: {e}"})
+            continue
+        # never a patch of torch that other models in the process would see
+        plug = plugs.Plug(t["id"], t["kind"], op, t.get("shapes") or (), t.get("params"), dtypes[t["dtype"]],
+                          process_wide=False)
+        modules = None
+        if t["kind"] in ("rmsnorm", "layernorm"):
+            try:
+                why = plugs.check_norm(plug, _norm_probe(plug, model))
+            except Exception as e:  # noqa: BLE001 - a kernel that raises on the module's input is wrong
+                why = f"raised {type(e).__name__}: {e}"
+            if why:
+                report.left.append({"target": t["id"], "reason": f"plug check failed: {why}"})
+                continue
+            if not plug.modules:
+                report.left.append({"target": t["id"], "reason": f"no {t['kind']} module of this model computes "
+                                    f"{t.get('params')} at {plug.shapes} in {t['dtype']}"})
+                continue
+            modules = [name for name, m in model.named_modules() if m in plug.modules]
+        try:
+            report._stack.enter_context(plug.installed(model))
+        except NotImplementedError as e:
+            report.left.append({"target": t["id"], "reason": f"not pluggable: {e}"})
+            continue
+        report.replaced.append({"target": t["id"], "kind": t["kind"], "op": op.name, "params": t.get("params"),
+                                "modules": modules, "_plug": plug})
+    if verbose:
+        print(report)
+    return report
+
