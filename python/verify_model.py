@@ -84,18 +84,6 @@ def _max_abs(out, ref):
     return float((out.detach().float().cpu() - ref.detach().float().cpu()).abs().max())
 
 
-def _time_ms(call, on_gpu):
-    if on_gpu:
-        import triton.testing
-        return float(triton.testing.do_bench(call, warmup=5, rep=100))
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
 # Rounds of the interleaved model timing. A host shared with other work (another run, a
 # compile) drifts over seconds; timing every variant of the model once per round and taking
 # each one's median over the rounds puts that drift on all of them alike, as the keep rule
@@ -111,46 +99,102 @@ TIMING_ROUNDS = 5
 MODEL_GAIN_MIN = 0.01
 
 
-def _time_variants_ms(variants, timed, on_gpu):
-    """Median forward time (ms) of each variant (a list of plugs; [] is eager), interleaved.
+def _time_variants_ms(variants, mode, net, call, installing, on_gpu, ref=None, dtype=None):
+    """Median time per forward (ms) of each variant (a list of plugs; [] is the model as it
+    is) in `mode`, in the order of ``variants``.
 
-    ``timed(selected, on_gpu)`` runs one timing of the model with ``selected`` plugged in.
-    Returns a list of medians in the order of ``variants``.
-    """
+    Eager and CUDA-graph variants are timed in turns, round after round, so that a drifting
+    host weighs on all alike; compiled variants one after the other (each holds its plugs
+    for its life). With `ref`, a variant whose first output differs from it beyond the
+    model tolerance of `dtype` raises :class:`_VariantError`, as does one that cannot be
+    prepared."""
+    import model_modes
+
+    rounds = TIMING_ROUNDS if on_gpu else 1
     times = [[] for _ in variants]
-    for _ in range(TIMING_ROUNDS if on_gpu else 1):
+
+    def prepared(i, selected):
+        what = "with " + "+".join(p.target_id for p in selected) if selected else "without kernels"
+        try:
+            v = model_modes.prepare(mode, net, call, installing(selected), on_gpu)
+        except Exception as e:  # noqa: BLE001 - the mode's own error names the cause
+            raise _VariantError(f"{mode} {what}: {type(e).__name__}: {e}") from e
+        why = _compare(v.out, ref, dtype) if ref is not None else None
+        if why:
+            v.close()
+            raise _VariantError(f"{mode} {what}: output differs from the eager model's: {why}")
+        return v
+
+    if mode in ("compile", "reduce-overhead"):
         for i, selected in enumerate(variants):
-            times[i].append(timed(selected, on_gpu))
+            v = prepared(i, selected)
+            try:
+                count = model_modes.loop_count(v.run, on_gpu)
+                times[i] = [model_modes.loop_ms(v.run, on_gpu, count) for _ in range(rounds)]
+            finally:
+                v.close()
+        return [statistics.median(t) for t in times]
+    if mode == "eager":
+        # plugs installed for each timing only: the variants share one model
+        def timing(selected, count):
+            with installing(selected)():
+                return model_modes.loop_ms(lambda: call(net), on_gpu, count)
+
+        for i, selected in enumerate(variants):
+            if ref is not None:
+                prepared(i, selected).close()
+        with installing(variants[-1])():
+            # on the CPU three forwards, as a median of three calls used to be
+            count = model_modes.loop_count(lambda: call(net), on_gpu) if on_gpu else 3
+        for _ in range(rounds):
+            for i, selected in enumerate(variants):
+                times[i].append(timing(selected, count))
+        return [statistics.median(t) for t in times]
+    graphs = []
+    try:
+        for i, selected in enumerate(variants):
+            graphs.append(prepared(i, selected))
+        count = model_modes.loop_count(graphs[-1].run, on_gpu)
+        for _ in range(rounds):
+            for i, g in enumerate(graphs):
+                times[i].append(model_modes.loop_ms(g.run, on_gpu, count))
+    finally:
+        for g in graphs:
+            g.close()
     return [statistics.median(t) for t in times]
 
 
-def _gainers(plugs, alone_ms, eager_ms):
-    """Splits plugs by the model time with each alone (ms, same order) against eager's.
+def _gainers(plugs, alone_ms, base_ms, mode="eager"):
+    """Splits plugs by the model time with each alone (ms, same order) against the model's
+    own in the same `mode`.
 
     Returns (plugs that make the model at least MODEL_GAIN_MIN faster, exclusion entries
     ``{"target", "reason"}`` for the others).
     """
     kept, excluded = [], []
+    base = "eager" if mode == "eager" else f"without kernels ({mode})"
     for p, ms in zip(plugs, alone_ms):
-        if ms < eager_ms * (1.0 - MODEL_GAIN_MIN):
+        if ms < base_ms * (1.0 - MODEL_GAIN_MIN):
             kept.append(p)
             continue
-        change = "slower" if ms >= eager_ms else f"less than {MODEL_GAIN_MIN:.0%} faster"
+        change = "slower" if ms >= base_ms else f"less than {MODEL_GAIN_MIN:.0%} faster"
         excluded.append({"target": p.target_id,
-                         "reason": f"makes the model {change}: {ms:.3f} ms with it alone, {eager_ms:.3f} ms eager"})
+                         "reason": f"makes the model {change}: {ms:.3f} ms with it alone, {base_ms:.3f} ms {base}"})
     return kept, excluded
 
 
 def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, loader_dir=None,
-           inputs=None, inputs_fn=None, pretrained=None):
+           inputs=None, inputs_fn=None, pretrained=None, deploy=None):
     """Checks the model with each target's kernel plugged in against the unmodified model.
 
     model: the model source as ``profile_model.load_model`` takes it; targets: a list of
     ``{"id", "kind", "path"}``; dtype: a dtype name; device: ``cuda`` or ``cpu``;
     loader_dir: the folder holding ``profile_model.py`` and ``examples/``; input_shape,
     inputs, inputs_fn, pretrained: as ``profile_model.load_for_call`` takes them (the
-    profiler's loader, so the model verified is the model profiled, on the same inputs).
-    Returns a JSON-able dict matching the Rust ``Verification`` struct.
+    profiler's loader, so the model verified is the model profiled, on the same inputs);
+    deploy: the mode whose timings decide which kernels go in (``model_modes.MODES``;
+    default ``cudagraph`` on a GPU, ``eager`` on the CPU). Returns a JSON-able dict
+    matching the Rust ``Verification`` struct.
     """
     if loader_dir and loader_dir not in sys.path:
         sys.path.insert(0, loader_dir)
@@ -173,6 +217,31 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
     ref = _first_tensor(forward())
     if ref is None:
         raise ValueError("the model returned no tensor to compare")
+    with contextlib.ExitStack() as scope:
+        if not on_gpu:
+            # the operators' CPU implementation is the reference: the kernels themselves
+            # run here, under Triton's interpreter
+            scope.enter_context(kernel_ops.force_kernel())
+        return _verify_plugs(net, call, ref, targets, torch_dtype, on_gpu, deploy or ("cudagraph" if on_gpu else "eager"),
+                             kernel_ops, plugs_module)
+
+
+def _verify_plugs(net, call, ref, targets, torch_dtype, on_gpu, deploy, kernel_ops, plugs_module):
+    import model_modes
+
+    if deploy not in model_modes.MODES:
+        raise ValueError(f"unknown deploy mode {deploy!r}; expected one of {', '.join(model_modes.MODES)}")
+    if deploy in model_modes.GPU_ONLY and not on_gpu:
+        raise ValueError(f"--deploy {deploy} needs a GPU (CUDA graphs); on the CPU use eager or compile")
+
+    def forward():
+        with torch.no_grad():
+            return call(net)
+
+    def no_grad_call(model):
+        with torch.no_grad():
+            return call(model)
+
     plugs, excluded = [], []
     for i, t in enumerate(targets):
         try:
@@ -180,12 +249,25 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
         except Exception as e:  # noqa: BLE001 - any failure to load is a reason to leave it out
             excluded.append({"target": t["id"], "reason": f"cannot load {t['path']}: {e}", "broken": True})
             continue
+        declared = getattr(module, "KERNEL_KIND", None)
+        if declared is not None and declared != t["kind"]:
+            excluded.append({"target": t["id"], "reason": f"{t['path']} declares KERNEL_KIND {declared!r}, the target "
+                             f"is {t['kind']}", "broken": True})
+            continue
+        module.KERNEL_KIND = t["kind"]  # the target's kind names the operator's schema
         try:
-            fn = kernel_ops.bind(module.kernel_fn, t["kind"], t.get("params"))
+            kernel_ops.bind(module.kernel_fn, t["kind"], t.get("params"))
         except ValueError as e:  # the kernel cannot compute the model's parameters
             excluded.append({"target": t["id"], "reason": f"plug check failed: {e}", "broken": True})
             continue
-        plugs.append(plugs_module.Plug(t["id"], t["kind"], fn, t.get("shapes") or (), t.get("params"),
+        try:
+            # the kernel as an operator, as an exported package runs it (and as
+            # torch.compile needs it: no graph break)
+            op = kernel_ops.register(module, name=f"_verify_{i}_{t['id']}", params=t.get("params"))
+        except Exception as e:  # noqa: BLE001 - a kind or params the catalogue refuses
+            excluded.append({"target": t["id"], "reason": f"cannot register as an operator: {e}", "broken": True})
+            continue
+        plugs.append(plugs_module.Plug(t["id"], t["kind"], op, t.get("shapes") or (), t.get("params"),
                                        torch_dtype))
 
     # norm and attention plugs: matched by the target's params, checked against the
@@ -197,10 +279,18 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
                              lambda: plugs_module.call_sites.capture_attention_calls(net, forward),
                              plugs_module.check_attention)
 
+    def installing(selected):
+        """A context manager factory installing `selected` on the model."""
+        @contextlib.contextmanager
+        def install():
+            with contextlib.ExitStack() as stack:
+                for p in selected:
+                    stack.enter_context(p.installed(net))
+                yield
+        return install
+
     def run_with(selected):
-        with contextlib.ExitStack() as stack:
-            for p in selected:
-                stack.enter_context(p.installed(net))
+        with installing(selected)():
             return _first_tensor(forward())
 
     # each kernel alone first, so a kernel that breaks the model is named
@@ -230,19 +320,14 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
             continue
         good.append(p)
 
-    def timed(selected, on_gpu):
-        with contextlib.ExitStack() as stack:
-            for p in selected:
-                stack.enter_context(p.installed(net))
-            return _time_ms(forward, on_gpu)
-
-    if on_gpu and good:
-        # each correct kernel alone must also make the model faster: a kernel faster than
-        # PyTorch's op on the benchmark's inputs can still lose inside the model (another
-        # memory layout, e.g. nn.Linear's transposed weight, or a shape it was not tuned for)
-        eager_ms, *alone = _time_variants_ms([[]] + [[p] for p in good], timed, on_gpu)
-        good, slow = _gainers(good, alone, eager_ms)
-        excluded.extend(slow)
+    if good and (on_gpu or deploy != "eager"):
+        # in the mode the model is deployed in, each kernel alone must work (a kernel that
+        # breaks capture or compilation, or whose output differs there, is left out) and, on
+        # a GPU, make the model faster: a kernel faster than PyTorch's op on the benchmark's
+        # inputs can still lose inside the model (another memory layout, a shape it was not
+        # tuned for, the host's pace)
+        good, dropped = _alone_in_mode(deploy, good, net, no_grad_call, installing, ref, torch_dtype, on_gpu)
+        excluded.extend(dropped)
 
     result = {
         # a wrong kernel fails the verification even though it was left out of the model
@@ -257,6 +342,8 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
         "timing_representative": on_gpu,
         "torch_version": torch.__version__,
         "triton_version": _triton_version(),
+        "deploy": deploy,
+        "modes": [],
     }
     if good:
         out = run_with(good)
@@ -266,14 +353,94 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
         if why:
             result["excluded"].append({"target": "+".join(p.target_id for p in good), "reason": f"together: {why}",
                                        "broken": True})
-    if not good:
-        # nothing plugged in: timing the same model twice would report noise as a speedup
-        result["eager_ms"] = timed([], on_gpu)
-        return result
-    # eager and the whole set timed again, interleaved, in the same rounds
-    result["eager_ms"], result["optimized_ms"] = _time_variants_ms([[], good], timed, on_gpu)
-    result["speedup"] = result["eager_ms"] / result["optimized_ms"]
+    # every mode this device has (compile on the CPU only when deployed so: inductor's C++
+    # build costs minutes there), without and with the included kernels
+    modes = [m for m in model_modes.MODES
+             if (on_gpu or m not in model_modes.GPU_ONLY) and (on_gpu or m != "compile" or deploy == "compile")]
+    result["modes"] = _mode_table(modes, net, no_grad_call, installing, good, ref, torch_dtype, on_gpu)
+    eager = next(r for r in result["modes"] if r["mode"] == "eager")
+    result["eager_ms"] = eager["baseline_ms"]
+    if good:
+        result["optimized_ms"] = eager["kernels_ms"]
+        if eager["baseline_ms"] and eager["kernels_ms"]:
+            result["speedup"] = eager["baseline_ms"] / eager["kernels_ms"]
     return result
+
+
+def _alone_in_mode(mode, plugs, net, call, installing, ref, dtype, on_gpu):
+    """Each plug alone in the model in `mode`: prepared (a kernel that breaks capture or
+    compilation is left out, with the mode's error), its output checked against the eager
+    model's (a difference is ``broken``), and on a GPU timed against the model without
+    kernels in the same mode (:func:`_gainers`). Returns (the plugs kept, exclusions)."""
+    import model_modes
+
+    excluded, working, alone_ms = [], [], []
+    compiled = mode in ("compile", "reduce-overhead")
+    base_ms = None
+    if compiled and on_gpu:
+        # each compiled variant holds its plugs for its life: prepared, checked and timed
+        # one after the other, never recompiled
+        base_ms = _time_variants_ms([[]], mode, net, call, installing, on_gpu)[0]
+    for p in plugs:
+        if mode == "eager":
+            working.append(p)
+            continue
+        try:
+            v = model_modes.prepare(mode, net, call, installing([p]), on_gpu)
+        except Exception as e:  # noqa: BLE001 - the mode's own error names the cause
+            excluded.append({"target": p.target_id, "reason": f"breaks {mode}: {type(e).__name__}: {e}"})
+            continue
+        try:
+            why = _compare(v.out, ref, dtype)
+            if why:
+                excluded.append({"target": p.target_id, "reason": f"breaks the model under {mode}: {why}",
+                                 "broken": True})
+                continue
+            working.append(p)
+            if compiled and on_gpu:
+                count = model_modes.loop_count(v.run, on_gpu)
+                alone_ms.append(statistics.median(model_modes.loop_ms(v.run, on_gpu, count)
+                                                  for _ in range(TIMING_ROUNDS)))
+        finally:
+            v.close()
+    if not on_gpu or not working:
+        return working, excluded
+    if not compiled:
+        base_ms, *alone_ms = _time_variants_ms([[]] + [[p] for p in working], mode, net, call, installing, on_gpu)
+    kept, slow = _gainers(working, alone_ms, base_ms, mode)
+    return kept, excluded + slow
+
+
+def _mode_table(modes, net, call, installing, good, ref, torch_dtype, on_gpu):
+    """One row per mode: the model's time per forward without (``baseline_ms``) and with
+    the included kernels (``kernels_ms``, None when there are none), ``speedup``, and
+    ``error``: why a variant could not run or differs from the eager model's output. Eager
+    and CUDA-graph variants are timed in turns over ``TIMING_ROUNDS`` rounds (one on the
+    CPU); a compiled variant holds its plugs for its whole life, so the compiled variants are
+    timed one after the other."""
+    import model_modes
+
+    rows = []
+    for mode in modes:
+        row = {"mode": mode, "baseline_ms": None, "kernels_ms": None, "speedup": None, "error": None}
+        variants = [[]] + ([good] if good else [])
+        try:
+            times = _time_variants_ms(variants, mode, net, call, installing, on_gpu, ref=ref, dtype=torch_dtype)
+        except _VariantError as e:
+            row["error"] = str(e)
+            rows.append(row)
+            continue
+        row["baseline_ms"] = times[0]
+        if good:
+            row["kernels_ms"] = times[1]
+            row["speedup"] = times[0] / times[1] if times[1] else None
+        rows.append(row)
+    return rows
+
+
+class _VariantError(Exception):
+    """A variant of the model that could not be prepared in a mode, or whose output differs
+    from the eager model's: the message says which and why."""
 
 
 def _triton_version():

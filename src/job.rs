@@ -372,7 +372,7 @@ impl Job {
             // an interrupt now (the loop is over) cuts the verification short and goes on
             // to the report
             let v = tokio::select! {
-                v = verify_workspace(&mut services, &ws, &spec, &targets, &experiments.rows, verify_timeout) => Some(v),
+                v = verify_workspace(&mut services, &ws, &spec, &targets, &experiments.rows, verify_timeout, None) => Some(v),
                 () = interrupt.stopped() => None,
             };
             reporter.on_step(Step::VerifyingOver);

@@ -353,6 +353,30 @@ pub fn render_markdown(
                     " (CPU interpreter: not representative)"
                 }
             );
+            if !v.modes.is_empty() {
+                let _ = writeln!(
+                    md,
+                    "\nTime per forward in each deploy mode (ms; `{}` decided which kernels went in):\n\n| mode | without kernels | with kernels | speedup |\n| --- | --- | --- | --- |",
+                    v.deploy.as_deref().unwrap_or("eager")
+                );
+                for m in &v.modes {
+                    match &m.error {
+                        Some(e) => {
+                            let _ = writeln!(md, "| {} | {} | | |", m.mode, e.replace('|', "/"));
+                        }
+                        None => {
+                            let _ = writeln!(
+                                md,
+                                "| {} | {} | {} | {} |",
+                                m.mode,
+                                opt(m.baseline_ms, 3, ""),
+                                opt(m.kernels_ms, 3, ""),
+                                opt(m.speedup, 3, "x")
+                            );
+                        }
+                    }
+                }
+            }
         }
     }
     let _ = writeln!(md, "\n![progress](progress.png)\n\nEvery experiment is a row of `results.tsv` and a commit: `git log --all --oneline -- targets` in the workspace.");

@@ -132,6 +132,10 @@ pub const KERNEL_OPS_PY: &str = include_str!("../python/kernel_ops.py");
 /// and an exported package use it.
 pub const PLUGS_PY: &str = include_str!("../python/plugs.py");
 
+/// The deploy modes verification times a model in (`python/model_modes.py`): eager, a
+/// CUDA graph, `torch.compile` and its `reduce-overhead` mode.
+pub const MODEL_MODES_PY: &str = include_str!("../python/model_modes.py");
+
 /// Writes the Python scripts the worker runs for a workspace (the verifier, the plugs and
 /// the call-site matcher they use, the operators' module with the catalogue it reads, the
 /// profiler's model loader and the bundled example models) into `.autokernel/scripts`;
@@ -148,6 +152,7 @@ pub fn install_scripts(ws: &Workspace) -> anyhow::Result<PathBuf> {
     let mut files = vec![
         (scripts.join("verify_model.py"), VERIFY_PY),
         (scripts.join("plugs.py"), PLUGS_PY),
+        (scripts.join("model_modes.py"), MODEL_MODES_PY),
         (
             scripts.join("call_sites.py"),
             autokernel_profiler::CALL_SITES_PY,

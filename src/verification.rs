@@ -50,6 +50,34 @@ pub struct Verification {
     /// [`Verification::torch_version`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub triton_version: Option<String>,
+    /// The deploy mode whose timings decided which kernels went in (`eager`, `cudagraph`,
+    /// `compile`); absent in a `verify.json` written before this field (eager).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<String>,
+    /// The model's time per forward in each deploy mode the device has, without and with
+    /// the included kernels; `eager_ms`, `optimized_ms` and `speedup` above are its eager
+    /// row. Empty in a `verify.json` written before this field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modes: Vec<ModeTiming>,
+}
+
+/// One row of a verification's modes table: the model in one deploy mode (`eager`,
+/// `cudagraph`: one forward captured and replayed, `compile`: `torch.compile`,
+/// `reduce-overhead`: `torch.compile` with inductor's CUDA graphs), each time per forward a
+/// median over plain loops of forwards with one synchronize.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ModeTiming {
+    /// The mode's name.
+    pub mode: String,
+    /// Time per forward without autokernel's kernels, in milliseconds.
+    pub baseline_ms: Option<f64>,
+    /// Time per forward with the included kernels, in milliseconds; `None` without any.
+    pub kernels_ms: Option<f64>,
+    /// `baseline_ms / kernels_ms`.
+    pub speedup: Option<f64>,
+    /// Why the mode has no timings: a variant that could not be captured or compiled, or
+    /// whose output differs from the eager model's.
+    pub error: Option<String>,
 }
 
 /// The sha256 (lowercase hex) of the file at `path`, or `None` when it cannot be read.

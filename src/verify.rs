@@ -31,6 +31,32 @@ pub struct VerifyOptions {
     /// How long the verification may take before the worker is stopped; a kernel that
     /// hangs inside the model is then found (each kernel alone, this long each) and left out.
     pub timeout: Duration,
+    /// The mode the model is deployed in, whose timings decide which kernels go in;
+    /// `None`: `cudagraph` on a GPU, `eager` on the CPU.
+    pub deploy: Option<DeployMode>,
+}
+
+/// How a user runs the model, as `verify --deploy` takes it: a kernel that loses in eager
+/// mode (where the host sets the pace) can win inside a CUDA graph, and the reverse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeployMode {
+    /// The model called as it is.
+    Eager,
+    /// One forward captured into a CUDA graph and replayed (GPU only).
+    Cudagraph,
+    /// `torch.compile(model)`.
+    Compile,
+}
+
+impl DeployMode {
+    /// The name the verification script and `verify.json` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeployMode::Eager => "eager",
+            DeployMode::Cudagraph => "cudagraph",
+            DeployMode::Compile => "compile",
+        }
+    }
 }
 
 impl Default for VerifyOptions {
@@ -39,6 +65,7 @@ impl Default for VerifyOptions {
             device: None,
             python: None,
             timeout: Duration::from_secs(VERIFY_TIMEOUT_S),
+            deploy: None,
         }
     }
 }
@@ -133,8 +160,16 @@ pub async fn verify(ws: &Workspace, options: &VerifyOptions) -> Result<Verificat
         p if p.exists() => autokernel_core::ResultsLog::read(p).map_err(anyhow::Error::from)?,
         _ => Vec::new(),
     };
-    let verified =
-        verify_workspace(&mut services, ws, &spec, &targets, &rows, options.timeout).await;
+    let verified = verify_workspace(
+        &mut services,
+        ws,
+        &spec,
+        &targets,
+        &rows,
+        options.timeout,
+        options.deploy,
+    )
+    .await;
     services.worker().shutdown().await;
     Ok(verified?)
 }
@@ -154,12 +189,18 @@ pub async fn verify_workspace(
     targets: &[Target],
     rows: &[ExperimentRecord],
     timeout: Duration,
+    deploy: Option<DeployMode>,
 ) -> anyhow::Result<Verification> {
     let scripts = install_scripts(ws)?;
     let script = scripts.join("verify_model.py");
     // a kernel slower than PyTorch at the model's shape is never plugged in (on a GPU: the
     // interpreter's timings on the CPU say nothing about speed)
     let device = services.device_name(&scripts, spec.device).await?;
+    if deploy == Some(DeployMode::Cudagraph) && !device.starts_with("cuda") {
+        anyhow::bail!(
+            "--deploy cudagraph needs a GPU (CUDA graphs) and this verification runs on the CPU; use --deploy eager or compile"
+        );
+    }
     let slower = if device.starts_with("cuda") {
         report::slower_than_pytorch(&report::summarize(targets, rows))
     } else {
@@ -243,6 +284,7 @@ pub async fn verify_workspace(
     kwargs["dtype"] = serde_json::json!(planned_dtype(spec.dtype, targets));
     kwargs["device"] = serde_json::json!(device);
     kwargs["loader_dir"] = serde_json::json!(scripts);
+    kwargs["deploy"] = serde_json::json!(deploy.map(DeployMode::name));
     let verify = |targets: &[serde_json::Value]| {
         let mut kwargs = kwargs.clone();
         kwargs["targets"] = serde_json::json!(targets);

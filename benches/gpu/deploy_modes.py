@@ -20,7 +20,13 @@ Usage (GPU; from the repository root):
   python benches/gpu/deploy_modes.py --hf BertModel --input-shape 8,512
   python benches/gpu/deploy_modes.py --example llama          # examples/models/llama.py
   python benches/gpu/deploy_modes.py --example tiny --device cpu --modes eager,compile  # smoke
+  python benches/gpu/deploy_modes.py --hf GPT2LMHeadModel --input-shape 1,1024 --package gpt2-kernels
 One JSON line per model on stdout (and appended to --out), a table on stderr.
+
+--package DIR (a folder `autokernel export` wrote; imported from there, no pip needed) adds
+each mode again with autokernel's kernels (`eager+ak`, `cudagraph+ak`, ...): a second
+instance of the model built with the same seed, `optimize`d by the package, timed in the
+same rounds and checked against the same eager output.
 """
 
 from __future__ import annotations
@@ -82,14 +88,28 @@ def first_tensor(out):
     return None
 
 
-def make_modes(model, ids, modes, device):
+def load_package(folder):
+    """The package `autokernel export` wrote into `folder`, imported from there."""
+    names = [d for d in os.listdir(folder) if os.path.exists(os.path.join(folder, d, "manifest.json"))]
+    if len(names) != 1:
+        sys.exit(f"{folder} holds no exported package (a subfolder with manifest.json)")
+    sys.path.insert(0, os.path.abspath(folder))
+    import importlib
+
+    return importlib.import_module(names[0])
+
+
+def make_modes(model, ids, modes, device, suffix=""):
     """name -> a function running one forward of that mode and returning its output tensor.
     Compiling and capturing happen here, before any timing."""
     forward = lambda x: first_tensor(model(x))  # noqa: E731
     out = {}
-    for mode in modes:
+    for name in modes:
+        # a second model instance gets compiled graphs of its own (dynamo traces it anew:
+        # its plugs' Python runs while tracing, seen on the CPU with the tiny example)
+        mode, out_name = name, name + suffix
         if mode == "eager":
-            out[mode] = lambda: forward(ids)
+            out[out_name] = lambda: forward(ids)
         elif mode == "cudagraph":
             if device != "cuda":
                 continue
@@ -109,7 +129,7 @@ def make_modes(model, ids, modes, device):
                 graph.replay()
                 return static_out
 
-            out[mode] = replay
+            out[out_name] = replay
         elif mode in ("compile", "compile-ro"):
             kw = {"mode": "reduce-overhead"} if mode == "compile-ro" else {}
             compiled = torch.compile(model, **kw)
@@ -118,8 +138,8 @@ def make_modes(model, ids, modes, device):
                 first_tensor(compiled(ids))
             if device == "cuda":
                 torch.cuda.synchronize()
-            print(f"  {mode}: compiled and warmed in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-            out[mode] = lambda compiled=compiled: first_tensor(compiled(ids)).clone()
+            print(f"  {out_name}: compiled and warmed in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            out[out_name] = lambda compiled=compiled: first_tensor(compiled(ids)).clone()
     return out
 
 
@@ -148,6 +168,7 @@ def main():
     p.add_argument("--forwards", type=int, default=20)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--out", help="a JSON-lines file to append the result to")
+    p.add_argument("--package", help="a folder `autokernel export` wrote: each mode again with its kernels")
     args = p.parse_args()
     device, dtype = args.device, getattr(torch, args.dtype)
     modes = [m for m in args.modes.split(",") if m]
@@ -159,6 +180,14 @@ def main():
         model, ids = build(args, device, dtype)
         reference = first_tensor(model(ids)).float().clone()
         runs = make_modes(model, ids, modes, device)
+        installed = None
+        if args.package:
+            package = load_package(args.package)
+            torch.manual_seed(0)
+            optimized, _ = build(args, device, dtype)
+            report = package.optimize(optimized)
+            installed = report.to_dict()
+            runs.update(make_modes(optimized, ids, modes, device, suffix="+ak"))
         times = {m: [] for m in runs}
         for _ in range(args.rounds):
             for mode, run in runs.items():
@@ -183,6 +212,7 @@ def main():
         "ms": {m: statistics.median(t) for m, t in times.items()},
         "ms_range": {m: [min(t), max(t)] for m, t in times.items()},
         "max_rel_error_vs_eager": errors,
+        "package": installed,
     }
     print(f"{name} {list(ids.shape)} {args.dtype} on {result['device']}", file=sys.stderr)
     for m in times:

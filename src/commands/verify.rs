@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use autokernel::verify::{VerifyOptions, VERIFY_TIMEOUT_S};
+use autokernel::verify::{DeployMode, VerifyOptions, VERIFY_TIMEOUT_S};
 use autokernel::Workspace;
 use autokernel_core::Device;
 
@@ -24,8 +24,16 @@ it; --timeout says when a verification counts as hung); or when it is merely of 
 model has no call site for it at its shapes, or (on a GPU) it does not make the model at
 least 1% faster.
 
+The model is timed in every deploy mode the device has (eager; on a GPU, one forward
+replayed from a CUDA graph and torch.compile's reduce-overhead; torch.compile, on the CPU
+only with --deploy compile), without and with the included kernels, each mode's output
+checked against the eager model's; `mode` lines show the table. --deploy picks the mode
+whose timings decide: a kernel alone must work there (one that breaks capture or
+compilation is left out, with the error) and, on a GPU, make the model faster there.
+
 Examples:
   autokernel verify -w autokernel-workspace
+  autokernel verify -w autokernel-workspace --deploy compile
   autokernel verify -w autokernel-workspace --device cpu --json
 
 Exit codes: 0 the model with the kernels matches and no kernel is wrong (also when none was
@@ -46,6 +54,11 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "SECS", default_value_t = VERIFY_TIMEOUT_S,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
+    /// The mode you run the model in, whose timings decide which kernels go in (a kernel
+    /// that loses in eager mode can win inside a CUDA graph) [default: cudagraph on a GPU,
+    /// eager on the CPU]
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub deploy: Option<DeployMode>,
     /// Print the result as JSON
     #[arg(long)]
     pub json: bool,
@@ -63,6 +76,7 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
         device: args.device,
         python: args.python.clone(),
         timeout: Duration::from_secs(args.timeout),
+        deploy: args.deploy,
     };
     let bar = spinner(global, "verifying the kept kernels inside the model");
     // dropping the verification on a signal drops its worker, which stops the process
@@ -99,6 +113,25 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
             v.optimized_ms.map_or("n/a".into(), |x| format!("{x:.3}")),
             v.speedup.map_or("n/a".into(), |x| format!("{x:.3}")),
         ));
+        if let Some(deploy) = &v.deploy {
+            crate::output::print_stdout(&format!(
+                "deploy: {deploy} (the mode whose timings decided which kernels went in)"
+            ));
+        }
+        for m in &v.modes {
+            let ms = |x: Option<f64>| x.map_or("n/a".to_string(), |x| format!("{x:.3}"));
+            let line = match &m.error {
+                Some(e) => format!("mode {}: {e}", m.mode),
+                None => format!(
+                    "mode {}: {} ms without kernels, {} ms with them, speedup {}",
+                    m.mode,
+                    ms(m.baseline_ms),
+                    ms(m.kernels_ms),
+                    m.speedup.map_or("n/a".to_string(), |x| format!("{x:.3}x"))
+                ),
+            };
+            crate::output::print_stdout(&line);
+        }
         if !v.timing_representative {
             crate::output::print_stdout(
                 "timings: Triton's interpreter on the CPU, not representative (the speedup says nothing)",

@@ -37,7 +37,7 @@ x = torch.randn(4, 8)
 ref = net(x)
 first = plugs.Plug("01-matmul", "matmul", kernel("01"), [[4, 16, 8]])
 second = plugs.Plug("02-matmul", "matmul", kernel("02"), [[4, 8, 16]])
-with first.installed(net), second.installed(net):
+with first.installed(net), second.installed(net), torch.no_grad():
     out = net(x)
 assert torch.allclose(out, ref, atol=1e-5), (out, ref)
 assert calls == [("01", (4, 8), (8, 16)), ("02", (4, 16), (16, 8))], calls
@@ -45,9 +45,13 @@ assert (first.calls, second.calls) == (1, 1)
 # a shape the plan never saw goes to PyTorch
 calls.clear()
 other = plugs.Plug("03-matmul", "matmul", kernel("03"), [[99, 16, 8]])
-with other.installed(net):
+with other.installed(net), torch.no_grad():
     net(x)
 assert calls == [] and other.calls == 0, calls
+# a call that needs gradients (the kernels have no backward) goes to PyTorch
+with first.installed(net):
+    net(x)
+assert calls == [] and first.calls == 1, calls
 # after the plugs are gone the model is itself again
 assert "forward" not in net.a.__dict__ and "forward" not in net.b.__dict__
 print("ok")
@@ -58,20 +62,28 @@ print("ok")
 /// turns, round after round, so each median sits one step from the other's. Timed one after
 /// the other (all of eager, then all of the next), the medians would be 2 and 7.
 const INTERLEAVED: &str = r#"
-import sys
+import contextlib, sys
 sys.path[:0] = sys.argv[1:]
+import model_modes
 import verify_model as vm
 
-order = []
-def timed(selected, on_gpu):
-    order.append(tuple(selected))
-    return float(len(order) - 1)
+order, current = [], [None]
+def installing(selected):
+    @contextlib.contextmanager
+    def install():
+        current[0] = tuple(selected)
+        yield
+        current[0] = None
+    return install
 
-medians = vm._time_variants_ms([[], ["k"]], timed, on_gpu=True)
+# each timing: the variant installed while it ran, and a clock one step later than the last
+model_modes.loop_ms = lambda run, on_gpu, count: (order.append(current[0]), float(len(order) - 1))[1]
+model_modes.loop_count = lambda run, on_gpu: 1
+medians = vm._time_variants_ms([[], ["k"]], "eager", None, lambda net: None, installing, on_gpu=True)
 assert order == [(), ("k",)] * vm.TIMING_ROUNDS, order
 assert vm.TIMING_ROUNDS == 5 and medians == [4.0, 5.0], medians
 order.clear()
-assert vm._time_variants_ms([[], ["k"]], timed, on_gpu=False) == [0.0, 1.0]
+assert vm._time_variants_ms([[], ["k"]], "eager", None, lambda net: None, installing, on_gpu=False) == [0.0, 1.0]
 print("ok")
 "#;
 

@@ -255,11 +255,13 @@ fn a_kernel_that_kills_or_hangs_the_worker_leaves_the_other_kernels_verified() {
     restore();
 
     // the first runs right but leaves the process broken for the second, which dies: no
-    // kernel alone kills a fresh worker, so neither is blamed (exit 2, said why)
+    // kernel alone kills a fresh worker, so neither is blamed (exit 2, said why). The
+    // first breaks it when loaded: an operator's launcher replays a recorded kernel_fn
+    // without running its Python again, so a kernel_fn's later calls may never come
     judged(
         &ws,
         first,
-        &format!("{first_source}\n\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import builtins\n    builtins._autokernel_test_poison = True\n    return _right(**inputs)\n"),
+        &format!("{first_source}\n\nimport builtins\nbuiltins._autokernel_test_poison = True\n"),
     );
     judged(
         &ws,
@@ -283,5 +285,49 @@ fn a_kernel_that_kills_or_hangs_the_worker_leaves_the_other_kernels_verified() {
             "excluded: {second}: no kernel: `targets/{second}/kernel.py` does not exist (the run has not reached this target"
         )),
         "{stdout}"
+    );
+}
+
+/// `--deploy compile` on the CPU: the kernel alone is checked compiled, and the modes table
+/// has the eager and the compiled model, each without and with it, with no error; verify.json
+/// records the mode. `--deploy cudagraph` needs a GPU and says so.
+#[test]
+fn verify_times_the_model_in_the_deploy_mode_it_is_asked_for() {
+    let (_dir, ws) = tempdir();
+    let plan = tiny_workspace(&ws, 1);
+    let target = plan[0]["id"].as_str().unwrap().to_string();
+    let (code, stdout, stderr) = verify_with(&ws, &["--deploy", "compile"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains(&format!("included: {target}")), "{stdout}");
+    assert!(stdout.contains("deploy: compile"), "{stdout}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("verify.json")).unwrap()).unwrap();
+    assert_eq!(saved["deploy"], "compile", "{saved}");
+    let modes: Vec<&str> = saved["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["eager", "compile"], "{saved}");
+    for m in saved["modes"].as_array().unwrap() {
+        assert!(m["error"].is_null(), "{m}");
+        assert!(m["baseline_ms"].as_f64().unwrap() > 0.0, "{m}");
+        assert!(m["kernels_ms"].as_f64().unwrap() > 0.0, "{m}");
+    }
+    // the table goes into report.md
+    let out = report(&ws);
+    assert!(out.status.success());
+    let md = std::fs::read_to_string(ws.join("report.md")).unwrap();
+    assert!(
+        md.contains("(ms; `compile` decided which kernels went in)") && md.contains("| compile | "),
+        "{md}"
+    );
+
+    let (code, stdout, stderr) = verify_with(&ws, &["--deploy", "cudagraph"]);
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("--deploy cudagraph needs a GPU"),
+        "{stderr}"
     );
 }
