@@ -264,18 +264,31 @@ def matmul_params(m, x):
     return layout, {"has_bias": m.bias is not None}, None
 
 
-def matmul_call_sites(model, forward):
-    """The matmul call sites of `model` in one `forward()` (nn.Linear and GPT-2's Conv1D):
-    one entry per (class, layout, parameters, problem shape [M, N, K], dtype) with the
-    module instances and calls behind it, each pluggable (`params`: ``has_bias``) or not
-    (`reason`). The planner plans one matmul target per matched site
-    (``autokernel_profiler::rank``)."""
-    def problem_of(m, x):
-        k = int(x.shape[-1])
-        n = int(m.weight.shape[0 if matmul_layout(m) == "b_transposed" else 1])
-        return (x.numel() // max(k, 1), n, k)
+def matmul_problem(m, x):
+    """The problem shape ``(M, N, K)`` of matmul module `m` called on `x` [..., K]: M the
+    rows of x, N the module's output features (an nn.Linear's weight is [N, K], a Conv1D's
+    [K, N])."""
+    k = int(x.shape[-1])
+    n = int(m.weight.shape[0 if matmul_layout(m) == "b_transposed" else 1])
+    return (x.numel() // max(k, 1), n, k)
 
-    seen = capture_module_inputs(model, forward, matmul_layout, problem_of)
+
+def capture_matmul_inputs(model, forward, skip=()):
+    """:func:`capture_module_inputs` of the matmul modules (nn.Linear, Conv1D), problem
+    shapes ``(M, N, K)``; modules in `skip` (the projections of a gated MLP planned as a
+    whole, :func:`mlp_modules`) are left out."""
+    skip = set(map(id, skip))
+    return capture_module_inputs(model, forward, lambda m: id(m) not in skip and matmul_layout(m) is not None,
+                                 matmul_problem)
+
+
+def matmul_call_sites(model, forward, skip=()):
+    """The matmul call sites of `model` in one `forward()` (nn.Linear and GPT-2's Conv1D,
+    but those in `skip`): one entry per (class, layout, parameters, problem shape [M, N,
+    K], dtype) with the module instances and calls behind it, each pluggable (`params`:
+    ``has_bias``) or not (`reason`). The planner plans one matmul target per matched site
+    (``autokernel_profiler::rank``)."""
+    seen = capture_matmul_inputs(model, forward, skip)
     sites = {}
     for m, (x, shapes, dtype, calls) in seen.items():
         try:
