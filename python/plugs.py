@@ -26,7 +26,11 @@ How each kind is plugged in:
   ``F.scaled_dot_product_attention``; the kernel is first checked against the model's own
   attention on a captured call (:func:`check_attention`), and a mismatch leaves it out;
 - cross_entropy: ``F.cross_entropy`` with mean reduction and no weights, smoothing or ignored ids;
-- fused_mlp: modules with bias-free ``gate_proj/up_proj/down_proj`` or ``w_gate/w_up/w_down`` linears;
+- fused_mlp: gated MLP modules (bias-free ``gate_proj/up_proj/down_proj`` or
+  ``w_gate/w_up/w_down`` linears: HF's ``LlamaMLP``, ``GemmaMLP``, the bundled ``SwiGLU``)
+  whose activation, decided by the matcher from the module's own forward
+  (``call_sites.mlp_params``: SiLU or tanh GELU), is the target's; checked against each
+  such module's own forward on a captured input first (:func:`check_mlp`);
 - rotary_embedding and reduce have no standard call site and are reported as not pluggable.
 
 Each kernel takes only the calls at its target's problem shapes (see :class:`Plug`).
@@ -261,22 +265,29 @@ class Plug:
 
         self._patch(F, "cross_entropy", wrapper, undo)
 
+    def _mlp_call(self, module, x):
+        """The kernel on x [..., hidden] with gated MLP `module`'s projection weights, each
+        in its stored [out, in] layout."""
+        gate, up, down = call_sites.mlp_projections(module)
+        out = self.fn(x=_rows(x), w_gate=gate.weight.detach(), w_up=up.weight.detach(),
+                      w_down=down.weight.detach())
+        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+    def _takes_mlp(self, module, x):
+        """Whether this plug takes a call of gated MLP `module` on x: the target's dtype and
+        problem shapes [tokens, hidden, intermediate]."""
+        return (self.dtype is None or x.dtype == self.dtype) and x.dim() >= 1 \
+            and self._mine(*call_sites.mlp_problem(module, x))
+
     def _plug_fused_mlp(self, model, undo):
         plug = self
-        names = [("gate_proj", "up_proj", "down_proj"), ("w_gate", "w_up", "w_down")]
-        for m in model.modules():
-            for g, u, d in names:
-                parts = [getattr(m, n, None) for n in (g, u, d)]
-                if all(isinstance(p, nn.Linear) and p.bias is None for p in parts):
-                    def forward(self, x, previous, _names=(g, u, d)):
-                        gate, up, down = (getattr(self, n).weight for n in _names)
-                        if not plug._mine(x.numel() // x.shape[-1], gate.shape[1], gate.shape[0]):
-                            return previous(x)
-                        out = plug._count(plug.fn(x=_rows(x), w_gate=gate, w_up=up, w_down=down))
-                        return out.reshape(*x.shape[:-1], out.shape[-1])
+        for m in self.modules:
+            def forward(self, x, previous):
+                if not plug._takes_mlp(self, x):
+                    return previous(x)
+                return plug._count(plug._mlp_call(self, x))
 
-                    self._replace_forward(m, forward, undo)
-                    break
+            self._replace_forward(m, forward, undo)
 
 
 def check_norm(plug, captured):
@@ -341,6 +352,32 @@ def check_matmul(plug, captured):
     return None
 
 
+def check_mlp(plug, captured):
+    """Finds the gated MLP modules a fused_mlp plug may replace and checks the kernel
+    against them.
+
+    `captured` is ``call_sites.capture_mlp_inputs`` of the model. A module qualifies when
+    its captured input is at the plug's dtype and one of its shapes and the matcher
+    (``call_sites.mlp_params``: its own forward against ``down(act(gate(x)) · up(x))``)
+    gives it the target's activation. The kernel is then run on each qualifying module's
+    captured input and compared with the module's own forward at fused_mlp's tolerance.
+    Sets ``plug.modules``; returns None, or why the kernel must be left out (the measured
+    error)."""
+    plug.modules = []
+    want = {"activation": plug.params.get("activation", "silu")}
+    for m, (x, _shapes, _dtype, _calls) in captured.items():
+        if not plug._takes_mlp(m, x) or call_sites.mlp_params(m, x)[0] != want:
+            continue
+        with torch.no_grad():
+            out = plug._mlp_call(m, x)
+        excess, err = call_sites._excess(out, call_sites._own_forward(m, x), "fused_mlp")
+        if excess > 0:
+            return (f"differs from {type(m).__name__}'s own forward by {err:.3g} (beyond the fused_mlp tolerance) "
+                    f"at {call_sites.mlp_problem(m, x)} with {plug.params}")
+        plug.modules.append(m)
+    return None
+
+
 def check_attention(plug, calls):
     """Checks an attention plug against the model's own attention before it is installed.
 
@@ -382,14 +419,15 @@ def check_plugs(plugs, excluded, kinds, capture, check):
 
 
 def check_all(plugs, excluded, model, forward):
-    """Every plug check, before any plug is installed: the module plugs (norms, matmul)
-    find their modules and the module kinds and attention are checked against the model's
+    """Every plug check, before any plug is installed: the module plugs (norms, matmul,
+    fused_mlp) find their modules and the module kinds and attention are checked against the model's
     own code on inputs captured from one `forward()` each (only for the kinds `plugs`
     hold). A plug that fails is removed from `plugs` and named in `excluded`, as broken."""
     check_plugs(plugs, excluded, ("rmsnorm", "layernorm"),
                 lambda: call_sites.capture_norm_inputs(model, forward), check_norm)
     check_plugs(plugs, excluded, ("matmul",), lambda: call_sites.capture_matmul_inputs(model, forward),
                 check_matmul)
+    check_plugs(plugs, excluded, ("fused_mlp",), lambda: call_sites.capture_mlp_inputs(model, forward), check_mlp)
     check_plugs(plugs, excluded, ("flash_attention",),
                 lambda: call_sites.capture_attention_calls(model, forward), check_attention)
 
@@ -400,6 +438,10 @@ def unused_reason(plug):
         return unused_norm_reason(plug)
     if plug.kind == "matmul":
         return unused_matmul_reason(plug)
+    if plug.kind == "fused_mlp":
+        want = str(plug.dtype).replace("torch.", "")
+        return (f"no gated MLP module of the model computes {plug.params} at its shapes {plug.shapes} "
+                f"in {want}")
     if plug.kind == "flash_attention":
         return unused_attention_reason(plug)
     return f"the model never called it through a standard call site at its shapes {plug.shapes}"

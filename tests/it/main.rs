@@ -6,6 +6,7 @@ mod cli;
 mod embed;
 mod hf_attention;
 mod hf_matmul;
+mod hf_mlp;
 mod hf_norms;
 mod inputs;
 mod kernel_ops;
