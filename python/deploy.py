@@ -11,8 +11,9 @@ target's parameters bound (``kernel_ops.register``), so the model runs it in eag
 under ``torch.compile`` without a graph break and inside CUDA graphs; then installs a plug
 (``plugs.Plug``) on this model instance that calls the operator for the calls at the
 target's parameters, dtype and shapes, and hands every other call to the model's own code.
-Norm plugs are first checked against each module's own forward on an input of the target's
-shape (the model's code is the plug's reference); a mismatch leaves that module alone.
+Module plugs (norms, matmul, gated MLPs) are first checked against each module's own
+forward on a random input of the target's shape (the model's code is the plug's reference);
+a kernel that disagrees is left out, with the error.
 """
 
 import contextlib
@@ -100,24 +101,47 @@ def _register(manifest, root, target):
     return op
 
 
-def _norm_probe(plug, model):
-    """``{module: (x, shapes, dtype, calls)}`` as ``call_sites.capture_norm_inputs`` gives
-    it, for every norm module of `model` of the plug's kind, with a random input of the
-    plug's first shape [rows, cols] (in its dtype, on the module's device) in place of one
-    captured from a forward pass: ``plugs.check_norm`` then decides the module's params with
-    the model's own forward and checks the kernel against it."""
-    rows, cols = plug.shapes[0] if plug.shapes else (8, None)
+def _module_kind(kind):
+    """For a kind plugged into modules: (does module m run it, the width of its input's last
+    dim, its problem shape on x), from the call-site matcher; None for other kinds."""
+    cs = plugs.call_sites
+    if kind in ("rmsnorm", "layernorm"):
+        return (lambda m: cs.norm_kind(m) == kind and getattr(m, "weight", None) is not None,
+                lambda m: int(m.weight.shape[-1]),
+                lambda m, x: (x.numel() // x.shape[-1], int(x.shape[-1])))
+    if kind == "matmul":
+        return (lambda m: cs.matmul_layout(m) is not None,
+                lambda m: int(m.weight.shape[1 if cs.matmul_layout(m) == "b_transposed" else 0]),
+                cs.matmul_problem)
+    if kind == "fused_mlp":
+        return (lambda m: cs.mlp_projections(m) is not None,
+                lambda m: int(cs.mlp_projections(m)[0].weight.shape[1]),
+                cs.mlp_problem)
+    return None
+
+
+def _probes(plug, model, select, width, problem):
+    """``{module: (x, shapes, dtype, calls)}`` as the call-site matcher's captures give it,
+    for every module of `model` that runs the plug's kind at one of its shapes, with a random
+    input of that shape (in the plug's dtype, on the module's device) in place of one captured
+    from a forward pass: the plug's check (``plugs.check_norm``, ``check_matmul``,
+    ``check_mlp``) then decides the module's params with its own forward and checks the
+    kernel against it."""
     g = torch.Generator().manual_seed(0)
-    captured = {}
+    dtype_name = str(plug.dtype).replace("torch.", "")
+    found = {}
     for m in model.modules():
-        if plugs.call_sites.norm_kind(m) != plug.kind:
+        if not select(m):
             continue
-        weight = getattr(m, "weight", None)
-        if weight is None or (cols is not None and weight.shape[-1] != cols):
-            continue
-        x = torch.randn(rows, weight.shape[-1], generator=g).to(device=weight.device, dtype=plug.dtype)
-        captured[m] = (x, [(rows, weight.shape[-1])], str(plug.dtype).replace("torch.", ""), 1)
-    return captured
+        weight = next(m.parameters(), None)
+        device = weight.device if weight is not None else torch.device("cpu")
+        for shape in plug.shapes:
+            x = torch.randn(int(shape[0]), width(m), generator=g).to(device=device, dtype=plug.dtype)
+            here = tuple(int(d) for d in problem(m, x))
+            if plug._mine(*here):
+                found[m] = (x, [here], dtype_name, 1)
+                break
+    return found
 
 
 def optimize(model, manifest_path, *, allow_training=False, verbose=True):
@@ -155,18 +179,20 @@ def optimize(model, manifest_path, *, allow_training=False, verbose=True):
             continue
         # never a patch of torch that other models in the process would see
         plug = plugs.Plug(t["id"], t["kind"], op, t.get("shapes") or (), t.get("params"), dtypes[t["dtype"]],
-                          process_wide=False)
+                          t.get("layout"), process_wide=False)
         modules = None
-        if t["kind"] in ("rmsnorm", "layernorm"):
+        module_kind = _module_kind(t["kind"])
+        if module_kind is not None:
+            check = {"matmul": plugs.check_matmul, "fused_mlp": plugs.check_mlp}.get(t["kind"], plugs.check_norm)
             try:
-                why = plugs.check_norm(plug, _norm_probe(plug, model))
+                why = check(plug, _probes(plug, model, *module_kind))
             except Exception as e:  # noqa: BLE001 - a kernel that raises on the module's input is wrong
                 why = f"raised {type(e).__name__}: {e}"
             if why:
                 report.left.append({"target": t["id"], "reason": f"plug check failed: {why}"})
                 continue
             if not plug.modules:
-                report.left.append({"target": t["id"], "reason": f"no {t['kind']} module of this model computes "
+                report.left.append({"target": t["id"], "reason": f"no module of this model computes {t['kind']} "
                                     f"{t.get('params')} at {plug.shapes} in {t['dtype']}"})
                 continue
             modules = [name for name, m in model.named_modules() if m in plug.modules]

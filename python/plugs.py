@@ -7,8 +7,12 @@ matcher (``call_sites.py``), the same the profiler planned the target with.
 
 How each kind is plugged in:
 
-- matmul: ``nn.Linear`` (``x @ Wᵀ + b``, ``Wᵀ`` the transposed view of the weight: the
-  ``b_transposed`` layout its target was benchmarked in);
+- matmul: the ``nn.Linear`` (``x @ Wᵀ + b``, ``Wᵀ`` the transposed view of the weight: the
+  ``b_transposed`` layout) and GPT-2 ``Conv1D`` (``addmm(b, x, W)``, W as stored: the
+  ``contiguous`` layout) modules whose layout and ``has_bias``, read and checked by the
+  matcher (``call_sites.matmul_params``), are the target's; before it is installed the
+  kernel is checked against each such module's own forward on an input captured from the
+  model (:func:`check_matmul`), and a mismatch leaves it out with the error;
 - layernorm and rmsnorm: the norm modules whose parameters, read and decided by the
   matcher (``call_sites.norm_params``: eps and bias from the module, rmsnorm's weight
   offset and cast order from its own forward), are the target's ``params``; before it is
@@ -22,7 +26,11 @@ How each kind is plugged in:
   ``F.scaled_dot_product_attention``; the kernel is first checked against the model's own
   attention on a captured call (:func:`check_attention`), and a mismatch leaves it out;
 - cross_entropy: ``F.cross_entropy`` with mean reduction and no weights, smoothing or ignored ids;
-- fused_mlp: modules with bias-free ``gate_proj/up_proj/down_proj`` or ``w_gate/w_up/w_down`` linears;
+- fused_mlp: gated MLP modules (bias-free ``gate_proj/up_proj/down_proj`` or
+  ``w_gate/w_up/w_down`` linears: HF's ``LlamaMLP``, ``GemmaMLP``, the bundled ``SwiGLU``)
+  whose activation, decided by the matcher from the module's own forward
+  (``call_sites.mlp_params``: SiLU or tanh GELU), is the target's; checked against each
+  such module's own forward on a captured input first (:func:`check_mlp`);
 - rotary_embedding and reduce have no standard call site and are reported as not pluggable.
 
 Each kernel takes only the calls at its target's problem shapes (see :class:`Plug`).
@@ -79,7 +87,7 @@ class Plug:
     `process_wide` whether a kind plugged through a function of torch may patch it (else
     installing raises NotImplementedError)."""
 
-    def __init__(self, target_id, kind, fn, shapes=(), params=None, dtype=None, process_wide=True):
+    def __init__(self, target_id, kind, fn, shapes=(), params=None, dtype=None, layout=None, process_wide=True):
         self.target_id, self.kind, self.fn, self.calls = target_id, kind, fn, 0
         # whether the plug may patch a function of torch for the whole process (softmax,
         # cross-entropy, SDPA outside transformers): verification may for the length of a
@@ -88,7 +96,11 @@ class Plug:
         self.shapes = [tuple(int(d) for d in s) for s in shapes]
         self.params = dict(params or {})
         self.dtype = dtype
-        # norm kinds: the module instances found to compute the target's params (`check_norm`)
+        # matmul: the layout of B the target was judged in (``contiguous``: a Conv1D's W,
+        # ``b_transposed``: an nn.Linear's Wᵀ); None takes either
+        self.layout = layout
+        # module kinds (norms, matmul, fused_mlp): the module instances found to compute
+        # the target's params, checked against their own forward (`check_norm`, `check_module`)
         self.modules = []
         # norm kinds: (class, dtype) of modules that compute the target's params at its
         # shapes in another dtype than the target's, which the plug leaves alone (`check_norm`)
@@ -137,22 +149,38 @@ class Plug:
         setattr(owner, name, wrapper(old))
         undo.append(lambda: setattr(owner, name, old))
 
+    def _matmul_call(self, module, x):
+        """The kernel on x [..., K] with matmul module `module`'s weight as B [K, N] in
+        its layout (an nn.Linear's Wᵀ as a view, strides (1, K); a Conv1D's W as stored:
+        what the target was judged and timed in) and its bias with ``has_bias``."""
+        layout = call_sites.matmul_layout(module)
+        w = module.weight.detach()
+        inputs = {"A": _rows(x), "B": w.t() if layout == "b_transposed" else w}
+        if self.params.get("has_bias"):
+            inputs["bias"] = module.bias.detach()
+        out = self.fn(**inputs)
+        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+    def _matmul_params(self):
+        """The target's matmul params as the matcher (``call_sites.matmul_params``) gives
+        a module's: ``has_bias`` at its default (false) when the target does not set it."""
+        return {"has_bias": bool(self.params.get("has_bias", False))}
+
+    def _takes_matmul(self, module, x):
+        """Whether this plug takes a call of matmul module `module` on x: the target's
+        dtype and problem shapes [M, N, K]."""
+        return (self.dtype is None or x.dtype == self.dtype) and x.dim() >= 1 \
+            and self._mine(*call_sites.matmul_problem(module, x))
+
     def _plug_matmul(self, model, undo):
         plug = self
-        for m in model.modules():
-            if isinstance(m, nn.Linear):
-                def forward(self, x, previous):
-                    rows = x.numel() // x.shape[-1]
-                    if not plug._mine(rows, self.out_features, self.in_features):
-                        return previous(x)
-                    # Wᵀ as a view (strides (1, K)): the `b_transposed` layout the target
-                    # was judged and timed in, so what runs here is what was measured
-                    out = plug._count(plug.fn(A=_rows(x), B=self.weight.detach().t()))
-                    if self.bias is not None:
-                        out = out + self.bias
-                    return out.reshape(*x.shape[:-1], out.shape[-1])
+        for m in self.modules:
+            def forward(self, x, previous):
+                if not plug._takes_matmul(self, x):
+                    return previous(x)
+                return plug._count(plug._matmul_call(self, x))
 
-                self._replace_forward(m, forward, undo)
+            self._replace_forward(m, forward, undo)
 
     def _norm_call(self, module, x):
         """The kernel on x [..., cols] with the module's weight (and bias) and the params."""
@@ -272,22 +300,29 @@ class Plug:
 
         self._patch(F, "cross_entropy", wrapper, undo)
 
+    def _mlp_call(self, module, x):
+        """The kernel on x [..., hidden] with gated MLP `module`'s projection weights, each
+        in its stored [out, in] layout."""
+        gate, up, down = call_sites.mlp_projections(module)
+        out = self.fn(x=_rows(x), w_gate=gate.weight.detach(), w_up=up.weight.detach(),
+                      w_down=down.weight.detach())
+        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+    def _takes_mlp(self, module, x):
+        """Whether this plug takes a call of gated MLP `module` on x: the target's dtype and
+        problem shapes [tokens, hidden, intermediate]."""
+        return (self.dtype is None or x.dtype == self.dtype) and x.dim() >= 1 \
+            and self._mine(*call_sites.mlp_problem(module, x))
+
     def _plug_fused_mlp(self, model, undo):
         plug = self
-        names = [("gate_proj", "up_proj", "down_proj"), ("w_gate", "w_up", "w_down")]
-        for m in model.modules():
-            for g, u, d in names:
-                parts = [getattr(m, n, None) for n in (g, u, d)]
-                if all(isinstance(p, nn.Linear) and p.bias is None for p in parts):
-                    def forward(self, x, previous, _names=(g, u, d)):
-                        gate, up, down = (getattr(self, n).weight for n in _names)
-                        if not plug._mine(x.numel() // x.shape[-1], gate.shape[1], gate.shape[0]):
-                            return previous(x)
-                        out = plug._count(plug.fn(x=_rows(x), w_gate=gate, w_up=up, w_down=down))
-                        return out.reshape(*x.shape[:-1], out.shape[-1])
+        for m in self.modules:
+            def forward(self, x, previous):
+                if not plug._takes_mlp(self, x):
+                    return previous(x)
+                return plug._count(plug._mlp_call(self, x))
 
-                    self._replace_forward(m, forward, undo)
-                    break
+            self._replace_forward(m, forward, undo)
 
 
 def check_norm(plug, captured):
@@ -319,6 +354,61 @@ def check_norm(plug, captured):
         if excess > 0:
             return (f"differs from {type(m).__name__}'s own forward by {err:.3g} (beyond the {plug.kind} "
                     f"tolerance) at {tuple(x.shape)} with {plug.params}")
+        plug.modules.append(m)
+    return None
+
+
+def check_matmul(plug, captured):
+    """Finds the matmul modules (nn.Linear, Conv1D) a matmul plug may replace and checks
+    the kernel against them.
+
+    `captured` is ``call_sites.capture_matmul_inputs`` of the model. A module qualifies
+    when its layout is the target's, its captured input is at the plug's dtype and one of
+    its shapes, and the matcher (``call_sites.matmul_params``: its own forward against
+    ``A @ B (+ bias)``) gives it the target's params (``has_bias``). The kernel is then run
+    on each qualifying module's captured input and compared with the module's own forward at
+    matmul's tolerance. Sets ``plug.modules``; returns None, or why the kernel must be left
+    out (the measured error)."""
+    plug.modules = []
+    for m, (x, _shapes, _dtype, _calls) in captured.items():
+        layout = call_sites.matmul_layout(m)
+        if plug.layout is not None and layout != plug.layout or not plug._takes_matmul(m, x):
+            continue
+        if call_sites.matmul_params(m, x)[1] != plug._matmul_params():
+            continue
+        with torch.no_grad():
+            out = plug._matmul_call(m, x)
+        want = call_sites._own_forward(m, x)
+        excess, err = call_sites._excess(out, want, "matmul")
+        if excess > 0:
+            return (f"differs from {type(m).__name__}'s own forward by {err:.3g} (beyond the matmul tolerance) "
+                    f"at {call_sites.matmul_problem(m, x)} ({layout}) with {plug.params}")
+        plug.modules.append(m)
+    return None
+
+
+def check_mlp(plug, captured):
+    """Finds the gated MLP modules a fused_mlp plug may replace and checks the kernel
+    against them.
+
+    `captured` is ``call_sites.capture_mlp_inputs`` of the model. A module qualifies when
+    its captured input is at the plug's dtype and one of its shapes and the matcher
+    (``call_sites.mlp_params``: its own forward against ``down(act(gate(x)) · up(x))``)
+    gives it the target's activation. The kernel is then run on each qualifying module's
+    captured input and compared with the module's own forward at fused_mlp's tolerance.
+    Sets ``plug.modules``; returns None, or why the kernel must be left out (the measured
+    error)."""
+    plug.modules = []
+    want = {"activation": plug.params.get("activation", "silu")}
+    for m, (x, _shapes, _dtype, _calls) in captured.items():
+        if not plug._takes_mlp(m, x) or call_sites.mlp_params(m, x)[0] != want:
+            continue
+        with torch.no_grad():
+            out = plug._mlp_call(m, x)
+        excess, err = call_sites._excess(out, call_sites._own_forward(m, x), "fused_mlp")
+        if excess > 0:
+            return (f"differs from {type(m).__name__}'s own forward by {err:.3g} (beyond the fused_mlp tolerance) "
+                    f"at {call_sites.mlp_problem(m, x)} with {plug.params}")
         plug.modules.append(m)
     return None
 
@@ -363,12 +453,50 @@ def check_plugs(plugs, excluded, kinds, capture, check):
             plugs.remove(p)
 
 
+def check_all(plugs, excluded, model, forward):
+    """Every plug check, before any plug is installed: the module plugs (norms, matmul,
+    fused_mlp) find their modules and the module kinds and attention are checked against the model's
+    own code on inputs captured from one `forward()` each (only for the kinds `plugs`
+    hold). A plug that fails is removed from `plugs` and named in `excluded`, as broken."""
+    check_plugs(plugs, excluded, ("rmsnorm", "layernorm"),
+                lambda: call_sites.capture_norm_inputs(model, forward), check_norm)
+    check_plugs(plugs, excluded, ("matmul",), lambda: call_sites.capture_matmul_inputs(model, forward),
+                check_matmul)
+    check_plugs(plugs, excluded, ("fused_mlp",), lambda: call_sites.capture_mlp_inputs(model, forward), check_mlp)
+    check_plugs(plugs, excluded, ("flash_attention",),
+                lambda: call_sites.capture_attention_calls(model, forward), check_attention)
+
+
+def unused_reason(plug):
+    """Why `plug` took no call of the model, in the terms of its kind's matcher."""
+    if plug.kind in ("rmsnorm", "layernorm"):
+        return unused_norm_reason(plug)
+    if plug.kind == "matmul":
+        return unused_matmul_reason(plug)
+    if plug.kind == "fused_mlp":
+        want = str(plug.dtype).replace("torch.", "")
+        return (f"no gated MLP module of the model computes {plug.params} at its shapes {plug.shapes} "
+                f"in {want}")
+    if plug.kind == "flash_attention":
+        return unused_attention_reason(plug)
+    return f"the model never called it through a standard call site at its shapes {plug.shapes}"
+
+
 def unused_attention_reason(plug):
     """Why an attention plug took no call: no attention call of the model has its params at
     its shapes in its dtype."""
     want = str(plug.dtype).replace("torch.", "")
     return (f"no attention call of the model computes {plug._attention_params()} at its shapes {plug.shapes} "
             f"in {want}")
+
+
+def unused_matmul_reason(plug):
+    """Why a matmul plug took no call: no nn.Linear or Conv1D of the model computes its
+    params in its layout at its shapes in its dtype."""
+    want = str(plug.dtype).replace("torch.", "")
+    layout = f" in the {plug.layout} layout" if plug.layout else ""
+    return (f"no nn.Linear or Conv1D module of the model computes {plug.params}{layout} at its shapes "
+            f"{plug.shapes} in {want}")
 
 
 def unused_norm_reason(plug):

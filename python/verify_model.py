@@ -188,7 +188,8 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
     """Checks the model with each target's kernel plugged in against the unmodified model.
 
     model: the model source as ``profile_model.load_model`` takes it; targets: a list of
-    ``{"id", "kind", "path"}``; dtype: a dtype name; device: ``cuda`` or ``cpu``;
+    ``{"id", "kind", "path"}`` with, from a plan, ``"shapes"``, ``"params"`` and
+    (matmul) ``"layout"``; dtype: a dtype name; device: ``cuda`` or ``cpu``;
     loader_dir: the folder holding ``profile_model.py`` and ``examples/``; input_shape,
     inputs, inputs_fn, pretrained: as ``profile_model.load_for_call`` takes them (the
     profiler's loader, so the model verified is the model profiled, on the same inputs);
@@ -268,16 +269,11 @@ def _verify_plugs(net, call, ref, targets, torch_dtype, on_gpu, deploy, kernel_o
             excluded.append({"target": t["id"], "reason": f"cannot register as an operator: {e}", "broken": True})
             continue
         plugs.append(plugs_module.Plug(t["id"], t["kind"], op, t.get("shapes") or (), t.get("params"),
-                                       torch_dtype))
+                                       torch_dtype, t.get("layout")))
 
-    # norm and attention plugs: matched by the target's params, checked against the
+    # module and attention plugs: matched by the target's params, checked against the
     # model's own code on inputs captured from it
-    plugs_module.check_plugs(plugs, excluded, ("rmsnorm", "layernorm"),
-                             lambda: plugs_module.call_sites.capture_norm_inputs(net, forward),
-                             plugs_module.check_norm)
-    plugs_module.check_plugs(plugs, excluded, ("flash_attention",),
-                             lambda: plugs_module.call_sites.capture_attention_calls(net, forward),
-                             plugs_module.check_attention)
+    plugs_module.check_all(plugs, excluded, net, forward)
 
     def installing(selected):
         """A context manager factory installing `selected` on the model."""
@@ -306,13 +302,7 @@ def _verify_plugs(net, call, ref, targets, torch_dtype, on_gpu, deploy, kernel_o
             excluded.append({"target": p.target_id, "reason": f"raised {type(e).__name__}: {e}", "broken": True})
             continue
         if p.calls == 0:
-            if p.kind in ("rmsnorm", "layernorm"):
-                reason = plugs_module.unused_norm_reason(p)
-            elif p.kind == "flash_attention":
-                reason = plugs_module.unused_attention_reason(p)
-            else:
-                reason = f"the model never called it through a standard call site at its shapes {p.shapes}"
-            excluded.append({"target": p.target_id, "reason": reason})
+            excluded.append({"target": p.target_id, "reason": plugs_module.unused_reason(p)})
             continue
         why = _compare(out, ref, torch_dtype)
         if why:

@@ -273,6 +273,8 @@ fn write_package(
             "params": t.kind.spec().resolve_params(&t.params).unwrap_or_else(|_| t.params.clone()),
             "shapes": shapes,
             "dtype": t.dtype.name(),
+            // matmul: the layout of B it was judged in (nn.Linear's Wᵀ, Conv1D's W)
+            "layout": t.layout.name(),
             "op": t.op,
             "kernel": file,
             "sha256": file_sha256(&source),

@@ -276,6 +276,8 @@ pub async fn verify_workspace(
                 "shapes": shapes,
                 // every parameter (defaults filled): the plug matches modules by them
                 "params": t.kind.spec().resolve_params(&t.params).unwrap_or_else(|_| t.params.clone()),
+                // matmul: the layout of B it was judged in (nn.Linear's Wᵀ, Conv1D's W)
+                "layout": t.layout.name(),
             })
         })
         .collect();

@@ -164,6 +164,25 @@ def rmsnorm_model_code(x, weight, eps, weight_offset=0, cast_order="float32"):
         h = h.to(weight.dtype)
     return w * h
 
+def gate_activation(g, activation="silu"):
+    """A gated MLP's activation of the gate pre-activation `g`, fused_mlp's ``activation``:
+    ``silu`` (SwiGLU) ``g·sigmoid(g)``; ``gelu_tanh`` (GeGLU, transformers'
+    ``gelu_pytorch_tanh``) ``0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³)))``."""
+    if activation == "silu":
+        return F.silu(g)
+    if activation == "gelu_tanh":
+        return F.gelu(g, approximate="tanh")
+    raise ValueError(f"unknown fused_mlp activation {activation!r}; expected silu or gelu_tanh")
+
+
+def mlp_model_code(x, w_gate, w_up, w_down, activation="silu"):
+    """A gated MLP as the models write it, in the tensors' own dtype: ``down(act(gate(x)) ·
+    up(x))`` with bias-free ``F.linear`` (weights stored [out, in]; transformers 5.17
+    ``LlamaMLP``, ``GemmaMLP``). The eager baseline of fused_mlp and what the model matcher
+    compares a module with."""
+    return F.linear(gate_activation(F.linear(x, w_gate), activation) * F.linear(x, w_up), w_down)
+
+
 ROTARY_BASE = 10000.0
 """Base of the rotary frequencies ``θ_i = base^(−2i/d)`` (RoFormer, Su et al. 2021, eq. 15)."""
 
@@ -639,8 +658,8 @@ def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> 
     dtype, where the two orders agree; see :func:`rmsnorm_model_code`); attention
     ``softmax(Q·Kᵀ·scale + mask)·V`` with ``scale`` (default ``1/√d``), K/V heads repeated to
     Q's (grouped-query), the additive key-padding ``mask`` when given, causal unless
-    ``causal`` is false (explicit math, no fused kernel, so the precision policy governs it); SwiGLU
-    ``(silu(x·w_gateᵀ) · (x·w_upᵀ)) · w_downᵀ``; mean cross-entropy (0-dim); interleaved
+    ``causal`` is false (explicit math, no fused kernel, so the precision policy governs it); gated MLP
+    ``(act(x·w_gateᵀ) · (x·w_upᵀ)) · w_downᵀ`` with its ``activation`` (:func:`gate_activation`); mean cross-entropy (0-dim); interleaved
     rotary, pairs ``(x[..., 2i], x[..., 2i+1])`` rotated by ``cos/sin[s, i]``; sum over the
     last dim.
     """
@@ -674,7 +693,7 @@ def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> 
         out = torch.softmax(scores, dim=-1) @ v
     elif kind == "fused_mlp":
         x = f["x"]
-        h = F.silu(x @ f["w_gate"].t()) * (x @ f["w_up"].t())
+        h = gate_activation(x @ f["w_gate"].t(), params["activation"]) * (x @ f["w_up"].t())
         out = h @ f["w_down"].t()
     elif kind == "cross_entropy":
         out = F.cross_entropy(f["logits"], f["targets"], reduction="mean")
@@ -710,8 +729,7 @@ def _builtin_eager(kind: str, inputs: dict, params=None) -> torch.Tensor:
         return attention_model_code(inputs["Q"], inputs["K"], inputs["V"], inputs.get("mask"),
                                     params["causal"], params["scale"])
     if kind == "fused_mlp":
-        x = inputs["x"]
-        return F.linear(F.silu(F.linear(x, inputs["w_gate"])) * F.linear(x, inputs["w_up"]), inputs["w_down"])
+        return mlp_model_code(inputs["x"], inputs["w_gate"], inputs["w_up"], inputs["w_down"], params["activation"])
     if kind == "cross_entropy":
         return F.cross_entropy(inputs["logits"].float(), inputs["targets"])
     if kind == "rotary_embedding":

@@ -754,7 +754,7 @@ mod builtin {
         };
         spec(
             "fused_mlp",
-            "SwiGLU MLP down(silu(x·gateᵀ) · (x·upᵀ))",
+            "gated MLP down(act(x·gateᵀ) · (x·upᵀ)): SwiGLU (act SiLU) or GeGLU (tanh GELU)",
             tih,
             vec![
                 input("x", Data, &["tokens", "hidden"]),
@@ -787,6 +787,16 @@ mod builtin {
             bfloat16: doubled(Tolerances::DEFAULT.bfloat16),
             float32: dot_products().float32,
         })
+        .params(vec![ParamSpec::new(
+            "activation",
+            ParamType::OneOf {
+                values: vec![json!("silu"), json!("gelu_tanh")],
+            },
+            json!("silu"),
+            "the gate's activation: silu (SwiGLU: Llama, Mistral, Qwen2) or gelu_tanh, \
+             0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³))) (GeGLU: transformers' \
+             gelu_pytorch_tanh, Gemma)",
+        )])
     }
 
     fn cross_entropy() -> KindSpec {

@@ -23,7 +23,8 @@ pub enum KernelKind {
     Rmsnorm,
     /// Causal scaled-dot-product attention, scale `1/√d`; shape `[batch, heads, seq, head_dim]`.
     FlashAttention,
-    /// SwiGLU MLP `down(silu(x·gateᵀ) · (x·upᵀ))`; shape `[tokens, hidden, intermediate]`.
+    /// Gated MLP `down(act(x·gateᵀ) · (x·upᵀ))`, act SiLU (SwiGLU) or the tanh GELU (GeGLU,
+    /// the `activation` param); shape `[tokens, hidden, intermediate]`.
     FusedMlp,
     /// Mean cross-entropy of logits against class ids; shape `[rows, vocab]`.
     CrossEntropy,

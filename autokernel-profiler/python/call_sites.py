@@ -2,7 +2,7 @@
 parameters, decided by the model's own code.
 
 Used three ways: the profiler records the call sites of a model (``norm_call_sites``,
-``matmul_call_sites``, ``attention_call_sites``: what ``autokernel_profiler::rank`` plans
+``matmul_call_sites``, ``mlp_call_sites``, ``attention_call_sites``: what ``autokernel_profiler::rank`` plans
 targets from); verification (``plugs.py``) matches its plugs by the same functions, so what
 was planned is what gets plugged in; an exported package (``autokernel export``) ships this
 file and matches the user's model with it.
@@ -264,18 +264,31 @@ def matmul_params(m, x):
     return layout, {"has_bias": m.bias is not None}, None
 
 
-def matmul_call_sites(model, forward):
-    """The matmul call sites of `model` in one `forward()` (nn.Linear and GPT-2's Conv1D):
-    one entry per (class, layout, parameters, problem shape [M, N, K], dtype) with the
-    module instances and calls behind it, each pluggable (`params`: ``has_bias``) or not
-    (`reason`). The planner plans one matmul target per matched site
-    (``autokernel_profiler::rank``)."""
-    def problem_of(m, x):
-        k = int(x.shape[-1])
-        n = int(m.weight.shape[0 if matmul_layout(m) == "b_transposed" else 1])
-        return (x.numel() // max(k, 1), n, k)
+def matmul_problem(m, x):
+    """The problem shape ``(M, N, K)`` of matmul module `m` called on `x` [..., K]: M the
+    rows of x, N the module's output features (an nn.Linear's weight is [N, K], a Conv1D's
+    [K, N])."""
+    k = int(x.shape[-1])
+    n = int(m.weight.shape[0 if matmul_layout(m) == "b_transposed" else 1])
+    return (x.numel() // max(k, 1), n, k)
 
-    seen = capture_module_inputs(model, forward, matmul_layout, problem_of)
+
+def capture_matmul_inputs(model, forward, skip=()):
+    """:func:`capture_module_inputs` of the matmul modules (nn.Linear, Conv1D), problem
+    shapes ``(M, N, K)``; modules in `skip` (the projections of a gated MLP planned as a
+    whole, :func:`mlp_linears`) are left out."""
+    skip = set(map(id, skip))
+    return capture_module_inputs(model, forward, lambda m: id(m) not in skip and matmul_layout(m) is not None,
+                                 matmul_problem)
+
+
+def matmul_call_sites(model, forward, skip=()):
+    """The matmul call sites of `model` in one `forward()` (nn.Linear and GPT-2's Conv1D,
+    but those in `skip`): one entry per (class, layout, parameters, problem shape [M, N,
+    K], dtype) with the module instances and calls behind it, each pluggable (`params`:
+    ``has_bias``) or not (`reason`). The planner plans one matmul target per matched site
+    (``autokernel_profiler::rank``)."""
+    seen = capture_matmul_inputs(model, forward, skip)
     sites = {}
     for m, (x, shapes, dtype, calls) in seen.items():
         try:
@@ -290,6 +303,102 @@ def matmul_call_sites(model, forward):
             site["instances"] += 1
             site["calls"] += calls
     return list(sites.values())
+
+
+# --- gated MLP call sites: the activation decided by each module's own forward ----------
+
+# The projections of a gated MLP module, by attribute name: (gate, up, down).
+_MLP_NAMES = [("gate_proj", "up_proj", "down_proj"), ("w_gate", "w_up", "w_down")]
+# fused_mlp's `activation` values, in the order a tie is decided (the default first).
+MLP_ACTIVATIONS = ("silu", "gelu_tanh")
+
+
+def mlp_projections(m):
+    """``(gate, up, down)``: the bias-free nn.Linear projections of a gated MLP module
+    (``gate_proj/up_proj/down_proj`` as HF's LlamaMLP and GemmaMLP, or ``w_gate/w_up/w_down``),
+    gate and up [intermediate, hidden], down [hidden, intermediate]; None for any other
+    module."""
+    import torch
+
+    for names in _MLP_NAMES:
+        parts = [getattr(m, n, None) for n in names]
+        if not all(isinstance(p, torch.nn.Linear) and p.bias is None for p in parts):
+            continue
+        gate, up, down = parts
+        if gate.weight.shape == up.weight.shape and down.weight.shape == gate.weight.shape[::-1]:
+            return gate, up, down
+    return None
+
+
+def mlp_problem(m, x):
+    """The fused_mlp problem ``(tokens, hidden, intermediate)`` of gated MLP `m` on x [...,
+    hidden]."""
+    gate = mlp_projections(m)[0]
+    return (x.numel() // max(int(x.shape[-1]), 1), int(gate.weight.shape[1]), int(gate.weight.shape[0]))
+
+
+def mlp_params(m, x):
+    """``(params, None)`` when gated MLP module `m`'s own forward on x matches
+    ``down(act(gate(x)) · up(x))`` (``catalogue.mlp_model_code``) for one fused_mlp
+    activation within the kind's tolerance (params: ``activation``, the closest), else
+    ``(None, reason)`` with the smallest error measured. The activation cannot be read from
+    an attribute (transformers 5 applies it through a module, ``act_fn``; others call
+    ``F.silu``), so it is decided by running the module."""
+    import torch
+
+    catalogue = _catalogue()
+    gate, up, down = mlp_projections(m)
+    out = _own_forward(m, x)
+    if not isinstance(out, torch.Tensor):
+        return None, f"{type(m).__name__} returns {type(out).__name__}, not a tensor"
+    scored = []
+    with torch.no_grad():
+        for act in MLP_ACTIVATIONS:
+            ref = catalogue.mlp_model_code(x, gate.weight, up.weight, down.weight, act)
+            excess, err = _excess(out, ref, "fused_mlp")
+            scored.append((excess > 0, err, act))
+    fits = [s for s in scored if not s[0]]
+    if not fits:
+        err = min(s[1] for s in scored)
+        return None, (f"{type(m).__name__}'s forward matches no gated MLP down(act(gate(x)) · up(x)) "
+                      f"(act {' or '.join(MLP_ACTIVATIONS)}): error {err:.3g} at best")
+    return {"activation": min(fits, key=lambda s: s[1])[2]}, None
+
+
+def capture_mlp_inputs(model, forward):
+    """:func:`capture_module_inputs` of the gated MLP modules, problem shapes ``(tokens,
+    hidden, intermediate)``."""
+    return capture_module_inputs(model, forward, lambda m: mlp_projections(m) is not None, mlp_problem)
+
+
+def mlp_call_sites(model, forward):
+    """The gated MLP call sites of `model` in one `forward()`: ``(sites, matched)``, one
+    site per (class, parameters, problem shape [tokens, hidden, intermediate], dtype) with
+    the module instances and calls behind it, each pluggable (`params`: ``activation``) or
+    not (`reason`, with the measured error); `matched` the modules that matched, which the
+    profiler times as a whole and whose projections are no matmul call sites. The planner
+    plans one fused_mlp target per matched site (``autokernel_profiler::rank``)."""
+    sites, matched = {}, []
+    for m, (x, shapes, dtype, calls) in capture_mlp_inputs(model, forward).items():
+        try:
+            params, reason = mlp_params(m, x)
+        except Exception as e:  # noqa: BLE001 - a module the matcher cannot run is not pluggable
+            params, reason = None, f"its forward raised {type(e).__name__}: {e}"
+        if params is not None:
+            matched.append(m)
+        for shape in shapes:
+            key = (type(m).__name__, json.dumps(params, sort_keys=True), shape, dtype, reason)
+            site = sites.setdefault(key, {"module": type(m).__name__, "kind": "fused_mlp", "params": params,
+                                          "shape": list(shape), "dtype": dtype, "reason": reason,
+                                          "instances": 0, "calls": 0})
+            site["instances"] += 1
+            site["calls"] += calls
+    return list(sites.values()), matched
+
+
+def mlp_linears(modules):
+    """The projections of the gated MLP `modules` (what ``matmul_call_sites`` skips)."""
+    return [p for m in modules for p in mlp_projections(m)]
 
 
 # --- attention call sites: causal, scale, K/V heads and mask read from each call ----------

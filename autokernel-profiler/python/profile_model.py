@@ -19,16 +19,18 @@ What it does, in order:
    at most two dims; random normal floats otherwise), the keyword inputs of `inputs`
    (`{"name", "shape", "dtype"}`: see `make_named_input`), or what the user's function
    `inputs_fn` (`{"path", "function"}`) returns as `(args, kwargs)`;
-3. wraps each leaf module's forward (and any SwiGLU-style MLP module, as a whole) in a
-   `record_function` range named `nn.Module: <Class>`, so that an op written as several
-   aten calls (an RMSNorm made of pow/mean/rsqrt/mul) is attributed to its module;
-4. warms up (`warmup` forward passes), then records `iterations` forward passes under
+3. warms up (`warmup` forward passes) and records the model's call sites
+   (``call_sites.py``, beside this file: which module or call a kernel kind can replace,
+   at which parameters);
+4. wraps each leaf module's forward (and any SwiGLU-style MLP module, or gated MLP the
+   call-site matcher matched, as a whole) in a `record_function` range named
+   `nn.Module: <Class>`, so that an op written as several aten calls (an RMSNorm made of
+   pow/mean/rsqrt/mul) is attributed to its module; then records `iterations` forward passes under
    torch.profiler with CUDA activity on a GPU (CPU activity otherwise), `record_shapes=True`
    and no Python stacks (`autokernel profile --iterations N` sets `iterations`: CPU
    timings are noisy, and more passes average them out);
 5. exports the Chrome trace to `trace_path` and returns a small JSON-serialisable summary,
-   with the model's call sites (``call_sites.py``, beside this file: which module or call a
-   kernel kind can replace, at which parameters).
+   with the model's call sites.
 
 Errors the user can fix (file or class not found, constructor failed, unknown config field,
 inputs rejected) are raised as `ModelError`, whose message says what to change.
@@ -416,9 +418,12 @@ def _is_swiglu(m):
         return False
 
 
-def wrap_modules(model):
-    """Wraps leaf modules (and SwiGLU MLPs, as a whole) in `nn.Module: <Class>` ranges."""
+def wrap_modules(model, whole=()):
+    """Wraps leaf modules (and SwiGLU MLPs and the modules in `whole`, as a whole: the gated
+    MLPs the call-site matcher matched) in `nn.Module: <Class>` ranges."""
     import torch
+
+    whole = set(map(id, whole))
 
     wrapped = 0
 
@@ -436,7 +441,7 @@ def wrap_modules(model):
 
     def visit(m, is_root):
         children = list(m.children())
-        if not is_root and (not children or _is_swiglu(m)):
+        if not is_root and (not children or id(m) in whole or _is_swiglu(m)):
             wrap(m)
             return
         for c in children:
@@ -485,7 +490,6 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
     net, call, class_name = load_for_call(model, model_kwargs, examples_dir, pretrained, input_shape,
                                           inputs, inputs_fn, torch_dtype, dev)
     params = sum(p.numel() for p in net.parameters())
-    wrapped = wrap_modules(net)
     sites = _call_sites()
 
     def step():
@@ -495,7 +499,11 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
     try:
         for _ in range(max(1, int(warmup))):
             step()
-        call_sites = sites.norm_call_sites(net, step) + sites.matmul_call_sites(net, step)
+        # a gated MLP the matcher matched is one fused_mlp call site, timed as a whole: its
+        # projections are not matmul call sites
+        mlp_sites, mlps = sites.mlp_call_sites(net, step)
+        call_sites = sites.norm_call_sites(net, step) + mlp_sites
+        call_sites += sites.matmul_call_sites(net, step, skip=sites.mlp_linears(mlps))
         call_sites += sites.attention_call_sites(net, step)
     except Exception as e:
         raise ModelError(
@@ -504,6 +512,7 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
         ) from e
     if on_gpu:
         torch.cuda.synchronize()
+    wrapped = wrap_modules(net, whole=mlps)
 
     activities = [torch.profiler.ProfilerActivity.CPU]
     if on_gpu:

@@ -253,7 +253,7 @@ fn plan_where(
         let Some(kind) = op.kind.filter(|k| keep(*k)) else {
             continue;
         };
-        if let Some(entries) = matmul_site_entries(report, kind, &op.op, op.fraction, dtype) {
+        if let Some(entries) = module_site_entries(report, kind, &op.op, op.fraction, dtype) {
             // the op counts once toward `top`, as before it was split by call site
             let before = targets.len();
             let room = if before < top + split {
@@ -310,22 +310,24 @@ fn add_planned(targets: &mut Vec<Planned>, top: usize, entry: Planned) {
     }
 }
 
-/// The matmul targets of an op named after a module class the profiler recorded matmul
-/// call sites of (`nn.Linear`, GPT-2's `Conv1D`): one per matched site in the plan's
-/// `dtype`, at the site's problem shape, layout and `has_bias`, with the op's `fraction`
-/// shared by the sites' FLOPs (`2·M·N·K` times calls). The op merges every instance of
-/// the class, whatever its shape (GPT-2's four Conv1D), so its own recorded shapes say
-/// nothing of most of them (issue 19: planned with `shapes: []`). `None` when the op is
-/// not such a module (an `aten::mm`, an imported trace): planned as before. An empty list
-/// when no site of it matched in `dtype`: not planned (`not_planned_call_sites` says why).
-fn matmul_site_entries(
+/// The matmul or fused_mlp targets of an op named after a module class the profiler
+/// recorded call sites of that kind for (`nn.Linear`, GPT-2's `Conv1D`; a gated MLP such
+/// as HF's `LlamaMLP`): one per matched site in the plan's `dtype`, at the site's problem
+/// shape, layout and params (`has_bias`; `activation`), with the op's `fraction` shared by
+/// the sites' FLOPs (the shape's product times calls: `2·M·N·K` and `6·T·H·I` up to a
+/// constant). The op merges every instance of the class, whatever its shape (GPT-2's four
+/// Conv1D), so its own recorded shapes say nothing of most of them (issue 19: planned with
+/// `shapes: []`). `None` when the op is not such a module (an `aten::mm`, an imported
+/// trace): planned as before. An empty list when no site of it matched in `dtype`: not
+/// planned (`not_planned_call_sites` says why).
+fn module_site_entries(
     report: &ProfileReport,
     kind: KernelKind,
     op: &str,
     fraction: f64,
     dtype: DType,
 ) -> Option<Vec<(Shape, Layout, Params, f64)>> {
-    if kind != KernelKind::Matmul {
+    if !matches!(kind, KernelKind::Matmul | KernelKind::FusedMlp) {
         return None;
     }
     let sites: Vec<&CallSite> = report
@@ -415,13 +417,23 @@ fn site_params(
         .find_map(|c| c.params.clone())
 }
 
-/// Corrects the norm kind of ops from the model's call sites: an op named after a module
-/// class whose call sites the matcher recorded as the other norm kind takes that kind.
-/// The classifier goes by the name, and `T5LayerNorm` is an RMS norm (no mean, no bias):
-/// planned as a layernorm it would take no plug (issue 19). Ranks and fractions unchanged.
+/// Corrects the kind of ops from the model's call sites: an op named after a module class
+/// whose call sites the matcher recorded as the other norm kind takes that kind (the
+/// classifier goes by the name, and `T5LayerNorm` is an RMS norm, no mean, no bias:
+/// planned as a layernorm it would take no plug, issue 19); an op named after a module the
+/// matcher found a gated MLP is a fused_mlp whatever its ops (HF's `GemmaMLP` runs a GELU,
+/// which the classifier's SwiGLU rule does not know). Ranks and fractions unchanged.
 pub fn apply_call_site_kinds(report: &mut ProfileReport) {
     let sites = std::mem::take(&mut report.call_sites);
     for op in &mut report.ops {
+        let mlp = KernelKind::FusedMlp.name();
+        if sites
+            .iter()
+            .any(|c| c.kind == mlp && c.params.is_some() && op.op.ends_with(c.module.as_str()))
+        {
+            op.kind = Some(KernelKind::FusedMlp);
+            continue;
+        }
         let Some(kind) = op.kind.filter(|k| planned_from_call_sites(*k)) else {
             continue;
         };
@@ -1013,6 +1025,48 @@ mod tests {
         assert_eq!(t[0].id, "01-rmsnorm");
         assert_eq!(t[0].params["cast_order"], serde_json::json!("t5"));
         assert_eq!(t[0].shapes, [Shape(vec![16, 64])]);
+    }
+
+    #[test]
+    fn a_gated_mlp_the_matcher_found_is_planned_as_fused_mlp_at_its_sites_shape_and_activation() {
+        // GemmaMLP runs a GELU: the classifier does not take it for a SwiGLU
+        let mut report = report_of(vec![op(
+            1,
+            "nn.Module: GemmaMLP",
+            None,
+            vec![vec![1, 16, 64], vec![128, 64]],
+            0.6,
+        )]);
+        let geglu = |params: Option<Params>, reason: Option<&str>| CallSite {
+            module: "GemmaMLP".into(),
+            kind: "fused_mlp".into(),
+            params,
+            shape: vec![16, 64, 128],
+            dtype: "float32".into(),
+            reason: reason.map(Into::into),
+            instances: 2,
+            calls: 2,
+            layout: Layout::Contiguous,
+        };
+        let activation = Params::from([("activation".to_string(), serde_json::json!("gelu_tanh"))]);
+        report.call_sites = vec![geglu(Some(activation), None)];
+        assert!(plan_for_model(&report, 4, DType::Float32).is_empty());
+        apply_call_site_kinds(&mut report);
+        let t = plan_for_model(&report, 4, DType::Float32);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].id, "01-fused_mlp");
+        // [tokens, hidden, intermediate] from the site, not the op's recorded dims
+        assert_eq!(t[0].shapes, [Shape(vec![16, 64, 128])]);
+        assert_eq!(t[0].params["activation"], serde_json::json!("gelu_tanh"));
+        assert!((t[0].fraction - 0.6).abs() < 1e-12);
+        // in float16 the float32 site is not the plan's: nothing planned, the reason listed
+        assert!(plan_for_model(&report, 4, DType::Float16).is_empty());
+        assert_eq!(not_planned_call_sites(&report, DType::Float16).len(), 1);
+        // a module no activation matched does not become a fused_mlp
+        let mut report = report_of(vec![op(1, "nn.Module: GemmaMLP", None, vec![], 0.6)]);
+        report.call_sites = vec![geglu(None, Some("matches no gated MLP: error 0.3"))];
+        apply_call_site_kinds(&mut report);
+        assert_eq!(report.ops[0].kind, None);
     }
 
     /// An attention call site of `module` at `shape` in float32: pluggable at `params`

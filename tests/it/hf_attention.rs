@@ -5,10 +5,9 @@
 //! by those params and leaves a kernel with a wrong scale out through the plug check
 //! (`tests/python/attention_plugs_check.py`).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-use crate::util::{autokernel, tempdir};
+use crate::util::{autokernel, python_check, tempdir};
 
 /// `autokernel profile --json` of `transformers:<class>` with `config` and the input
 /// arguments `inputs`: the planned targets and the "not planned" call sites.
@@ -119,32 +118,9 @@ fn a_causal_model_with_a_padded_batch_plans_no_attention_and_says_why() {
     );
 }
 
-fn python() -> PathBuf {
-    std::env::var_os("AUTOKERNEL_PYTHON")
-        .map(Into::into)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"))
-}
-
-/// Runs one check of `attention_plugs_check.py`; panics with its output unless it prints `ok`.
+/// Runs one check of `attention_plugs_check.py`.
 fn check(name: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    autokernel::services::write_kernel_ops(dir.path()).unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(python())
-        .arg(root.join("tests/python/attention_plugs_check.py"))
-        .arg(name)
-        .arg(dir.path())
-        .arg(root)
-        .env("TRITON_INTERPRET", "1")
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.lines().last() == Some("ok"),
-        "check `{name}` failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python_check("attention_plugs_check.py", name);
 }
 
 #[test]

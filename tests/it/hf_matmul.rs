@@ -1,9 +1,12 @@
 //! The matmuls of Hugging Face models, from profile to plan: a tiny random-weight
 //! `GPT2LMHeadModel` plans one matmul target per Conv1D call site (W as stored, the
 //! contiguous layout, with its bias) and one for the LM head's `nn.Linear` (Wᵀ, the
-//! b_transposed layout, no bias), each at the shape the model calls it with.
+//! b_transposed layout, no bias), each at the shape the model calls it with; verification
+//! plugs the matmul starter into those Conv1D modules and the LM head by each target's
+//! layout, params and shape, after checking it against the module's own forward, and leaves
+//! a wrong kernel out through that check (`tests/python/matmul_plugs_check.py`).
 
-use crate::util::{autokernel, tempdir};
+use crate::util::{autokernel, python_check, tempdir};
 
 #[test]
 fn gpt2_plans_its_conv1d_matmuls_with_bias_and_the_lm_head_linear_without() {
@@ -68,4 +71,14 @@ fn gpt2_plans_its_conv1d_matmuls_with_bias_and_the_lm_head_linear_without() {
     ];
     want.sort_by_key(|m| (m.0.clone(), m.3.to_string()));
     assert_eq!(matmuls, want, "{}", v["targets"]);
+}
+
+#[test]
+fn verification_plugs_the_matmul_starter_into_gpt2s_conv1d_and_its_lm_head() {
+    python_check("matmul_plugs_check.py", "plugged");
+}
+
+#[test]
+fn a_matmul_kernel_that_drops_the_bias_or_reads_w_transposed_is_left_out_by_the_plug_check() {
+    python_check("matmul_plugs_check.py", "wrong");
 }

@@ -5,10 +5,7 @@
 //! params and leaves a kernel with a wrong eps out through the plug check
 //! (`tests/python/norm_plugs_check.py`).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use crate::util::{autokernel, tempdir};
+use crate::util::{autokernel, python_check, tempdir};
 
 /// `autokernel profile --json` of `transformers:<class>` with `config` on 1×16 token ids:
 /// the planned targets.
@@ -82,32 +79,9 @@ fn hf_norms_are_planned_with_the_params_their_models_compute() {
     );
 }
 
-fn python() -> PathBuf {
-    std::env::var_os("AUTOKERNEL_PYTHON")
-        .map(Into::into)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"))
-}
-
-/// Runs one check of `norm_plugs_check.py`; panics with its output unless it prints `ok`.
+/// Runs one check of `norm_plugs_check.py`.
 fn check(name: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    autokernel::services::write_kernel_ops(dir.path()).unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(python())
-        .arg(root.join("tests/python/norm_plugs_check.py"))
-        .arg(name)
-        .arg(dir.path())
-        .arg(root)
-        .env("TRITON_INTERPRET", "1")
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.lines().last() == Some("ok"),
-        "check `{name}` failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python_check("norm_plugs_check.py", name);
 }
 
 #[test]

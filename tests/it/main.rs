@@ -7,6 +7,7 @@ mod embed;
 mod export;
 mod hf_attention;
 mod hf_matmul;
+mod hf_mlp;
 mod hf_norms;
 mod inputs;
 mod kernel_ops;

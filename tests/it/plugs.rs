@@ -20,8 +20,8 @@ import plugs
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
-        self.a = nn.Linear(8, 16)   # problem 4x16x8
-        self.b = nn.Linear(16, 8)   # problem 4x8x16
+        self.a = nn.Linear(8, 16, bias=False)   # problem 4x16x8
+        self.b = nn.Linear(16, 8, bias=False)   # problem 4x8x16
     def forward(self, x):
         return self.b(self.a(x))
 
@@ -37,6 +37,8 @@ x = torch.randn(4, 8)
 ref = net(x)
 first = plugs.Plug("01-matmul", "matmul", kernel("01"), [[4, 16, 8]])
 second = plugs.Plug("02-matmul", "matmul", kernel("02"), [[4, 8, 16]])
+# the modules the plug check (`check_matmul`) would find: every Linear, as given here
+first.modules = second.modules = [net.a, net.b]
 with first.installed(net), second.installed(net), torch.no_grad():
     out = net(x)
 assert torch.allclose(out, ref, atol=1e-5), (out, ref)
@@ -45,6 +47,7 @@ assert (first.calls, second.calls) == (1, 1)
 # a shape the plan never saw goes to PyTorch
 calls.clear()
 other = plugs.Plug("03-matmul", "matmul", kernel("03"), [[99, 16, 8]])
+other.modules = [net.a, net.b]
 with other.installed(net), torch.no_grad():
     net(x)
 assert calls == [] and other.calls == 0, calls

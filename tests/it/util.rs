@@ -221,3 +221,34 @@ pub fn tiny_workspace(ws: &Path, top: u32) -> serde_json::Value {
     );
     serde_json::from_str(&std::fs::read_to_string(ws.join("plan.json")).unwrap()).unwrap()
 }
+
+/// The Python the worker would use (as [`autokernel`] picks it).
+pub fn python() -> PathBuf {
+    std::env::var_os("AUTOKERNEL_PYTHON")
+        .map(Into::into)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"))
+}
+
+/// Runs check `name` of the plug-check script `tests/python/<script>` (argv: CHECK
+/// OPS_DIR ROOT, OPS_DIR holding `kernel_ops.py` and the catalogue as autokernel writes
+/// them) under Triton's interpreter; panics with its output unless it prints `ok` last.
+pub fn python_check(script: &str, name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    autokernel::services::write_kernel_ops(dir.path()).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python())
+        .arg(root.join("tests/python").join(script))
+        .arg(name)
+        .arg(dir.path())
+        .arg(root)
+        .env("TRITON_INTERPRET", "1")
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.lines().last() == Some("ok"),
+        "check `{script} {name}` failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,4 +1,5 @@
-"""SwiGLU MLP: out = (silu(x·w_gateᵀ) ⊙ (x·w_upᵀ))·w_downᵀ.
+"""Gated MLP: out = (act(x·w_gateᵀ) ⊙ (x·w_upᵀ))·w_downᵀ, act SiLU (SwiGLU, the default) or
+the tanh GELU (GeGLU, `activation="gelu_tanh"`).
 
 x [T, H], w_gate and w_up [I, H], w_down [H, I] → out [T, H] in x's dtype.
 
@@ -6,7 +7,7 @@ Starter kernel of autokernel (kind `fused_mlp`). Compute-bound: three matmuls of
 FLOP, in two launches of one tiled matmul kernel:
 1. gate/up: each program computes the same BLOCK_M × BLOCK_N tile of x·w_gateᵀ and x·w_upᵀ
    (two float32 accumulators sharing each loaded x tile) and writes
-   h = silu(gate)·up in x's dtype: the gate and up activations never reach memory.
+   h = act(gate)·up in x's dtype: the gate and up activations never reach memory.
 2. down: out = h·w_downᵀ.
 Weights are read in their stored [out, in] layout (B[k, n] = w[n, k]; the K dim is
 contiguous). 16-bit inputs whose rows start on 16-byte boundaries (the Tensor Memory
@@ -23,7 +24,8 @@ units) on square IEEE_BLOCK tiles, BLOCK_K 32 and IEEE_WARPS warps: the tensor-c
 hold too many float32 accumulators a thread there (docs/benchmarks.md, "Float32 in the
 pointer kernels"; cuBLAS's float32 is faster still). Tiles are ordered in
 groups of GROUP_M tile-rows for L2 reuse; float32 inputs use `input_precision="ieee"` (no
-TF32). silu(g) = g·sigmoid(g) is computed in float32. Launch parameters that would not fit
+TF32). The activation is computed in float32: silu(g) = g·sigmoid(g), and the tanh GELU
+as g·sigmoid(2·√(2/π)·(g + 0.044715·g³)), the same function (0.5·(1 + tanh z) = sigmoid(2z)). Launch parameters that would not fit
 in shared memory are shrunk by the wrapper: the CONFIG values are hints, never
 correctness conditions.
 """
@@ -60,13 +62,26 @@ TMA_SMEM_BUDGET = 224 * 1024
 _SM_COUNT = {}
 
 
+# fused_mlp's `activation` values, as the kernels' ACT constexpr
+_ACTIVATIONS = {"silu": 0, "gelu_tanh": 1}
+
+
+@triton.jit
+def _act(g, ACT: tl.constexpr):
+    """The gate's activation in float32: ACT 0 silu, 1 tanh GELU (through sigmoid(2z))."""
+    if ACT == 1:
+        return g * tl.sigmoid(1.5957691216057308 * (g + 0.044715 * g * g * g))  # 2·√(2/π)
+    else:
+        return g * tl.sigmoid(g)
+
+
 @triton.jit
 def _mlp_matmul_kernel(a_ptr, b_ptr, b2_ptr, c_ptr, M, N, K,
                        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        GROUP_M: tl.constexpr, GATED: tl.constexpr, EVEN_K: tl.constexpr,
-                       IEEE: tl.constexpr):
-    """C = A·B, or with GATED: C = silu(A·B) ⊙ (A·B2) (B and B2 share strides)."""
+                       IEEE: tl.constexpr, ACT: tl.constexpr):
+    """C = A·B, or with GATED: C = act(A·B) ⊙ (A·B2) (B and B2 share strides)."""
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -116,7 +131,7 @@ def _mlp_matmul_kernel(a_ptr, b_ptr, b2_ptr, c_ptr, M, N, K,
         b_ptrs += BLOCK_K * stride_bk
 
     if GATED:
-        acc = acc * tl.sigmoid(acc) * acc2  # silu(gate) · up
+        acc = _act(acc, ACT) * acc2  # act(gate) · up
     c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -136,8 +151,9 @@ def _tile_of(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 @triton.jit
 def _mlp_tma_kernel(a_desc, w_desc, w2_desc, c_desc, M, N, K, num_tiles,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                    GROUP_M: tl.constexpr, GATED: tl.constexpr, FLATTEN: tl.constexpr):
-    """C = A·Wᵀ, or with GATED: C = silu(A·Wᵀ) ⊙ (A·W2ᵀ), on a persistent grid. a_desc
+                    GROUP_M: tl.constexpr, GATED: tl.constexpr, FLATTEN: tl.constexpr,
+                    ACT: tl.constexpr):
+    """C = A·Wᵀ, or with GATED: C = act(A·Wᵀ) ⊙ (A·W2ᵀ), on a persistent grid. a_desc
     covers A [M, K] in [BLOCK_M, BLOCK_K] blocks, w_desc and w2_desc W [N, K] in
     [BLOCK_N, BLOCK_K] blocks, c_desc C [M, N] in [BLOCK_M, BLOCK_N] blocks. num_tiles =
     cdiv(M, BLOCK_M) · cdiv(N, BLOCK_N), from the host."""
@@ -158,7 +174,7 @@ def _mlp_tma_kernel(a_desc, w_desc, w2_desc, c_desc, M, N, K, num_tiles,
             if GATED:
                 acc2 = tl.dot(a, w2_desc.load([off_n, off_k]).T, acc2)
         if GATED:
-            acc = acc * tl.sigmoid(acc) * acc2  # silu(gate) · up
+            acc = _act(acc, ACT) * acc2  # act(gate) · up
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
@@ -184,8 +200,8 @@ def _fit(block_m, block_n, block_k, stages, elt, n_b, budget=SMEM_BUDGET, c_shar
     return block_m, block_n, block_k, stages
 
 
-def _launch(a, b, b2, c, M, N, K, stride_bk, stride_bn, gated):
-    """c = a·b (gated: silu(a·b) ⊙ (a·b2)) with `_mlp_matmul_kernel`, the pointer kernel."""
+def _launch(a, b, b2, c, M, N, K, stride_bk, stride_bn, gated, act=0):
+    """c = a·b (gated: act(a·b) ⊙ (a·b2)) with `_mlp_matmul_kernel`, the pointer kernel."""
     ieee = a.dtype == torch.float32
     if ieee:
         # IEEE float32 runs on the FMA units: square IEEE_BLOCK tiles (module docstring)
@@ -199,7 +215,7 @@ def _launch(a, b, b2, c, M, N, K, stride_bk, stride_bn, gated):
     _mlp_matmul_kernel[grid](a, b, b2, c, M, N, K, a.stride(0), a.stride(1), stride_bk, stride_bn,
                              c.stride(0), c.stride(1),
                              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=CONFIG["GROUP_M"],
-                             GATED=gated, EVEN_K=K % bk == 0, IEEE=ieee,
+                             GATED=gated, EVEN_K=K % bk == 0, IEEE=ieee, ACT=act,
                              num_warps=warps, num_stages=stages)
 
 
@@ -218,8 +234,8 @@ def _sm_count(device):
     return _SM_COUNT[device]
 
 
-def _launch_tma(a, w, w2, c, gated):
-    """c = a·wᵀ (gated: silu(a·wᵀ) ⊙ (a·w2ᵀ)) with `_mlp_tma_kernel`; a [M, K], w and w2
+def _launch_tma(a, w, w2, c, gated, act=0):
+    """c = a·wᵀ (gated: act(a·wᵀ) ⊙ (a·w2ᵀ)) with `_mlp_tma_kernel`; a [M, K], w and w2
     [N, K], c [M, N]."""
     M, K = a.shape
     N = w.shape[0]
@@ -232,23 +248,27 @@ def _launch_tma(a, w, w2, c, gated):
     _mlp_tma_kernel[grid](TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(w, [bn, bk]),
                           TensorDescriptor.from_tensor(w2, [bn, bk]), TensorDescriptor.from_tensor(c, [bm, bn]),
                           M, N, K, num_tiles, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=CONFIG["GROUP_M"],
-                          GATED=gated, FLATTEN=bool(CONFIG["FLATTEN"]),
+                          GATED=gated, FLATTEN=bool(CONFIG["FLATTEN"]), ACT=act,
                           num_warps=CONFIG["num_warps"], num_stages=stages)
 
 
-def kernel_fn(x, w_gate, w_up, w_down):
-    """x [T, H], w_gate/w_up [I, H], w_down [H, I] → out [T, H] in x's dtype."""
+def kernel_fn(x, w_gate, w_up, w_down, activation="silu"):
+    """x [T, H], w_gate/w_up [I, H], w_down [H, I] → out [T, H] in x's dtype; `activation`
+    the gate's, ``silu`` or ``gelu_tanh``."""
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; expected one of {', '.join(_ACTIVATIONS)}")
+    act = _ACTIVATIONS[activation]
     x, w_gate, w_up, w_down = x.contiguous(), w_gate.contiguous(), w_up.contiguous(), w_down.contiguous()
     T, H = x.shape
     I = w_gate.shape[0]
     h = torch.empty((T, I), dtype=x.dtype, device=x.device)
     out = torch.empty((T, H), dtype=x.dtype, device=x.device)
     if all(_tma_ready(t) for t in (x, w_gate, w_up, w_down, h, out)) and len({t.dtype for t in (x, w_gate, w_up, w_down)}) == 1:
-        _launch_tma(x, w_gate, w_up, h, True)
+        _launch_tma(x, w_gate, w_up, h, True, act)
         _launch_tma(h, w_down, w_down, out, False)
         return out
-    # h = silu(x·w_gateᵀ) ⊙ (x·w_upᵀ): B[k, n] = w[n, k], strides (1, H).
-    _launch(x, w_gate, w_up, h, T, I, H, w_gate.stride(1), w_gate.stride(0), True)
+    # h = act(x·w_gateᵀ) ⊙ (x·w_upᵀ): B[k, n] = w[n, k], strides (1, H).
+    _launch(x, w_gate, w_up, h, T, I, H, w_gate.stride(1), w_gate.stride(0), True, act)
     # out = h·w_downᵀ: B[k, n] = w_down[n, k], strides (1, I).
     _launch(h, w_down, w_down, out, T, H, I, w_down.stride(1), w_down.stride(0), False)
     return out

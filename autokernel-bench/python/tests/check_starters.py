@@ -30,13 +30,16 @@ from bench_cli import judge  # noqa: E402
 # Kinds whose masked rows are walked in chunks, and the CONFIG keys of those chunks.
 CHUNK_KEYS = {"softmax": ["LOOP_BLOCK"], "cross_entropy": ["BLOCK_N", "ODD_BLOCK_N"]}
 # `bench` options a kind's starter is also judged with, beyond its defaults: matmul's bias
-# epilogue and the layouts models hand over (Conv1D contiguous, nn.Linear b_transposed).
+# epilogue and the layouts models hand over (Conv1D contiguous, nn.Linear b_transposed),
+# fused_mlp's GeGLU activation.
 EXTRA_RUNS = {
     "matmul": [
         ("--param", "has_bias=true"),
         ("--layout", "b_transposed"),
         ("--param", "has_bias=true", "--layout", "b_transposed"),
     ],
+    # the GeGLU gate (the tanh GELU) as well as SwiGLU's SiLU
+    "fused_mlp": [("--param", "activation=gelu_tanh")],
 }
 
 

@@ -57,7 +57,7 @@ def cases():
     for gated in (True, False):
         bn = c["BLOCK_N"] if gated else c["DOWN_BLOCK_N"]
         descs = {"a_desc": desc(bm, bk), "w_desc": desc(bn, bk), "w2_desc": desc(bn, bk), "c_desc": desc(bm, bn)}
-        consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=c["GROUP_M"], GATED=gated, FLATTEN=bool(c["FLATTEN"]))
+        consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=c["GROUP_M"], GATED=gated, FLATTEN=bool(c["FLATTEN"]), ACT=0)
         out.append((f"fused_mlp, {'gate/up' if gated else 'down'}", ptx(mlp._mlp_tma_kernel, descs, consts, c)))
     return out
 

@@ -24,6 +24,12 @@ async fn every_starter_passes_all_stages_on_the_cpu() {
         let params = Params::from([("has_bias".to_string(), serde_json::json!(bias))]);
         cases.push((KernelKind::Matmul, layout, params));
     }
+    // fused_mlp's GeGLU gate (Gemma's tanh GELU)
+    cases.push((
+        KernelKind::FusedMlp,
+        Layout::Contiguous,
+        Params::from([("activation".to_string(), serde_json::json!("gelu_tanh"))]),
+    ));
     for (kind, layout, params) in cases {
         let path = starter_path(kind.name());
         let mut req = BenchRequest::new(&path);
