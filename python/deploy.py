@@ -51,8 +51,9 @@ class Report:
         self.undone = True
 
     def calls(self):
-        """Calls each installed target took since :func:`optimize`, by target id (in eager
-        mode; under ``torch.compile`` the count is of traces, not of runs)."""
+        """Calls each installed target took since :func:`optimize`, by target id, in eager
+        mode (a compiled model's calls are not counted: counting inside a traced graph
+        would make torch.compile recompile it at every call)."""
         return {r["target"]: r["_plug"].calls for r in self.replaced}
 
     def to_dict(self):

@@ -65,10 +65,14 @@ def _grad_needed(args, parameters):
         or any(p.requires_grad for p in parameters)
 
 
+def _compiling():
+    """Whether torch.compile is tracing this call."""
+    return getattr(torch.compiler, "is_compiling", lambda: False)()
+
+
 def _tracing():
     """Whether this call is being captured into a CUDA graph or traced by torch.compile."""
-    compiling = getattr(torch.compiler, "is_compiling", lambda: False)()
-    return compiling or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+    return _compiling() or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
 
 
 class Plug:
@@ -110,7 +114,11 @@ class Plug:
         return not self.shapes or tuple(int(d) for d in problem) in self.shapes
 
     def _count(self, out):
-        self.calls += 1
+        # not while torch.compile traces: dynamo guards on the counter's value, so counting
+        # there recompiles the model at every call (seen on the H200: compiled GPT-2 with
+        # the kernels hit the recompile limit and ran eager)
+        if not _compiling():
+            self.calls += 1
         return out
 
     @contextlib.contextmanager

@@ -7,7 +7,8 @@ verification's, less those that would patch torch for the whole process). CHECK 
 
 - `use`: optimize a freshly built model; its output matches the model's own, once with the
   CPU implementation of the operators and once with the Triton kernels forced under the
-  interpreter, and under torch.compile(fullgraph=True) with no graph break; every installed
+  interpreter, and under torch.compile(fullgraph=True) with no graph break and no recompile
+  from one call to the next; every installed
   target takes calls; a call that needs gradients runs the model's own code; undo restores
   the model; a model in training mode is left as it is, with a warning.
 - `wrong`: the installed copy of one kernel now returns 1.5 times its answer: forced
@@ -81,6 +82,21 @@ if CHECK == "use":
     with torch.no_grad():
         compiled = torch.compile(model, fullgraph=True)(ids)
     assert rel_l2(compiled, ref) < MAX_REL_L2, rel_l2(compiled, ref)
+
+    # compiled once for repeated calls: nothing the plugs change per call is guarded on
+    # (a call counter was, and recompiled the model at every call until the limit)
+    compiles = []
+
+    def counting(gm, example_inputs):
+        compiles.append(1)
+        return gm.forward
+
+    torch._dynamo.reset()
+    counted = torch.compile(model, backend=counting, fullgraph=True)
+    with torch.no_grad():
+        for _ in range(3):
+            counted(ids)
+    assert len(compiles) == 1, f"compiled {len(compiles)} times for 3 calls"
 
     report.undo()
     assert all("forward" not in m.__dict__ for m in model.modules()), "undo left a replaced forward"
