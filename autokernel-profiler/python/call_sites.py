@@ -869,12 +869,14 @@ def capture_rotary_calls(model, forward):
             except Exception as e:  # noqa: BLE001 - a call the matcher cannot read is not pluggable
                 params, reason = None, f"matching it raised {type(e).__name__}: {e}"
             cases = [(q, out[0]), (k, out[1])] if isinstance(out, (tuple, list)) and len(out) == 2 else []
-            owner = original
+            owner = owners.get(id(original), original)
             record(ROTARY_FUNCTION, owner, params, reason, cases, (cos, sin),
                    str(q.dtype).replace("torch.", "") if isinstance(q, torch.Tensor) else "unknown")
             return out
         return captured
 
+    # the Python module whose function each original is: the owner of its calls
+    owners = {id(getattr(mod, ROTARY_FUNCTION)): mod for mod in rotary_function_modules(model)}
     hooks = [m.register_forward_hook(module_hook, with_kwargs=True) for m in model.modules() if rotary_module(m)]
     try:
         with hf_rotary_function(model, make):
@@ -900,3 +902,83 @@ def rotary_call_sites(model, forward):
         owners.setdefault(key, set()).add(id(call.owner))
         site["instances"] = len(owners[key])
     return list(sites.values())
+
+
+def _hf_rotary_tables(model, seq, dtype, device):
+    """The full-width cos/sin ``[1, seq, head_dim]`` a transformers model hands
+    ``apply_rotary_pos_emb`` at positions ``0..seq-1``: its rotary embedding module (a
+    :func:`rotary_module` returning the tables) called as ``m(x, position_ids)``, as the
+    model calls it; None when it has no such module or the call fails."""
+    import torch
+
+    for m in model.modules():
+        if not rotary_module(m):
+            continue
+        x = torch.zeros(1, seq, 1, dtype=dtype, device=device)
+        try:
+            with torch.no_grad():
+                out = m(x, torch.arange(seq, device=device)[None])
+        except Exception:  # noqa: BLE001 - not a table module of this calling convention
+            continue
+        if isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out):
+            return out[0], out[1]
+    return None
+
+
+def probe_rotary_calls(model, shapes, dtype, seed=0):
+    """Rotary calls as :func:`capture_rotary_calls` gives them, without a forward pass (an
+    exported package's ``optimize(model)`` has no model inputs): for each shape [batch,
+    heads, seq, head_dim] in `shapes`, a random x in `dtype` handed to each rotary module
+    that rotates x (``m(x)``), and to each ``apply_rotary_pos_emb`` of the model's modules
+    as Q and K with the tables of the model's own rotary embedding
+    (:func:`_hf_rotary_tables`). The matcher decides each call's params from the model's
+    own output, as it does for a captured call."""
+    import sys
+
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    name = str(dtype).replace("torch.", "")
+    calls = []
+
+    def add(site, owner, params, reason, shape, cases, tables):
+        key = (site, json.dumps(params, sort_keys=True), tuple(shape), name, reason)
+        fields = {"module": site, "kind": "rotary_embedding", "params": params, "shape": list(shape),
+                  "dtype": name, "reason": reason}
+        calls.append((key, fields, _RotaryCall(key, owner, params, reason, cases, tables)))
+
+    for shape in shapes:
+        shape = [int(d) for d in shape]
+        for m in model.modules():
+            if not rotary_module(m):
+                continue
+            weight = next(iter(m.buffers()), None)
+            device = weight.device if weight is not None else torch.device("cpu")
+            x = torch.randn(shape, generator=g).to(device=device, dtype=dtype)
+            try:
+                out = _own_forward(m, x)
+                params, reason = rotary_module_params(m, (x,), {}, out)
+            except Exception as e:  # noqa: BLE001 - not a module that rotates x alone
+                out, params, reason = None, None, f"its forward raised {type(e).__name__}: {e}"
+            if params is not None:
+                add(type(m).__name__, m, params, reason, shape, [(x, out)], None)
+        mods = rotary_function_modules(model)
+        if not mods:
+            continue
+        p = next(model.parameters(), None)
+        device = p.device if p is not None else torch.device("cpu")
+        tables = _hf_rotary_tables(model, shape[2], dtype, device)
+        if tables is None:
+            continue
+        q = torch.randn(shape, generator=g).to(device=device, dtype=dtype)
+        k = torch.randn(shape, generator=g).to(device=device, dtype=dtype)
+        for mod in mods:
+            fn = getattr(mod, ROTARY_FUNCTION)
+            original = getattr(getattr(fn, "__self__", None), "original", fn)  # under a plug's dispatcher
+            with torch.no_grad():
+                out = original(q, k, *tables)
+            params, reason = rotary_function_params(q, k, *tables, out, {})
+            if params is not None:
+                add(ROTARY_FUNCTION, mod, params, reason, shape,
+                    [(q, out[0]), (k, out[1])], tables)
+    return calls
