@@ -368,12 +368,9 @@ class Plug:
 
     def _module_tables(self, module, x):
         """Rotary module `module`'s tables at x's length, dtype and device
-        (``call_sites.rotary_module_tables``), computed once per module and length."""
-        cache = self.__dict__.setdefault("_module_table_cache", {})
-        key = (id(module), x.shape[-2], x.dtype, x.device)
-        if key not in cache:
-            cache[key] = call_sites.rotary_module_tables(module, x.shape[-2], x.dtype, x.device)
-        return cache[key]
+        (``call_sites.rotary_module_tables``), computed at each call as the module itself
+        does (a cache would be state a compiled graph has to guard on)."""
+        return call_sites.rotary_module_tables(module, x.shape[-2], x.dtype, x.device)
 
     def _plug_rotary_embedding(self, model, undo):
         """The rotary modules found by :func:`check_rotary` (`modules`): their forward on
@@ -422,26 +419,51 @@ class _RotaryDispatch:
             d = cls._by_module[mod.__name__] = cls(mod)
         member = (id(model), plug)
         d.members.append(member)
-        tokens = []
-
-        def enter(_m, _args):
-            tokens.append(_RUNNING_MODEL.set(id(model)))
-
-        def leave(_m, _args, _out):
-            if tokens:
-                _RUNNING_MODEL.reset(tokens.pop())
-
-        hooks = [model.register_forward_pre_hook(enter), model.register_forward_hook(leave, always_call=True)]
+        unhook = cls._hook(model)
 
         def remove():
-            for h in hooks:
-                h.remove()
+            unhook()
             d.members.remove(member)
             if not d.members:
                 setattr(d.mod, call_sites.ROTARY_FUNCTION, d.original)
                 cls._by_module.pop(d.mod.__name__, None)
 
         undo.append(remove)
+
+    # id(model) -> [plugs joined, hook handles]: one pre-hook and post-hook per model, however
+    # many plugs and modules it has, so that the running model is set and reset in pairs
+    _hooked = {}
+
+    @classmethod
+    def _hook(cls, model):
+        """Hooks `model` (once, however many plugs join for it) so that
+        ``_RUNNING_MODEL`` names it while its forward runs, and the value before is back
+        after (nested models included; the post-hook runs even when the forward raises).
+        Returns the function that takes one plug's share of the hooks away."""
+        entry = cls._hooked.get(id(model))
+        if entry is None:
+            before = []
+
+            def enter(_m, _args):
+                before.append(_RUNNING_MODEL.get())
+                _RUNNING_MODEL.set(id(model))
+
+            def leave(_m, _args, _out):
+                if before:
+                    _RUNNING_MODEL.set(before.pop())
+
+            hooks = [model.register_forward_pre_hook(enter), model.register_forward_hook(leave, always_call=True)]
+            entry = cls._hooked[id(model)] = [0, hooks]
+        entry[0] += 1
+
+        def unhook():
+            entry[0] -= 1
+            if entry[0] == 0:
+                for h in entry[1]:
+                    h.remove()
+                cls._hooked.pop(id(model), None)
+
+        return unhook
 
     def __call__(self, q, k, cos, sin, *args, **kwargs):
         running = _RUNNING_MODEL.get()

@@ -98,3 +98,8 @@ fn a_rotary_kernel_with_the_wrong_pairing_is_left_out_by_the_plug_check() {
 fn a_rotary_target_whose_pairing_no_call_site_computes_takes_no_call() {
     python_check("rotary_plugs_check.py", "unplanned_pairing");
 }
+
+#[test]
+fn optimize_installs_rotary_plugs_on_one_model_instance_and_undoes_them() {
+    python_check("rotary_plugs_check.py", "deployed");
+}

@@ -12,7 +12,12 @@ writes them; ROOT is the repository. CHECK is:
 - `wrong_pairing`: a kernel that rotates interleaved pairs whatever the target asks is
   left out of Llama by the plug check, with the error; one that rotates half-split pairs
   is left out of tiny;
-- `unplanned_pairing`: Llama's rotary planned as interleaved takes no call, with the reason.
+- `unplanned_pairing`: Llama's rotary planned as interleaved takes no call, with the reason;
+- `deployed`: `deploy.optimize` (an exported package's, no model inputs) installs tiny's
+  target on its rotary modules (no graph break under torch.compile) and Llama's two on its
+  `apply_rotary_pos_emb` for that instance only (another Llama's output unchanged), each
+  taking calls, the output within tolerance, the function restored by `undo`; a target at
+  the other pairing is left out.
 Prints `ok`.
 """
 
@@ -122,6 +127,72 @@ elif CHECK == "unplanned_pairing":
     assert r["passed"] and r["included"] == [], r
     for entry in r["excluded"]:
         assert entry["reason"].startswith("no rotary module or apply_rotary_pos_emb call of the model computes"), entry
+elif CHECK == "deployed":
+    import importlib.util
+    import json
+    import tempfile
+
+    import torch
+    import transformers
+    import transformers.models.llama.modeling_llama as modeling
+
+    sys.path.insert(0, LOADER)  # call_sites.py, which plugs.py imports
+    import deploy
+
+    own = modeling.apply_rotary_pos_emb
+
+    def manifest(d, shapes, pairing):
+        listed = [dict(t, kernel=STARTER, dtype="float32") for t in targets(STARTER, shapes, pairing)]
+        path = os.path.join(d, "manifest.json")
+        with open(path, "w") as f:
+            json.dump({"package": f"rot{manifest.n}", "targets": listed, "verified_on": {}}, f)
+        manifest.n += 1
+        return path
+
+    manifest.n = 0
+
+    def rel_l2(out, ref):
+        return float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref))
+
+    torch.manual_seed(0)
+    spec = importlib.util.spec_from_file_location("tiny_example", TINY_PY)
+    tiny_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tiny_module)
+    with tempfile.TemporaryDirectory() as d:
+        # the bundled tiny: its RotaryEmbedding modules, by their forward on the instance
+        net = tiny_module.Tiny().eval()
+        ids = torch.randint(0, 256, (1, 32))
+        with torch.no_grad():
+            ref = net(ids)
+        report = deploy.optimize(net, manifest(d, [TINY_SHAPE], "interleaved"), verbose=False)
+        assert [r["target"] for r in report.replaced] == ["01-rotary_embedding"], report
+        assert len(report.replaced[0]["modules"]) == 2, report.replaced  # one per layer's attention
+        with torch.no_grad():
+            assert rel_l2(net(ids), ref) < 1e-3
+        assert report.calls()["01-rotary_embedding"] == 4, report.calls()  # Q and K of 2 layers
+        explained = torch._dynamo.explain(net)(ids)
+        assert explained.graph_break_count == 0, explained.break_reasons
+        report.undo()
+
+        # HF Llama: apply_rotary_pos_emb for this instance only, restored by undo
+        config = transformers.LlamaConfig(**LLAMA)
+        net, other = transformers.LlamaForCausalLM(config).eval(), transformers.LlamaForCausalLM(config).eval()
+        ids = torch.randint(0, 256, (1, 16))
+        with torch.no_grad():
+            ref, ref_other = net(ids).logits, other(ids).logits
+        report = deploy.optimize(net, manifest(d, LLAMA_SHAPES, "half_split"), verbose=False)
+        assert sorted(r["target"] for r in report.replaced) == ["01-rotary_embedding", "02-rotary_embedding"], \
+            report
+        with torch.no_grad():
+            assert rel_l2(net(ids).logits, ref) < 1e-3
+            assert torch.equal(other(ids).logits, ref_other)
+        assert report.calls() == {"01-rotary_embedding": 1, "02-rotary_embedding": 1}, report.calls()
+        report.undo()
+        assert modeling.apply_rotary_pos_emb is own, "apply_rotary_pos_emb not restored"
+        # the wrong pairing: left out by the check, nothing patched
+        report = deploy.optimize(net, manifest(d, LLAMA_SHAPES, "interleaved"), verbose=False)
+        assert report.replaced == [] and len(report.left) == 2, report
+        assert modeling.apply_rotary_pos_emb is own
 else:
     raise SystemExit(f"unknown check {CHECK}")
 print("ok")
