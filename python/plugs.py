@@ -336,7 +336,6 @@ class Plug:
 
             self._replace_forward(m, forward, undo)
 
-
     # --- rotary_embedding ---------------------------------------------------------------
 
     def _takes_rotary(self, x):
