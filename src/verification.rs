@@ -88,6 +88,8 @@ pub fn file_sha256(path: &Path) -> Option<String> {
 }
 
 /// What the workspace's `verify.json` holds, as the reports show it.
+// one value per verification: boxing the record would buy nothing
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum SavedVerification {
     /// No verification yet: no `verify.json`.
