@@ -13,7 +13,12 @@ under ``torch.compile`` without a graph break and inside CUDA graphs; then insta
 target's parameters, dtype and shapes, and hands every other call to the model's own code.
 Module plugs (norms, matmul, gated MLPs) are first checked against each module's own
 forward on a random input of the target's shape (the model's code is the plug's reference);
-a kernel that disagrees is left out, with the error.
+a kernel that disagrees is left out, with the error. A rotary plug is checked the same way
+against the model's rotary modules and its ``apply_rotary_pos_emb`` (with the tables of its
+own rotary embedding); the function is replaced in its transformers module for the process,
+but by a dispatcher that takes only the calls made while this model instance runs (a
+forward pre-hook and post-hook on it), so other models keep the original function, which
+is restored when the last plug is undone (``plugs._RotaryDispatch``).
 """
 
 import contextlib
@@ -145,6 +150,22 @@ def _probes(plug, model, select, width, problem):
     return found
 
 
+def _check_rotary(plug, model):
+    """Finds where a rotary plug goes in `model` and checks the kernel there, on random
+    inputs at the target's shapes (``call_sites.probe_rotary_calls``: the model's rotary
+    modules and its ``apply_rotary_pos_emb`` with the tables of its own rotary embedding,
+    their pairing decided by their own output): None, or why the target is left out."""
+    try:
+        why = plugs.check_rotary(plug, plugs.call_sites.probe_rotary_calls(model, plug.shapes, plug.dtype))
+    except Exception as e:  # noqa: BLE001 - a kernel that raises on the model's input is wrong
+        why = f"raised {type(e).__name__}: {e}"
+    if why:
+        return f"plug check failed: {why}"
+    if not plug.modules and not plug.function_modules:
+        return f"{plugs.unused_reason(plug)} (no rotary module or function of it at these parameters)"
+    return None
+
+
 def optimize(model, manifest_path, *, allow_training=False, verbose=True):
     """Installs the exported kernels into `model` (an ``nn.Module``, this instance only) and
     returns a :class:`Report`; ``report.undo()`` takes them out again.
@@ -183,7 +204,14 @@ def optimize(model, manifest_path, *, allow_training=False, verbose=True):
                           t.get("layout"), process_wide=False)
         modules = None
         module_kind = _module_kind(t["kind"])
-        if module_kind is not None:
+        if t["kind"] == "rotary_embedding":
+            why = _check_rotary(plug, model)
+            if why:
+                report.left.append({"target": t["id"], "reason": why})
+                continue
+            modules = [name for name, m in model.named_modules() if m in plug.modules]
+            modules += [f"{mod.__name__}.{plugs.call_sites.ROTARY_FUNCTION}" for mod in plug.function_modules]
+        elif module_kind is not None:
             check = {"matmul": plugs.check_matmul, "fused_mlp": plugs.check_mlp}.get(t["kind"], plugs.check_norm)
             try:
                 why = check(plug, _probes(plug, model, *module_kind))

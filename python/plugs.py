@@ -31,12 +31,24 @@ How each kind is plugged in:
   whose activation, decided by the matcher from the module's own forward
   (``call_sites.mlp_params``: SiLU or tanh GELU), is the target's; checked against each
   such module's own forward on a captured input first (:func:`check_mlp`);
-- rotary_embedding and reduce have no standard call site and are reported as not pluggable.
+- rotary_embedding: the calls of HF's module-level ``apply_rotary_pos_emb(q, k, cos, sin)``
+  (Q and K together, each rotated by one kernel call, with the tables ``[seq, head_dim/2]``
+  taken from the model's own ``[1, seq, head_dim]`` cos/sin: :func:`call_sites.rotary_half_tables`)
+  made while this model instance runs, through one dispatcher per Python module shared by
+  every plug and model (``_RotaryDispatch``: installed with the first plug, the original
+  restored when the last is removed; a forward pre-hook and post-hook on the model tell its
+  calls from another model's), and the ``forward`` of rotary modules with an ``inv_freq``
+  (the bundled llama's ``RotaryEmbedding``: x rotated, the tables computed as the module
+  does), both at the pairing the matcher (``call_sites.rotary_function_params``,
+  ``rotary_module_params``) decided from the model's own code; the kernel is first checked
+  against the model's own function or module on a captured call (:func:`check_rotary`);
+- reduce has no standard call site and is reported as not pluggable.
 
 Each kernel takes only the calls at its target's problem shapes (see :class:`Plug`).
 """
 
 import contextlib
+import contextvars
 import types
 
 import torch
@@ -332,6 +344,156 @@ class Plug:
 
             self._replace_forward(m, forward, undo)
 
+    # --- rotary_embedding ---------------------------------------------------------------
+
+    def _takes_rotary(self, x):
+        """Whether this plug takes the rotation of x [batch, heads, seq, head_dim]: the
+        target's dtype and shapes, no gradient needed."""
+        return isinstance(x, torch.Tensor) and (self.dtype is None or x.dtype == self.dtype) and x.dim() == 4 \
+            and self._mine(*x.shape) and not _grad_needed((x,), ())
+
+    def _rotary_call(self, x, cos, sin):
+        """The kernel on x [batch, heads, seq, head_dim] with tables cos/sin [seq,
+        head_dim/2]."""
+        return self.fn(x=x.contiguous(), cos=cos, sin=sin)
+
+    def _function_tables(self, cos, sin):
+        """The kernel's tables from the full-width cos/sin of an ``apply_rotary_pos_emb``
+        call at this plug's pairing (``call_sites.rotary_half_tables``), or None when they
+        are not the duplicates it assumes. The model hands every layer the same two tensors
+        in one forward: the last pair's tables are kept (by identity), so the values are
+        checked once per forward. Inside a CUDA graph's capture or a compiled graph the
+        values cannot be read: the tables are then sliced unchecked, the model's own tables
+        having been checked by :func:`check_rotary`."""
+        last = getattr(self, "_last_tables", None)
+        if last is not None and last[0] is cos and last[1] is sin:
+            return last[2]
+        pairing = self.params.get("pairing", "interleaved")
+        tables = call_sites.rotary_half_tables(cos, sin, pairing, check=not _tracing())
+        self._last_tables = (cos, sin, tables)
+        return tables
+
+    def _module_tables(self, module, x):
+        """Rotary module `module`'s tables at x's length, dtype and device
+        (``call_sites.rotary_module_tables``), computed at each call as the module itself
+        does (a cache would be state a compiled graph has to guard on)."""
+        return call_sites.rotary_module_tables(module, x.shape[-2], x.dtype, x.device)
+
+    def _plug_rotary_embedding(self, model, undo):
+        """The rotary modules found by :func:`check_rotary` (`modules`): their forward on
+        this instance. The Python modules whose ``apply_rotary_pos_emb`` the model called
+        at the target's params (`function_modules`): this plug joins their dispatcher for
+        this model instance (:class:`_RotaryDispatch`)."""
+        plug = self
+        for m in self.modules:
+            def forward(self, x, *args, previous, **kwargs):
+                if args or kwargs or not plug._takes_rotary(x):
+                    return previous(x, *args, **kwargs)
+                return plug._count(plug._rotary_call(x, *plug._module_tables(self, x)))
+
+            self._replace_forward(m, forward, undo)
+        for mod in getattr(self, "function_modules", ()):
+            _RotaryDispatch.join(mod, model, self, undo)
+
+
+# The model instance whose forward is running (its id), for `_RotaryDispatch`: set by a
+# forward pre-hook of each model a rotary plug is installed on, reset by its post-hook.
+_RUNNING_MODEL = contextvars.ContextVar("autokernel_rotary_model", default=None)
+
+
+class _RotaryDispatch:
+    """One wrapper of a Python module's ``apply_rotary_pos_emb`` shared by every rotary plug
+    of every model (transformers' attention looks the function up in its module at each
+    call, so the attribute must be replaced, for the whole process): a call is taken by the
+    plugs installed on the model whose forward is running (``_RUNNING_MODEL``), Q and K each
+    by a plug that takes its shape, dtype and tables; a call of another model, or one no
+    plug takes, goes to the original function. The original is restored when the last plug
+    leaves."""
+
+    _by_module = {}
+
+    def __init__(self, mod):
+        self.mod, self.original, self.members = mod, getattr(mod, call_sites.ROTARY_FUNCTION), []
+        setattr(mod, call_sites.ROTARY_FUNCTION, self.__call__)
+
+    @classmethod
+    def join(cls, mod, model, plug, undo):
+        """Adds `plug` for `model` to `mod`'s dispatcher (installing it first), hooks
+        `model` so that its calls are told from other models', and appends the undo of
+        both to `undo`."""
+        d = cls._by_module.get(mod.__name__)
+        if d is None:
+            d = cls._by_module[mod.__name__] = cls(mod)
+        member = (id(model), plug)
+        d.members.append(member)
+        unhook = cls._hook(model)
+
+        def remove():
+            unhook()
+            d.members.remove(member)
+            if not d.members:
+                setattr(d.mod, call_sites.ROTARY_FUNCTION, d.original)
+                cls._by_module.pop(d.mod.__name__, None)
+
+        undo.append(remove)
+
+    # id(model) -> [plugs joined, hook handles]: one pre-hook and post-hook per model, however
+    # many plugs and modules it has, so that the running model is set and reset in pairs
+    _hooked = {}
+
+    @classmethod
+    def _hook(cls, model):
+        """Hooks `model` (once, however many plugs join for it) so that
+        ``_RUNNING_MODEL`` names it while its forward runs, and the value before is back
+        after (nested models included; the post-hook runs even when the forward raises).
+        Returns the function that takes one plug's share of the hooks away."""
+        entry = cls._hooked.get(id(model))
+        if entry is None:
+            before = []
+
+            def enter(_m, _args):
+                before.append(_RUNNING_MODEL.get())
+                _RUNNING_MODEL.set(id(model))
+
+            def leave(_m, _args, _out):
+                if before:
+                    _RUNNING_MODEL.set(before.pop())
+
+            hooks = [model.register_forward_pre_hook(enter), model.register_forward_hook(leave, always_call=True)]
+            entry = cls._hooked[id(model)] = [0, hooks]
+        entry[0] += 1
+
+        def unhook():
+            entry[0] -= 1
+            if entry[0] == 0:
+                for h in entry[1]:
+                    h.remove()
+                cls._hooked.pop(id(model), None)
+
+        return unhook
+
+    def __call__(self, q, k, cos, sin, *args, **kwargs):
+        running = _RUNNING_MODEL.get()
+        plugs = [p for owner, p in self.members if owner == running] if running is not None else []
+        extra = dict(zip(("unsqueeze_dim",), args), **kwargs)
+        if not plugs or any(v != 1 for v in extra.values()) or not isinstance(cos, torch.Tensor):
+            return self.original(q, k, cos, sin, *args, **kwargs)
+        out, todo = [None, None], []
+        for i, x in enumerate((q, k)):
+            for p in plugs:
+                tables = p._function_tables(cos, sin) if p._takes_rotary(x) and cos.shape[-2:] == x.shape[-2:] \
+                    else None
+                if tables is not None:
+                    todo.append((i, p, x, tables))
+                    break
+        if not todo:
+            return self.original(q, k, cos, sin, *args, **kwargs)
+        if len(todo) < 2:  # one of Q and K taken: the model's own code for the other
+            out = list(self.original(q, k, cos, sin, *args, **kwargs))
+        for i, p, x, tables in todo:
+            out[i] = p._count(p._rotary_call(x, *tables))
+        return tuple(out)
+
 
 def check_norm(plug, captured):
     """Finds the modules a norm plug may replace and checks the kernel against them.
@@ -443,6 +605,51 @@ def check_attention(plug, calls):
     return None
 
 
+def check_rotary(plug, calls):
+    """Finds the rotary call sites a rotary plug may take and checks the kernel against the
+    model's own code before it is installed.
+
+    `calls` is ``call_sites.capture_rotary_calls`` of the model. On the first captured call
+    of each site whose matcher params are the target's (its pairing), for each tensor it
+    rotated (HF's function: Q and K) in the plug's dtype and at one of its shapes, the
+    kernel (with the tables the plug would hand it: ``rotary_half_tables`` of the call's
+    cos/sin, or the module's ``rotary_module_tables``) is compared with what the model's own
+    function or module returned, at rotary_embedding's tolerance. Sets ``plug.modules`` (the
+    rotary modules) and ``plug.function_modules`` (the Python modules whose
+    ``apply_rotary_pos_emb`` it takes); returns None, or why the kernel must be left out
+    (the measured error)."""
+    plug.modules, plug.function_modules = [], []
+    want = dict(kernel_ops.catalogue_module().param_defaults("rotary_embedding"), **plug.params)
+    checked = set()
+    for key, _fields, call in calls:
+        if call.params != want:
+            continue
+        function = key[0] == call_sites.ROTARY_FUNCTION
+        if call.cases is not None:
+            for x, out in call.cases:
+                if not plug._takes_rotary(x):
+                    continue
+                if function:
+                    tables = call_sites.rotary_half_tables(*call.tables, want["pairing"])
+                else:
+                    tables = call_sites.rotary_module_tables(call.owner, x.shape[-2], x.dtype, x.device)
+                with torch.no_grad():
+                    got = plug._rotary_call(x, *tables)
+                excess, err = call_sites._excess(got, out, "rotary_embedding")
+                if excess > 0:
+                    return (f"differs from {key[0]}'s own output by {err:.3g} (beyond the rotary_embedding "
+                            f"tolerance) at {tuple(x.shape)} with {plug.params}")
+                checked.add(key[:2])
+        if key[:2] not in checked or not plug._mine(*key[2]):
+            continue  # a site whose first call no tensor of this plug's was checked on
+        if function:
+            if call.owner not in plug.function_modules:
+                plug.function_modules.append(call.owner)
+        elif call.owner not in plug.modules:
+            plug.modules.append(call.owner)
+    return None
+
+
 def check_plugs(plugs, excluded, kinds, capture, check):
     """Checks each plug of `kinds` against the model's own code on what `capture()` took
     from one forward (``check(plug, captured)``: None, or why not); a plug that fails is
@@ -463,8 +670,9 @@ def check_plugs(plugs, excluded, kinds, capture, check):
 
 def check_all(plugs, excluded, model, forward):
     """Every plug check, before any plug is installed: the module plugs (norms, matmul,
-    fused_mlp) find their modules and the module kinds and attention are checked against the model's
-    own code on inputs captured from one `forward()` each (only for the kinds `plugs`
+    fused_mlp) find their modules, rotary plugs their modules and functions, and all of them
+    and attention are checked against the model's own code on inputs captured from one
+    `forward()` each (only for the kinds `plugs`
     hold). A plug that fails is removed from `plugs` and named in `excluded`, as broken."""
     check_plugs(plugs, excluded, ("rmsnorm", "layernorm"),
                 lambda: call_sites.capture_norm_inputs(model, forward), check_norm)
@@ -473,6 +681,8 @@ def check_all(plugs, excluded, model, forward):
     check_plugs(plugs, excluded, ("fused_mlp",), lambda: call_sites.capture_mlp_inputs(model, forward), check_mlp)
     check_plugs(plugs, excluded, ("flash_attention",),
                 lambda: call_sites.capture_attention_calls(model, forward), check_attention)
+    check_plugs(plugs, excluded, ("rotary_embedding",),
+                lambda: call_sites.capture_rotary_calls(model, forward), check_rotary)
 
 
 def unused_reason(plug):
@@ -487,6 +697,10 @@ def unused_reason(plug):
                 f"in {want}")
     if plug.kind == "flash_attention":
         return unused_attention_reason(plug)
+    if plug.kind == "rotary_embedding":
+        want = str(plug.dtype).replace("torch.", "")
+        return (f"no rotary module or {call_sites.ROTARY_FUNCTION} call of the model computes {plug.params} at its "
+                f"shapes {plug.shapes} in {want}")
     return f"the model never called it through a standard call site at its shapes {plug.shapes}"
 
 

@@ -183,6 +183,29 @@ def mlp_model_code(x, w_gate, w_up, w_down, activation="silu"):
     return F.linear(gate_activation(F.linear(x, w_gate), activation) * F.linear(x, w_up), w_down)
 
 
+ROTARY_PAIRINGS = ("interleaved", "half_split")
+"""rotary_embedding's ``pairing`` values, the default first (``autokernel_core`` catalogue)."""
+
+
+def rotary_model_code(x, cos, sin, pairing="interleaved"):
+    """Rotary position embedding of one tensor `x` [..., seq, head_dim] as the models write
+    it, in the tensors' own dtypes, with cos/sin [seq, head_dim/2] (the angle of pair i at
+    position s): ``interleaved`` rotates the pairs ``(x[..., 2i], x[..., 2i+1])`` (RoFormer,
+    the bundled llama example's ``RotaryEmbedding``); ``half_split`` the pairs ``(x[..., i],
+    x[..., i + head_dim/2])``, which is HF transformers' ``x·cos + rotate_half(x)·sin``
+    with its duplicated-halves tables ``cat(cos, cos)`` (5.17 ``modeling_llama``). The eager
+    baseline and reference of rotary_embedding and what the model matcher compares a rotary
+    function or module with."""
+    if pairing == "interleaved":
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    if pairing == "half_split":
+        half = x.shape[-1] // 2
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    raise ValueError(f"unknown rotary_embedding pairing {pairing!r}; expected {' or '.join(ROTARY_PAIRINGS)}")
+
+
 ROTARY_BASE = 10000.0
 """Base of the rotary frequencies ``θ_i = base^(−2i/d)`` (RoFormer, Su et al. 2021, eq. 15)."""
 
@@ -659,9 +682,10 @@ def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> 
     ``softmax(Q·Kᵀ·scale + mask)·V`` with ``scale`` (default ``1/√d``), K/V heads repeated to
     Q's (grouped-query), the additive key-padding ``mask`` when given, causal unless
     ``causal`` is false (explicit math, no fused kernel, so the precision policy governs it); gated MLP
-    ``(act(x·w_gateᵀ) · (x·w_upᵀ)) · w_downᵀ`` with its ``activation`` (:func:`gate_activation`); mean cross-entropy (0-dim); interleaved
-    rotary, pairs ``(x[..., 2i], x[..., 2i+1])`` rotated by ``cos/sin[s, i]``; sum over the
-    last dim.
+    ``(act(x·w_gateᵀ) · (x·w_upᵀ)) · w_downᵀ`` with its ``activation`` (:func:`gate_activation`); mean cross-entropy (0-dim); rotary
+    with its ``pairing``, pairs ``(x[..., 2i], x[..., 2i+1])`` (interleaved) or ``(x[..., i],
+    x[..., i + d/2])`` (half_split) rotated by ``cos/sin[s, i]`` (:func:`rotary_model_code`);
+    sum over the last dim.
     """
     if kind == "matmul":
         out = f["A"] @ f["B"]
@@ -698,9 +722,7 @@ def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> 
     elif kind == "cross_entropy":
         out = F.cross_entropy(f["logits"], f["targets"], reduction="mean")
     elif kind == "rotary_embedding":
-        x, cos, sin = f["x"], f["cos"], f["sin"]
-        x0, x1 = x[..., 0::2], x[..., 1::2]
-        out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+        out = rotary_model_code(f["x"], f["cos"], f["sin"], params["pairing"])
     else:  # reduce
         out = f["x"].sum(dim=-1)
     return out
@@ -733,9 +755,8 @@ def _builtin_eager(kind: str, inputs: dict, params=None) -> torch.Tensor:
     if kind == "cross_entropy":
         return F.cross_entropy(inputs["logits"].float(), inputs["targets"])
     if kind == "rotary_embedding":
-        x, cos, sin = inputs["x"], inputs["cos"], inputs["sin"]
-        x1, x2 = x[..., 0::2], x[..., 1::2]
-        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+        return rotary_model_code(inputs["x"], inputs["cos"].to(inputs["x"].dtype),
+                                 inputs["sin"].to(inputs["x"].dtype), params["pairing"])
     return inputs["x"].sum(dim=-1)  # reduce
 
 

@@ -838,9 +838,10 @@ mod builtin {
     }
 
     fn rotary_embedding() -> KindSpec {
-        let mut k = spec(
+        spec(
             "rotary_embedding",
-            "interleaved rotary position embedding",
+            "rotary position embedding of one tensor (Q or K): pairs interleaved \
+             (x[2i], x[2i+1]) or half-split (x[i], x[i + head_dim/2], HF's rotate_half)",
             BHSD,
             vec![
                 input("x", Data, BHSD),
@@ -861,10 +862,17 @@ mod builtin {
                 flops: |d| 3.0 * d[0] * d[1] * d[2] * d[3],
                 min_bytes: |d, e| 2.0 * d[0] * d[1] * d[2] * d[3] * e + d[2] * d[3] * e,
             },
-        );
-        // written inline in models: no standard call site to plug into
-        k.pluggable = false;
-        k
+        )
+        .params(vec![ParamSpec::new(
+            "pairing",
+            ParamType::OneOf {
+                values: vec![json!("interleaved"), json!("half_split")],
+            },
+            json!("interleaved"),
+            "which lanes of a row are rotated together by the angle of pair i (cos/sin[s, i]): \
+             interleaved, (x[2i], x[2i+1]) (RoFormer, the bundled llama example); half_split, \
+             (x[i], x[i + head_dim/2]) (HF transformers' rotate_half: Llama, Mistral, Qwen2)",
+        )])
     }
 
     fn reduce() -> KindSpec {
@@ -977,8 +985,9 @@ impl KernelKind {
     /// Whether `autokernel verify` can plug a kernel of this kind into a model: each such
     /// kind has a standard call site (`nn.Linear` for matmul, `nn.LayerNorm`, RMSNorm
     /// modules, `torch.nn.functional` softmax, scaled_dot_product_attention and
-    /// cross_entropy, silu-gated MLP modules; `python/verify_model.py`). Rotary embeddings
-    /// and reductions are written inline in models and have none.
+    /// cross_entropy, gated MLP modules, HF's `apply_rotary_pos_emb` and rotary modules
+    /// with an `inv_freq`; `python/plugs.py`). Reductions are written inline in models and
+    /// have none.
     pub fn pluggable(self) -> bool {
         self.spec().pluggable
     }

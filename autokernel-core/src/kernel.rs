@@ -28,7 +28,8 @@ pub enum KernelKind {
     FusedMlp,
     /// Mean cross-entropy of logits against class ids; shape `[rows, vocab]`.
     CrossEntropy,
-    /// Interleaved rotary position embedding; shape `[batch, heads, seq, head_dim]`.
+    /// Rotary position embedding of one tensor, pairs interleaved or half-split (the
+    /// `pairing` param); shape `[batch, heads, seq, head_dim]`.
     RotaryEmbedding,
     /// Sum over the last dim; shape `[rows, cols]`.
     Reduce,

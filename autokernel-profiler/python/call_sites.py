@@ -645,3 +645,340 @@ def attention_call_sites(model, forward):
         mine.add(id(call.owner) if call.owner is not None else len(mine))
         site["instances"] = len(mine)
     return list(sites.values())
+
+
+# --- rotary call sites: the pairing decided by the model's own function or module ----------
+
+# The module-level rotary function of transformers' models (``modeling_llama`` and the
+# models copied from it): ``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)``, Q and K
+# together, cos/sin [batch, seq, head_dim] with the halves duplicated.
+ROTARY_FUNCTION = "apply_rotary_pos_emb"
+# rotary_embedding's `pairing` values, in the order a tie is decided (the default first).
+ROTARY_PAIRINGS = ("interleaved", "half_split")
+
+
+def rotary_function_modules(model):
+    """The Python modules of `model`'s classes that define a module-level
+    ``apply_rotary_pos_emb`` (transformers' ``modeling_<model>``), which the model's
+    attention looks up by name at each call: what a wrapper of the function replaces."""
+    import sys
+
+    found = {}
+    for m in model.modules():
+        mod = sys.modules.get(type(m).__module__)
+        if mod is not None and callable(getattr(mod, ROTARY_FUNCTION, None)):
+            found[mod.__name__] = mod
+    return list(found.values())
+
+
+@contextlib.contextmanager
+def hf_rotary_function(model, make):
+    """Replaces ``apply_rotary_pos_emb`` in each module of :func:`rotary_function_modules`
+    by ``make(original)`` for the duration, restored after (the profiler's capture and its
+    timed ranges; a plug uses ``plugs``' per-instance dispatcher instead). Yields the
+    modules changed (empty: the model has no such function)."""
+    mods = rotary_function_modules(model)
+    before = [(mod, getattr(mod, ROTARY_FUNCTION)) for mod in mods]
+    try:
+        for mod, original in before:
+            setattr(mod, ROTARY_FUNCTION, make(original))
+        yield mods
+    finally:
+        for mod, original in before:
+            setattr(mod, ROTARY_FUNCTION, original)
+
+
+def rotary_half_tables(cos, sin, pairing, check=True):
+    """The kernel's tables ``[seq, head_dim/2]`` from the full-width tables a rotary
+    function gets (HF: ``[1, seq, head_dim]`` or ``[seq, head_dim]``, each angle twice):
+    the first half for ``half_split`` (``cos[..., :d/2]``, the tables being ``cat(f, f)``),
+    the even lanes for ``interleaved`` (the tables being ``f`` repeated lane by lane).
+    None when the tables have a batch of more than one (positions per row) or, with `check`,
+    their halves (lanes) are not the duplicates this pairing assumes."""
+    import torch
+
+    if cos.shape != sin.shape or cos.dim() not in (2, 3) or (cos.dim() == 3 and cos.shape[0] != 1) \
+            or cos.shape[-1] % 2:
+        return None
+    c, s = cos.reshape(cos.shape[-2], cos.shape[-1]), sin.reshape(sin.shape[-2], sin.shape[-1])
+    half = c.shape[-1] // 2
+    if pairing == "half_split":
+        first = (c[:, :half], s[:, :half])
+        second = (c[:, half:], s[:, half:])
+    else:
+        first = (c[:, 0::2], s[:, 0::2])
+        second = (c[:, 1::2], s[:, 1::2])
+    if check and not (torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])):
+        return None
+    return first[0].contiguous(), first[1].contiguous()
+
+
+def rotary_module(m):
+    """Whether `m` is a rotary embedding module: its class name says rotary or RoPE and it
+    holds a 1-D ``inv_freq`` (the inverse frequencies of its angles, ``θ_i``)."""
+    import torch
+
+    name = type(m).__name__.lower()
+    inv = getattr(m, "inv_freq", None)
+    return ("rotary" in name or "rope" in name) and isinstance(inv, torch.Tensor) and inv.dim() == 1 \
+        and inv.is_floating_point()
+
+
+def rotary_module_tables(m, seq, dtype, device):
+    """The tables ``[seq, head_dim/2]`` of rotary module `m` at positions ``0..seq-1``: the
+    cos and sin of ``outer(positions, inv_freq)`` computed in float32 and cast to `dtype`,
+    as the bundled llama's ``RotaryEmbedding`` and HF's rotary embeddings compute them."""
+    import torch
+
+    t = torch.arange(seq, device=device, dtype=torch.float32)
+    freqs = torch.outer(t, m.inv_freq.to(device=device, dtype=torch.float32))
+    return freqs.cos().to(dtype), freqs.sin().to(dtype)
+
+
+def _best_pairing(cls, pairs):
+    """``(params, None)`` for the pairing whose reference fits every ``(x, out, tables)`` of
+    `pairs` (``{pairing: [(x, out, (cos, sin)), ...]}``, the pairings whose tables exist)
+    with the smallest error, else ``(None, reason)`` with the error at best."""
+    catalogue = _catalogue()
+    scored = []
+    for pairing, cases in pairs.items():
+        worst_excess, worst_err = float("-inf"), 0.0
+        for x, out, (c, s) in cases:
+            excess, err = _excess(out, catalogue.rotary_model_code(x, c, s, pairing), "rotary_embedding")
+            worst_excess, worst_err = max(worst_excess, excess), max(worst_err, err)
+        scored.append((worst_excess > 0, worst_err, pairing))
+    fits = [s for s in scored if not s[0]]
+    if fits:
+        return {"pairing": min(fits, key=lambda s: s[1])[2]}, None
+    if not scored:
+        return None, (f"{cls}'s cos/sin tables are neither two equal halves (half_split) nor lanes repeated in "
+                      f"pairs (interleaved), or have positions per batch row")
+    err = min(s[1] for s in scored)
+    return None, (f"{cls} matches no rotary pairing ({' or '.join(ROTARY_PAIRINGS)}) with its own cos/sin tables: "
+                  f"error {err:.3g} at best")
+
+
+def rotary_function_params(q, k, cos, sin, out, extra):
+    """``(params, None)`` when one ``apply_rotary_pos_emb(q, k, cos, sin)`` call returning
+    `out` (its ``(q_embed, k_embed)``) is the kernel applied to Q and to K with the tables
+    :func:`rotary_half_tables` takes from cos/sin at the pairing in params; else ``(None,
+    reason)``. `extra` holds the call's other arguments (only ``unsqueeze_dim=1``, Q/K as
+    [batch, heads, seq, head_dim], is taken)."""
+    import torch
+
+    cls = ROTARY_FUNCTION
+    if any(v != 1 for v in extra.values()):
+        return None, f"{cls} called with {extra} (only unsqueeze_dim=1: Q/K [batch, heads, seq, head_dim])"
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, cos, sin)) or q.dim() != 4 or k.dim() != 4:
+        return None, f"{cls} called on other than 4-D Q/K tensors"
+    if q.shape[0] != k.shape[0] or q.shape[2:] != k.shape[2:] or q.shape[-1] % 2:
+        return None, f"{cls} with Q {list(q.shape)} and K {list(k.shape)} (not one seq and even head_dim)"
+    if cos.shape[-2:] != q.shape[-2:]:
+        return None, f"{cls} with cos/sin {list(cos.shape)} for Q {list(q.shape)}"
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        return None, f"{cls} returns {type(out).__name__}, not (q_embed, k_embed)"
+    pairs = {}
+    for pairing in ROTARY_PAIRINGS:
+        tables = rotary_half_tables(cos, sin, pairing)
+        if tables is not None:
+            pairs[pairing] = [(q, out[0], tables), (k, out[1], tables)]
+    return _best_pairing(cls, pairs)
+
+
+def rotary_module_params(m, args, kwargs, out):
+    """``(params, None)`` when rotary module `m` called as ``m(x)`` returning `out` is the
+    kernel applied to x [batch, heads, seq, head_dim] with :func:`rotary_module_tables` at
+    the pairing in params; else ``(None, reason)`` (HF's rotary embeddings return their
+    cos/sin tables, applied by ``apply_rotary_pos_emb``: that is where they are plugged)."""
+    import torch
+
+    cls = type(m).__name__
+    x = args[0] if args else None
+    if not isinstance(out, torch.Tensor):
+        what = f"a {type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list)) else type(out).__name__
+        return None, (f"{cls} returns {what} (the cos/sin tables a rotary function applies, "
+                      f"e.g. {ROTARY_FUNCTION}), not x rotated")
+    if len(args) != 1 or kwargs or not isinstance(x, torch.Tensor) or x.dim() != 4:
+        return None, f"{cls} is called with more than one x [batch, heads, seq, head_dim]"
+    if out.shape != x.shape or 2 * m.inv_freq.numel() != x.shape[-1]:
+        return None, f"{cls} maps {list(x.shape)} to {list(out.shape)} with {m.inv_freq.numel()} frequencies"
+    tables = rotary_module_tables(m, x.shape[-2], x.dtype, x.device)
+    return _best_pairing(cls, {p: [(x, out, tables)] for p in ROTARY_PAIRINGS})
+
+
+class _RotaryCall:
+    """One captured rotary call: the site it belongs to (`site`, a key), its `owner` (the
+    rotary module, or the Python module whose ``apply_rotary_pos_emb`` was called), its
+    `params` (None: `reason`), and, for the first call of each site, what a plug check needs:
+    `cases`, the ``(x, out)`` pairs of the tensors it rotated (Q and K, or the module's x)
+    and `tables`, the ``(cos, sin)`` full-width tables a function got (None for a module)."""
+
+    def __init__(self, site, owner, params, reason, cases=None, tables=None):
+        self.site, self.owner, self.params, self.reason = site, owner, params, reason
+        self.cases, self.tables = cases, tables
+
+
+def capture_rotary_calls(model, forward):
+    """Runs `forward()` once recording every rotary call of `model`: the rotary modules'
+    (:func:`rotary_module`, with a forward hook) and the calls of a module-level
+    ``apply_rotary_pos_emb`` (:func:`hf_rotary_function`). Returns a list of ``(site key,
+    site fields, call)``, one per rotated tensor shape of each call, `call` a
+    :class:`_RotaryCall` whose first of each site keeps its inputs and outputs."""
+    import torch
+
+    calls, seen = [], set()
+
+    def record(name, owner, params, reason, cases, tables, dtype):
+        shapes = []
+        for x, _out in cases:
+            shape = [int(d) for d in x.shape] if isinstance(x, torch.Tensor) else []
+            if shape not in shapes:
+                shapes.append(shape)
+        first = (name, json.dumps(params, sort_keys=True), json.dumps(shapes), dtype, reason)
+        keep = first not in seen and params is not None
+        seen.add(first)
+        for x, _out in cases:
+            shape = [int(d) for d in x.shape] if isinstance(x, torch.Tensor) else []
+            key = (name, json.dumps(params, sort_keys=True), tuple(shape), dtype, reason)
+            kept = [(a.detach().clone(), b.detach().clone()) for a, b in cases] if keep else None
+            call = _RotaryCall(key, owner, params, reason, kept,
+                               tuple(t.detach().clone() for t in tables) if keep and tables else None)
+            keep = False
+            calls.append((key, {"module": name, "kind": "rotary_embedding", "params": params, "shape": shape,
+                                "dtype": dtype, "reason": reason}, call))
+
+    def module_hook(m, args, kwargs, out):
+        x = args[0] if args else None
+        try:
+            params, reason = rotary_module_params(m, args, kwargs, out)
+        except Exception as e:  # noqa: BLE001 - a module the matcher cannot run is not pluggable
+            params, reason = None, f"its forward raised {type(e).__name__}: {e}"
+        dtype = str(x.dtype).replace("torch.", "") if isinstance(x, torch.Tensor) else "unknown"
+        out_t = out if isinstance(out, torch.Tensor) else None
+        cases = [(x, out_t)] if isinstance(x, torch.Tensor) and out_t is not None else []
+        if not cases and isinstance(x, torch.Tensor):
+            cases = [(x, x)]  # the shape of a module that returns no rotated x, for the site
+        record(type(m).__name__, m, params, reason, cases, None, dtype)
+
+    def make(original):
+        def captured(q, k, cos, sin, *args, **kwargs):
+            out = original(q, k, cos, sin, *args, **kwargs)
+            extra = dict(zip(("unsqueeze_dim",), args), **kwargs)
+            try:
+                params, reason = rotary_function_params(q, k, cos, sin, out, extra)
+            except Exception as e:  # noqa: BLE001 - a call the matcher cannot read is not pluggable
+                params, reason = None, f"matching it raised {type(e).__name__}: {e}"
+            cases = [(q, out[0]), (k, out[1])] if isinstance(out, (tuple, list)) and len(out) == 2 else []
+            owner = owners.get(id(original), original)
+            record(ROTARY_FUNCTION, owner, params, reason, cases, (cos, sin),
+                   str(q.dtype).replace("torch.", "") if isinstance(q, torch.Tensor) else "unknown")
+            return out
+        return captured
+
+    # the Python module whose function each original is: the owner of its calls
+    owners = {id(getattr(mod, ROTARY_FUNCTION)): mod for mod in rotary_function_modules(model)}
+    hooks = [m.register_forward_hook(module_hook, with_kwargs=True) for m in model.modules() if rotary_module(m)]
+    try:
+        with hf_rotary_function(model, make):
+            with torch.no_grad():
+                forward()
+    finally:
+        for h in hooks:
+            h.remove()
+    return calls
+
+
+def rotary_call_sites(model, forward):
+    """The rotary call sites of `model` in one `forward()`: one entry per (rotary module
+    class or ``apply_rotary_pos_emb``, parameters, shape [batch, heads, seq, head_dim] of a
+    rotated tensor, dtype) with its instances and calls (each rotated tensor one call: HF's
+    function rotates Q and K, two calls of the kernel), each pluggable (`params`:
+    ``pairing``) or not (`reason`). What the planner plans rotary_embedding targets from
+    (``autokernel_profiler::rank``)."""
+    sites, owners = {}, {}
+    for key, fields, call in capture_rotary_calls(model, forward):
+        site = sites.setdefault(key, dict(fields, instances=0, calls=0))
+        site["calls"] += 1
+        owners.setdefault(key, set()).add(id(call.owner))
+        site["instances"] = len(owners[key])
+    return list(sites.values())
+
+
+def _hf_rotary_tables(model, seq, dtype, device):
+    """The full-width cos/sin ``[1, seq, head_dim]`` a transformers model hands
+    ``apply_rotary_pos_emb`` at positions ``0..seq-1``: its rotary embedding module (a
+    :func:`rotary_module` returning the tables) called as ``m(x, position_ids)``, as the
+    model calls it; None when it has no such module or the call fails."""
+    import torch
+
+    for m in model.modules():
+        if not rotary_module(m):
+            continue
+        x = torch.zeros(1, seq, 1, dtype=dtype, device=device)
+        try:
+            with torch.no_grad():
+                out = m(x, torch.arange(seq, device=device)[None])
+        except Exception:  # noqa: BLE001 - not a table module of this calling convention
+            continue
+        if isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out):
+            return out[0], out[1]
+    return None
+
+
+def probe_rotary_calls(model, shapes, dtype, seed=0):
+    """Rotary calls as :func:`capture_rotary_calls` gives them, without a forward pass (an
+    exported package's ``optimize(model)`` has no model inputs): for each shape [batch,
+    heads, seq, head_dim] in `shapes`, a random x in `dtype` handed to each rotary module
+    that rotates x (``m(x)``), and to each ``apply_rotary_pos_emb`` of the model's modules
+    as Q and K with the tables of the model's own rotary embedding
+    (:func:`_hf_rotary_tables`). The matcher decides each call's params from the model's
+    own output, as it does for a captured call."""
+    import sys
+
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    name = str(dtype).replace("torch.", "")
+    calls = []
+
+    def add(site, owner, params, reason, shape, cases, tables):
+        key = (site, json.dumps(params, sort_keys=True), tuple(shape), name, reason)
+        fields = {"module": site, "kind": "rotary_embedding", "params": params, "shape": list(shape),
+                  "dtype": name, "reason": reason}
+        calls.append((key, fields, _RotaryCall(key, owner, params, reason, cases, tables)))
+
+    for shape in shapes:
+        shape = [int(d) for d in shape]
+        for m in model.modules():
+            if not rotary_module(m):
+                continue
+            weight = next(iter(m.buffers()), None)
+            device = weight.device if weight is not None else torch.device("cpu")
+            x = torch.randn(shape, generator=g).to(device=device, dtype=dtype)
+            try:
+                out = _own_forward(m, x)
+                params, reason = rotary_module_params(m, (x,), {}, out)
+            except Exception as e:  # noqa: BLE001 - not a module that rotates x alone
+                out, params, reason = None, None, f"its forward raised {type(e).__name__}: {e}"
+            if params is not None:
+                add(type(m).__name__, m, params, reason, shape, [(x, out)], None)
+        mods = rotary_function_modules(model)
+        if not mods:
+            continue
+        p = next(model.parameters(), None)
+        device = p.device if p is not None else torch.device("cpu")
+        tables = _hf_rotary_tables(model, shape[2], dtype, device)
+        if tables is None:
+            continue
+        q = torch.randn(shape, generator=g).to(device=device, dtype=dtype)
+        k = torch.randn(shape, generator=g).to(device=device, dtype=dtype)
+        for mod in mods:
+            fn = getattr(mod, ROTARY_FUNCTION)
+            original = getattr(getattr(fn, "__self__", None), "original", fn)  # under a plug's dispatcher
+            with torch.no_grad():
+                out = original(q, k, *tables)
+            params, reason = rotary_function_params(q, k, *tables, out, {})
+            if params is not None:
+                add(ROTARY_FUNCTION, mod, params, reason, shape,
+                    [(q, out[0]), (k, out[1])], tables)
+    return calls

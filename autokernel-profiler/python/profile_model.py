@@ -25,7 +25,9 @@ What it does, in order:
 4. wraps each leaf module's forward (and any SwiGLU-style MLP module, or gated MLP the
    call-site matcher matched, as a whole) in a `record_function` range named
    `nn.Module: <Class>`, so that an op written as several aten calls (an RMSNorm made of
-   pow/mean/rsqrt/mul) is attributed to its module; then records `iterations` forward passes under
+   pow/mean/rsqrt/mul) is attributed to its module, and a module-level rotary function
+   (HF's `apply_rotary_pos_emb`, for the duration) in `nn.Module: apply_rotary_pos_emb`;
+   then records `iterations` forward passes under
    torch.profiler with CUDA activity on a GPU (CPU activity otherwise), `record_shapes=True`
    and no Python stacks (`autokernel profile --iterations N` sets `iterations`: CPU
    timings are noisy, and more passes average them out);
@@ -451,6 +453,21 @@ def wrap_modules(model, whole=()):
     return wrapped
 
 
+def _ranged_function(original):
+    """`original` (a module-level function the call-site matcher records, such as HF's
+    ``apply_rotary_pos_emb``) run inside an `nn.Module: <function name>` range: its ops are
+    grouped as one op named like its call sites (``call_sites.rotary_call_sites``)."""
+    import torch
+
+    name = MODULE_PREFIX + getattr(original, "__name__", "function")
+
+    def ranged(*args, **kwargs):
+        with torch.profiler.record_function(name):
+            return original(*args, **kwargs)
+
+    return ranged
+
+
 # --- profiling -------------------------------------------------------------------------
 
 
@@ -505,6 +522,7 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
         call_sites = sites.norm_call_sites(net, step) + mlp_sites
         call_sites += sites.matmul_call_sites(net, step, skip=sites.mlp_linears(mlps))
         call_sites += sites.attention_call_sites(net, step)
+        call_sites += sites.rotary_call_sites(net, step)
     except Exception as e:
         raise ModelError(
             f"`{class_name}` rejected its inputs ({call.describe}): "
@@ -518,7 +536,10 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
     if on_gpu:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     started = time.perf_counter()
-    with torch.profiler.profile(activities=activities, record_shapes=True, with_stack=False) as prof:
+    # a module-level rotary function (HF's apply_rotary_pos_emb) is timed as one op named
+    # after it, the call site's name, while profiling only
+    with sites.hf_rotary_function(net, _ranged_function), \
+            torch.profiler.profile(activities=activities, record_shapes=True, with_stack=False) as prof:
         for _ in range(max(1, int(iterations))):
             step()
         if on_gpu:

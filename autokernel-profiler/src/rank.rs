@@ -11,7 +11,7 @@ use autokernel_core::{
 use serde::Serialize;
 
 use crate::classify::{bound, classify_group, problem_layout, problem_shape};
-use crate::import::{Trace, TransferStats};
+use crate::import::{Trace, TransferStats, MODULE_PREFIX};
 use crate::link::Linked;
 
 /// Figures derived for one ranked op, aligned with [`ProfileReport::ops`].
@@ -216,44 +216,77 @@ pub(crate) fn build(trace: Trace, linked: Linked) -> ImportedTrace {
 /// added, the first op's name kept). At most `top` targets, numbered in order:
 /// `01-matmul`, `02-layernorm`, … (valid per [`Target::id_is_valid`]).
 pub fn plan(report: &ProfileReport, top: usize, dtype: DType) -> Vec<Target> {
-    plan_where(report, top, dtype, |_| true)
+    plan_where(report, top, dtype, false)
 }
 
 /// [`plan`] for work on a whole model: kinds that cannot be plugged back into a model
-/// ([`KernelKind::pluggable`]: rotary embeddings, reductions) are skipped like unclassified
-/// ops, so that they take no place among the `top` targets and no share of the budget (a
-/// LLaMA-style model's rotary embedding, 35% of its device time, was target 01 and then
-/// could not be verified). [`unpluggable_ops`] lists what was skipped.
+/// ([`KernelKind::pluggable`]: reductions) are skipped like unclassified ops, and so are
+/// rotary ops without a matched rotary call site (a rotary module's or HF's
+/// `apply_rotary_pos_emb`, planned at the site's shape and `pairing`), so that they take no
+/// place among the `top` targets and no share of the budget (a LLaMA-style model's rotary
+/// embedding, 35% of its device time, was target 01 and then could not be verified).
+/// [`unpluggable_ops`] and [`not_planned_call_sites`] list what was skipped.
 pub fn plan_for_model(report: &ProfileReport, top: usize, dtype: DType) -> Vec<Target> {
-    plan_where(report, top, dtype, KernelKind::pluggable)
+    plan_where(report, top, dtype, true)
 }
 
-/// The classified ops [`plan_for_model`] skips, with their kind and fraction of the time.
+/// The classified ops [`plan_for_model`] skips for want of a call site, with their kind and
+/// fraction of the time: kinds that have none ([`KernelKind::pluggable`]), and rotary ops
+/// for which the profiler recorded no rotary call site (an op named rotary whose code is
+/// neither a rotary module with an `inv_freq` nor HF's `apply_rotary_pos_emb`). A rotary op
+/// whose call sites did not match is listed by [`not_planned_call_sites`] instead, with the
+/// matcher's reason.
 pub fn unpluggable_ops(report: &ProfileReport) -> Vec<(&str, KernelKind, f64)> {
     report
         .ops
         .iter()
         .filter_map(|op| {
-            let kind = op.kind.filter(|k| !k.pluggable())?;
+            let kind = op.kind.filter(|k| {
+                !k.pluggable() || (site_only(*k) && op_sites(report, *k, &op.op).is_empty())
+            })?;
             Some((op.op.as_str(), kind, op.fraction))
         })
         .collect()
 }
 
-fn plan_where(
-    report: &ProfileReport,
-    top: usize,
-    dtype: DType,
-    keep: impl Fn(KernelKind) -> bool,
-) -> Vec<Target> {
+/// Whether `kind` is planned only where the profiler recorded a matched call site of it:
+/// rotary_embedding, whose code models write in their own modules and functions (issue 19:
+/// the bundled llama's `RotaryEmbedding` was planned and could never be plugged in).
+fn site_only(kind: KernelKind) -> bool {
+    kind == KernelKind::RotaryEmbedding
+}
+
+/// The call sites of `kind` recorded for `op`: named after the op's module class
+/// (`nn.Module: LlamaRMSNorm` and `LlamaRMSNorm`). A rotary site must name it exactly
+/// (`RotaryEmbedding` is not `LlamaRotaryEmbedding`, which computes HF's tables); the other
+/// kinds keep the suffix match they were planned with.
+fn op_sites<'a>(report: &'a ProfileReport, kind: KernelKind, op: &str) -> Vec<&'a CallSite> {
+    report
+        .call_sites
+        .iter()
+        .filter(|c| c.kind == kind.name())
+        .filter(|c| {
+            if site_only(kind) {
+                op.strip_prefix(MODULE_PREFIX).unwrap_or(op).trim() == c.module
+            } else {
+                op.ends_with(c.module.as_str())
+            }
+        })
+        .collect()
+}
+
+/// [`plan`] (`for_model` false) or [`plan_for_model`]: for a model, kinds that cannot be
+/// plugged in are skipped and rotary ops are planned only from their matched call sites.
+fn plan_where(report: &ProfileReport, top: usize, dtype: DType, for_model: bool) -> Vec<Target> {
     let mut targets: Vec<Planned> = Vec::new();
     // targets beyond the first of the ops split by matmul call site
     let mut split = 0;
     for op in &report.ops {
-        let Some(kind) = op.kind.filter(|k| keep(*k)) else {
+        let Some(kind) = op.kind.filter(|k| !for_model || k.pluggable()) else {
             continue;
         };
-        if let Some(entries) = module_site_entries(report, kind, &op.op, op.fraction, dtype) {
+        let entries = module_site_entries(report, kind, &op.op, op.fraction, dtype, for_model);
+        if let Some(entries) = entries {
             // the op counts once toward `top`, as before it was split by call site
             let before = targets.len();
             let room = if before < top + split {
@@ -310,39 +343,43 @@ fn add_planned(targets: &mut Vec<Planned>, top: usize, entry: Planned) {
     }
 }
 
-/// The matmul or fused_mlp targets of an op named after a module class the profiler
-/// recorded call sites of that kind for (`nn.Linear`, GPT-2's `Conv1D`; a gated MLP such
-/// as HF's `LlamaMLP`): one per matched site in the plan's `dtype`, at the site's problem
-/// shape, layout and params (`has_bias`; `activation`), with the op's `fraction` shared by
-/// the sites' FLOPs (the shape's product times calls: `2·M·N·K` and `6·T·H·I` up to a
-/// constant). The op merges every instance of the class, whatever its shape (GPT-2's four
-/// Conv1D), so its own recorded shapes say nothing of most of them (issue 19: planned with
-/// `shapes: []`). `None` when the op is not such a module (an `aten::mm`, an imported
-/// trace): planned as before. An empty list when no site of it matched in `dtype`: not
-/// planned (`not_planned_call_sites` says why).
+/// The matmul, fused_mlp or rotary_embedding targets of an op named after a module class
+/// (or function) the profiler recorded call sites of that kind for (`nn.Linear`, GPT-2's
+/// `Conv1D`; a gated MLP such as HF's `LlamaMLP`; a rotary module, HF's
+/// `apply_rotary_pos_emb`): one per matched site in the plan's `dtype`, at the site's
+/// problem shape, layout and params (`has_bias`; `activation`; `pairing`), with the op's
+/// `fraction` shared by the sites' work (the shape's product times calls: `2·M·N·K`,
+/// `6·T·H·I` and `3·B·H·S·D` up to a constant; HF's function rotates Q and K, two sites
+/// when K has fewer heads). The op merges every instance of the class, whatever its shape
+/// (GPT-2's four Conv1D), so its own recorded shapes say nothing of most of them (issue 19:
+/// planned with `shapes: []`). `None` when the op is not such a module (an `aten::mm`, an
+/// imported trace): planned as before, but a rotary op of a model (`for_model`), which is
+/// planned only from its sites. An empty list when no site of it matched in `dtype`: not planned
+/// (`not_planned_call_sites` or [`unpluggable_ops`] says why).
 fn module_site_entries(
     report: &ProfileReport,
     kind: KernelKind,
     op: &str,
     fraction: f64,
     dtype: DType,
+    for_model: bool,
 ) -> Option<Vec<(Shape, Layout, Params, f64)>> {
-    if !matches!(kind, KernelKind::Matmul | KernelKind::FusedMlp) {
+    if !matches!(
+        kind,
+        KernelKind::Matmul | KernelKind::FusedMlp | KernelKind::RotaryEmbedding
+    ) {
         return None;
     }
-    let sites: Vec<&CallSite> = report
-        .call_sites
-        .iter()
-        .filter(|c| c.kind == kind.name() && op.ends_with(c.module.as_str()))
-        .collect();
+    let sites = op_sites(report, kind, op);
     if sites.is_empty() {
-        return None;
+        return (for_model && site_only(kind)).then(Vec::new);
     }
     let work = |c: &CallSite| c.shape.iter().product::<u64>() as f64 * c.calls as f64;
     let total: f64 = sites.iter().map(|c| work(c)).sum();
+    let dims = kind.dim_names().len();
     let planned = sites
         .iter()
-        .filter(|c| c.dtype == dtype.name() && c.shape.len() == 3)
+        .filter(|c| c.dtype == dtype.name() && c.shape.len() == dims)
         .filter_map(|c| {
             let params = c.params.clone()?;
             let share = if total > 0.0 { work(c) / total } else { 0.0 };
@@ -1088,6 +1125,103 @@ mod tests {
             instances: 1,
             calls: 1,
         }
+    }
+
+    #[test]
+    fn rotary_is_planned_for_a_model_only_from_its_matched_call_sites_at_their_pairing() {
+        let rotary = |module: &str, shape: &[u64], pairing: Option<&str>, reason: &str| CallSite {
+            kind: "rotary_embedding".into(),
+            params: pairing.map(|p| Params::from([("pairing".to_string(), serde_json::json!(p))])),
+            reason: pairing.is_none().then(|| reason.into()),
+            shape: shape.to_vec(),
+            ..attention_site(module, [0; 4], None, reason)
+        };
+        let rope =
+            |rank, name: &str, f| op(rank, name, Some(KernelKind::RotaryEmbedding), vec![], f);
+        let mut report = report_of(vec![
+            rope(1, "nn.Module: apply_rotary_pos_emb", 0.3),
+            rope(2, "nn.Module: LlamaRotaryEmbedding", 0.05),
+        ]);
+        report.call_sites = vec![
+            // HF's function rotates Q (4 heads) and K (2 K/V heads): two shapes, one pairing
+            rotary(
+                "apply_rotary_pos_emb",
+                &[1, 4, 16, 16],
+                Some("half_split"),
+                "",
+            ),
+            rotary(
+                "apply_rotary_pos_emb",
+                &[1, 2, 16, 16],
+                Some("half_split"),
+                "",
+            ),
+            rotary(
+                "LlamaRotaryEmbedding",
+                &[1, 16, 64],
+                None,
+                "LlamaRotaryEmbedding returns a tuple of 2 (the cos/sin tables)",
+            ),
+        ];
+        let t = plan_for_model(&report, 5, DType::Float32);
+        let got: Vec<(&str, &[Shape], &Params)> = t
+            .iter()
+            .map(|t| (t.id.as_str(), t.shapes.as_slice(), &t.params))
+            .collect();
+        let half = Params::from([("pairing".to_string(), serde_json::json!("half_split"))]);
+        assert_eq!(
+            got,
+            [
+                (
+                    "01-rotary_embedding",
+                    &[Shape(vec![1, 4, 16, 16])][..],
+                    &half
+                ),
+                (
+                    "02-rotary_embedding",
+                    &[Shape(vec![1, 2, 16, 16])][..],
+                    &half
+                )
+            ]
+        );
+        // the op's time shared by the work of each site: Q twice K's
+        assert!((t[0].fraction - 0.2).abs() < 1e-9 && (t[1].fraction - 0.1).abs() < 1e-9);
+        // the table module is not planned, with the matcher's reason; nothing lacks a site
+        let lines: Vec<String> = not_planned_call_sites(&report, DType::Float32)
+            .iter()
+            .map(|(c, r)| call_site_line(c, r))
+            .collect();
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].starts_with("LlamaRotaryEmbedding (rotary_embedding [1,16,64] float32"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[0].ends_with("returns a tuple of 2 (the cos/sin tables)"));
+        assert!(unpluggable_ops(&report).is_empty());
+        // `RotaryEmbedding` sites do not plan `LlamaRotaryEmbedding` (exact class names)
+        report.call_sites = vec![rotary(
+            "RotaryEmbedding",
+            &[1, 2, 16, 16],
+            Some("interleaved"),
+            "",
+        )];
+        assert!(plan_for_model(&report, 5, DType::Float32).is_empty());
+        // a site called in another dtype than the plan's is not planned
+        report.call_sites = vec![rotary(
+            "apply_rotary_pos_emb",
+            &[1, 2, 16, 16],
+            Some("interleaved"),
+            "",
+        )];
+        assert_eq!(plan_for_model(&report, 5, DType::Float32).len(), 1);
+        assert!(plan_for_model(&report, 5, DType::Float16).is_empty());
+        // no site at all: not planned for a model (listed as having no call site), but
+        // planned by `plan` (an imported trace)
+        report.call_sites.clear();
+        assert!(plan_for_model(&report, 5, DType::Float32).is_empty());
+        assert_eq!(unpluggable_ops(&report).len(), 2);
+        assert_eq!(plan(&report, 5, DType::Float32).len(), 1);
     }
 
     #[test]

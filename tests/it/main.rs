@@ -9,6 +9,7 @@ mod hf_attention;
 mod hf_matmul;
 mod hf_mlp;
 mod hf_norms;
+mod hf_rotary;
 mod inputs;
 mod kernel_ops;
 mod llm;

@@ -31,7 +31,7 @@ from bench_cli import judge  # noqa: E402
 CHUNK_KEYS = {"softmax": ["LOOP_BLOCK"], "cross_entropy": ["BLOCK_N", "ODD_BLOCK_N"]}
 # `bench` options a kind's starter is also judged with, beyond its defaults: matmul's bias
 # epilogue and the layouts models hand over (Conv1D contiguous, nn.Linear b_transposed),
-# fused_mlp's GeGLU activation.
+# fused_mlp's GeGLU activation, rotary_embedding's half-split pairing.
 EXTRA_RUNS = {
     "matmul": [
         ("--param", "has_bias=true"),
@@ -40,6 +40,8 @@ EXTRA_RUNS = {
     ],
     # the GeGLU gate (the tanh GELU) as well as SwiGLU's SiLU
     "fused_mlp": [("--param", "activation=gelu_tanh")],
+    # HF's rotate_half pairing as well as the interleaved one
+    "rotary_embedding": [("--param", "pairing=half_split")],
 }
 
 

@@ -30,6 +30,12 @@ async fn every_starter_passes_all_stages_on_the_cpu() {
         Layout::Contiguous,
         Params::from([("activation".to_string(), serde_json::json!("gelu_tanh"))]),
     ));
+    // rotary_embedding's half-split pairing (HF transformers' rotate_half)
+    cases.push((
+        KernelKind::RotaryEmbedding,
+        Layout::Contiguous,
+        Params::from([("pairing".to_string(), serde_json::json!("half_split"))]),
+    ));
     for (kind, layout, params) in cases {
         let path = starter_path(kind.name());
         let mut req = BenchRequest::new(&path);
