@@ -43,6 +43,9 @@ class Report:
 
     def __init__(self, package):
         self.package = package
+        # the verification's deploy mode and its modes table (``manifest.json``)
+        self.deploy = None
+        self.modes = []
         self.replaced = []
         self.left = []
         self.warnings = []
@@ -65,7 +68,7 @@ class Report:
         """The report as JSON-able data."""
         replaced = [{k: v for k, v in r.items() if not k.startswith("_")} for r in self.replaced]
         return {"package": self.package, "replaced": replaced, "left": list(self.left),
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings), "deploy": self.deploy, "modes": list(self.modes)}
 
     def __str__(self):
         lines = [f"{self.package}: {len(self.replaced)} kernel(s) installed, {len(self.left)} left out"]
@@ -74,9 +77,20 @@ class Report:
             lines.append(f"  replaced {r['target']} ({r['kind']}){where} -> torch.ops.autokernel.{r['op']}")
         for e in self.left:
             lines.append(f"  left {e['target']}: {e['reason']}")
+        if self.deploy:
+            lines.append(f"  chosen for {self.deploy}; the verification measured the model with them at "
+                         + ", ".join(_mode_text(m) for m in self.modes))
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)
+
+
+def _mode_text(m):
+    """One mode of the verification's table, as the report prints it: `compile 0.53x`."""
+    if m.get("error"):
+        return f"{m['mode']} (failed)"
+    speedup = m.get("speedup")
+    return f"{m['mode']} {speedup:.2f}x" if speedup else f"{m['mode']} n/a"
 
 
 def _environment_differences(recorded):
@@ -179,6 +193,8 @@ def optimize(model, manifest_path, *, allow_training=False, verbose=True):
     with open(manifest_path, encoding="utf-8") as f:
         manifest = json.load(f)
     report = Report(manifest["package"])
+    verification = manifest.get("verification", {})
+    report.deploy, report.modes = verification.get("deploy"), verification.get("modes") or []
     for w in _environment_differences(manifest.get("verified_on", {})):
         report.warnings.append(w)
         warnings.warn(f"{manifest['package']}: {w}", stacklevel=3)

@@ -295,6 +295,11 @@ fn write_package(
             "optimized_ms": v.optimized_ms,
             "speedup": v.speedup,
             "timing_representative": v.timing_representative,
+            // the mode whose timings chose these kernels, and the model in every mode:
+            // `optimize` says both, since a kernel chosen for a CUDA graph can lose under
+            // torch.compile
+            "deploy": v.deploy,
+            "modes": v.modes,
         },
         "targets": entries,
         "left_out": v.excluded.iter().filter(|e| !v.included.contains(&e.target)).collect::<Vec<_>>(),

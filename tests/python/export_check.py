@@ -57,6 +57,9 @@ assert not os.environ.get("AUTOKERNEL_FORCE_KERNEL"), "the CPU path must be the 
 if CHECK == "use":
     report = pkg.optimize(model, verbose=False)
     assert sorted(r["target"] for r in report.replaced) == sorted(EXPECTED), report
+    # the verification's deploy mode and its table travel with the package (CPU: eager only)
+    assert report.deploy == "eager" and [m["mode"] for m in report.modes] == ["eager"], report.to_dict()
+    assert "chosen for eager; the verification measured the model with them at eager " in str(report), report
     with torch.no_grad():
         out = model(ids)
     assert rel_l2(out, ref) < MAX_REL_L2, rel_l2(out, ref)
