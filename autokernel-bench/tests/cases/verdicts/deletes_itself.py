@@ -1,4 +1,5 @@
-"""Deletes its own file at import; computes a right answer otherwise."""
+"""Deletes its own file at import (where the sandbox lets it); computes a right answer
+otherwise."""
 import os
 import torch
 KERNEL_KIND = "softmax"
@@ -11,7 +12,10 @@ def _softmax(x):
     e = torch.exp(xf - xf.amax(-1, keepdim=True))
     return (e / e.sum(-1, keepdim=True)).to(x.dtype)
 
-os.remove(__file__)
+try:
+    os.remove(__file__)
+except OSError:
+    pass  # the sandbox refused: the file stays
 
 
 def kernel_fn(x):
