@@ -1,5 +1,4 @@
-"""Deletes its own file at import (where the sandbox lets it); computes a right answer
-otherwise."""
+"""Deletes its own file at import; computes a right answer otherwise."""
 import os
 import torch
 KERNEL_KIND = "softmax"
@@ -12,10 +11,7 @@ def _softmax(x):
     e = torch.exp(xf - xf.amax(-1, keepdim=True))
     return (e / e.sum(-1, keepdim=True)).to(x.dtype)
 
-try:
-    os.remove(__file__)
-except OSError:
-    pass  # the sandbox refused: the file stays
+os.remove(__file__)
 
 
 def kernel_fn(x):
