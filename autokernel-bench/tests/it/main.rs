@@ -2,6 +2,7 @@
 //! interpreter). The worker is the test-only bin `autokernel-bench-worker`.
 
 mod candidates;
+mod code_swaps;
 mod config_reads;
 mod harness_cases;
 mod params;
