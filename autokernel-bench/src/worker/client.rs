@@ -426,12 +426,16 @@ impl Worker {
             Some(r) => r,
             None => self.launch(&python, device, true)?,
         };
-        // the next candidate's worker imports while this one is judged
-        match self.launch(&python, device, true) {
-            Ok(spare) => state.spares.push_back(spare),
-            Err(e) => tracing::debug!("no spare bench worker: {e}"),
-        }
         let running = self.ready(&mut state, launched).await?;
+        // the next candidate's worker imports while this one is judged (launched only now
+        // that this one is ready: two imports at once would each take twice as long on a
+        // machine of few cores)
+        if state.spares.is_empty() {
+            match self.launch(&python, device, true) {
+                Ok(spare) => state.spares.push_back(spare),
+                Err(e) => tracing::debug!("no spare bench worker: {e}"),
+            }
+        }
         state.last_candidate_hello = Some(running.hello.clone());
         let (reply, back) = self.exchange(&mut state, running, request, timeout).await;
         if let Some(r) = back {
