@@ -105,7 +105,11 @@ impl Running {
         if self.scratch.is_none() {
             return false;
         }
-        // SAFETY: kill with the pid of our child, not reaped yet.
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            // gone already (and now reaped): its pid may name another process from here on
+            return true;
+        }
+        // SAFETY: kill with the pid of our child, alive a moment ago and not reaped.
         unsafe {
             libc::kill(self.pid as libc::pid_t, sandbox::STOP_SIGNAL);
         }
@@ -127,11 +131,13 @@ impl Running {
     /// Returns the exit description.
     async fn kill(mut self) -> (String, String) {
         // a sandboxed worker: the launcher first, so that the candidate's daemons go too
-        self.stop_through_launcher(Duration::from_secs(3)).await;
-        // The child is not reaped yet (at worst a zombie), so its pid still names its group.
-        // SAFETY: killpg with a pid we spawned as a group leader and have not reaped.
-        unsafe {
-            libc::killpg(self.pid as libc::pid_t, libc::SIGKILL);
+        if !self.stop_through_launcher(Duration::from_secs(3)).await {
+            // The child is not reaped yet (at worst a zombie), so its pid still names its
+            // group.
+            // SAFETY: killpg with a pid we spawned as a group leader and have not reaped.
+            unsafe {
+                libc::killpg(self.pid as libc::pid_t, libc::SIGKILL);
+            }
         }
         let status = match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {
             Ok(Ok(s)) => describe_status(s),
