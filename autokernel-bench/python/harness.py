@@ -293,8 +293,10 @@ def guarded_namespaces():
     JSON list of {name, scope}: `scope` "callables" checks the entries that are callables
     or classes (data such as `torch.cuda._initialized` legitimately changes), "all" every
     entry (our own modules and `_P`), "class" every entry and no new ones (a new
-    `Tensor.__matmul__` would shadow the C implementation). Keys written `__x__` are skipped
-    in modules (`__warningregistry__` changes when a warning fires)."""
+    `Tensor.__matmul__` would shadow the C implementation). Keys written `__x__` are kept in
+    modules only where they are callables (`builtins.__import__`): data such as
+    `__warningregistry__` changes when a warning fires. Every Python function kept is
+    checked by its code object and defaults as well as by identity."""
     spaces = [
         ("torch", "callables"),
         ("torch.nn.functional", "callables"),

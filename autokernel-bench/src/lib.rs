@@ -64,12 +64,14 @@ mod private_dir;
 mod protocol;
 mod py;
 mod python_env;
+mod sandbox;
 mod worker;
 
 pub use benchmarker::{declared_kind, PyWorkerBenchmarker};
 pub use error::WorkerError;
 pub use private_dir::{private_dir_in, private_temp_dir};
 pub use python_env::{linked_python_version, resolve_python};
+pub use sandbox::SandboxOptions;
 pub use worker::bootstrap::serve_worker;
 pub use worker::client::{Worker, WorkerOptions, WorkerProgram, WorkerStatus};
 

@@ -23,6 +23,9 @@ pub(crate) mod env {
     pub const REGISTRY: &str = "AUTOKERNEL_WORKER_REGISTRY";
     /// Address-space limit (RLIMIT_AS) in MB, for tests of runaway allocation on the CPU.
     pub const MEMORY_LIMIT_MB: &str = "AUTOKERNEL_WORKER_MEMORY_LIMIT_MB";
+    /// The sandbox to enter before Python starts (`sandbox::Spec` as JSON); unset for a
+    /// worker that runs no candidate (status, scripts).
+    pub const SANDBOX: &str = "AUTOKERNEL_WORKER_SANDBOX";
 }
 
 /// One request line.

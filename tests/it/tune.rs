@@ -441,11 +441,11 @@ _forge()
     )
 }
 
-/// The log checks itself (issue 21, point 7): a candidate that appends a forged row at
-/// import (every tuned configuration here FAILs, and each forges a kept PASS for itself)
-/// and a row whose verdict was edited by hand are set aside, with a warning naming each,
-/// by `report`, `log` and a resumed `tune`; none is counted. `report` counted the forged
-/// rows as kept experiments.
+/// The log checks itself (issue 21, point 7): forged rows (each tuned configuration here
+/// FAILs and tries to append a kept PASS for itself at import, which the candidates'
+/// sandbox refuses, so the test appends the same rows itself) and a row whose verdict was
+/// edited by hand are set aside, with a warning naming each, by `report`, `log` and a
+/// resumed `tune`; none is counted. `report` counted the forged rows as kept experiments.
 #[test]
 fn forged_and_edited_rows_are_set_aside_by_report_log_and_resume() {
     let (dir, ws) = tempdir();
@@ -469,13 +469,32 @@ fn forged_and_edited_rows_are_set_aside_by_report_log_and_resume() {
         "{}",
         text(&out)
     );
-    // the file holds the baseline, two real rows and the two forged ones
+    // the candidates' sandbox refused their writes: the baseline and two real rows only
     let rows = crate::util::rows(&ws);
-    let forged: Vec<_> = rows
-        .iter()
-        .filter(|r| r["description"] == "forged")
-        .collect();
-    assert_eq!((rows.len(), forged.len()), (5, 2), "{rows:?}");
+    assert!(
+        rows.iter().all(|r| r["description"] != "forged"),
+        "a candidate wrote results.tsv: {rows:?}"
+    );
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    // the rows the forger would have written without the sandbox (or a person), appended
+    // here: each real experiment's number and commit claimed as a kept PASS
+    let tsv = ws.join("results.tsv");
+    let text_now = std::fs::read_to_string(&tsv).unwrap();
+    let header: Vec<&str> = text_now.lines().next().unwrap().split('\t').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let mut forged_rows = String::new();
+    for line in text_now.lines().skip(2) {
+        let mut f: Vec<&str> = line.split('\t').collect();
+        f[column("decision")] = "keep";
+        f[column("correctness")] = "PASS";
+        f[column("latency_us")] = "1.000";
+        f[column("description")] = "forged";
+        forged_rows.push_str(&(f.join("\t") + "\n"));
+    }
+    std::fs::write(&tsv, text_now + &forged_rows).unwrap();
+    let rows = crate::util::rows(&ws);
+    let forged = rows.iter().filter(|r| r["description"] == "forged").count();
+    assert_eq!((rows.len(), forged), (5, 2), "{rows:?}");
 
     let out = report(&ws);
     let (stdout, stderr) = (
@@ -534,17 +553,17 @@ fn forged_and_edited_rows_are_set_aside_by_report_log_and_resume() {
             && all.contains("says decision revert, verdict FAIL"),
         "{all}"
     );
-    // set aside: the edited row and the two forged ones, before this tune forged another
-    // (the command prints each warning once as `warning:`)
+    // set aside: the edited row and the two forged ones (the resumed candidate's own
+    // forgery is refused by the sandbox; the command prints each warning once)
     assert_eq!(all.matches("warning: results.tsv row").count(), 3, "{all}");
     let out = report(&ws);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    // counted: experiments 3 and 4 (the edited 2 and three forged rows are not)
+    // counted: experiments 3 and 4 (the edited 2 and the two forged rows are not)
     assert!(stdout.contains("experiments: 2\n"), "{stdout}");
     assert_eq!(
         String::from_utf8_lossy(&out.stderr)
             .matches("set aside, not counted")
             .count(),
-        4
+        3
     );
 }

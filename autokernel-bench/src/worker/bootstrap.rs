@@ -26,6 +26,7 @@ use super::harness::Harness;
 use super::log::log;
 use super::requests;
 use crate::protocol::{env, Envelope, Hello, Reply};
+use crate::sandbox;
 
 /// Entry point of the worker process; any binary can host it (the `autokernel` binary's
 /// hidden `worker` verb, or a test-only bin). It reads its configuration from environment
@@ -212,6 +213,17 @@ fn write_python_files() -> Result<PathBuf, String> {
 /// closes or a reply asks for a restart.
 fn serve() -> Result<(), String> {
     outlive_sigterm();
+    // first, while this process has a single thread: a candidate's worker enters its
+    // sandbox (only the sandboxed worker process returns from `isolate`)
+    let sandbox = std::env::var(env::SANDBOX)
+        .ok()
+        .map(|text| serde_json::from_str::<sandbox::Spec>(&text))
+        .transpose()
+        .map_err(|e| format!("unreadable sandbox specification: {e}"))?
+        .map(|spec| {
+            let isolation = sandbox::isolate(&spec);
+            (spec, isolation)
+        });
     exit_with_parent();
     let mut ch = take_channels()?;
     apply_memory_limit();
@@ -244,6 +256,10 @@ fn serve() -> Result<(), String> {
         Ok(d) => d,
         Err(e) => return hello_err(&mut ch, e),
     };
+    let mut warnings = match &sandbox {
+        Some((spec, isolation)) => sandbox::restrict(spec, isolation),
+        None => Vec::new(),
+    };
     if let Err(e) = crate::py::init::initialize(&python) {
         return hello_err(&mut ch, e);
     }
@@ -272,7 +288,12 @@ fn serve() -> Result<(), String> {
             device: harness.device.clone(),
             device_name: harness.device_name.clone(),
             import_s: harness.import_s,
-            warning: Python::attach(|py| libpython_mismatch(&python, py.version_info())),
+            warning: {
+                warnings.extend(Python::attach(|py| {
+                    libpython_mismatch(&python, py.version_info())
+                }));
+                (!warnings.is_empty()).then(|| warnings.join("; "))
+            },
         },
     )?;
     log(&format!(

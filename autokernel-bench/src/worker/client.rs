@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use crate::protocol::{env, Envelope, Hello, Reply, ReplyBody, Request};
 use crate::python_env::{preflight, resolve_python};
+use crate::sandbox::{self, SandboxOptions};
 use crate::WorkerError;
 
 /// Lines of the worker's stderr kept for `CRASH`/`TIMEOUT` reasons.
@@ -91,16 +92,52 @@ struct Running {
     pid: u32,
     device: Device,
     hello: Hello,
+    /// A candidate's worker: its private scratch folder (removed when this is dropped, after
+    /// the process), and a launcher that ends it cleanly on [`sandbox::STOP_SIGNAL`].
+    scratch: Option<tempfile::TempDir>,
 }
 
 impl Running {
+    /// Ends a sandboxed worker through its launcher, which returns once every process of the
+    /// candidate is gone (a namespace torn down, a subreaper's sweep); false when it did not
+    /// within `limit`, or this worker has no launcher.
+    async fn stop_through_launcher(&mut self, limit: Duration) -> bool {
+        if self.scratch.is_none() {
+            return false;
+        }
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            // gone already (and now reaped): its pid may name another process from here on
+            return true;
+        }
+        // SAFETY: kill with the pid of our child, alive a moment ago and not reaped.
+        unsafe {
+            libc::kill(self.pid as libc::pid_t, sandbox::STOP_SIGNAL);
+        }
+        matches!(
+            tokio::time::timeout(limit, self.child.wait()).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// Ends a candidate's worker after its one request: through the launcher, else as
+    /// [`Running::kill`]. Returns when the process and its descendants are gone.
+    async fn retire(mut self) {
+        if !self.stop_through_launcher(Duration::from_secs(10)).await {
+            self.kill().await;
+        }
+    }
+
     /// Kills the whole process group (the worker and anything it started) and reaps it.
     /// Returns the exit description.
     async fn kill(mut self) -> (String, String) {
-        // The child is not reaped yet (at worst a zombie), so its pid still names its group.
-        // SAFETY: killpg with a pid we spawned as a group leader and have not reaped.
-        unsafe {
-            libc::killpg(self.pid as libc::pid_t, libc::SIGKILL);
+        // a sandboxed worker: the launcher first, so that the candidate's daemons go too
+        if !self.stop_through_launcher(Duration::from_secs(3)).await {
+            // The child is not reaped yet (at worst a zombie), so its pid still names its
+            // group.
+            // SAFETY: killpg with a pid we spawned as a group leader and have not reaped.
+            unsafe {
+                libc::killpg(self.pid as libc::pid_t, libc::SIGKILL);
+            }
         }
         let status = match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {
             Ok(Ok(s)) => describe_status(s),
@@ -175,7 +212,15 @@ fn describe_status(status: std::process::ExitStatus) -> String {
 }
 
 struct State {
+    /// The worker of requests that run no candidate (status, scripts), kept warm.
     running: Option<Running>,
+    /// Candidates' workers started ahead of need (imports under way or done), each to serve
+    /// one candidate request and be retired.
+    spares: VecDeque<Running>,
+    /// The hello of the last candidate's worker (its device), for [`Worker::device_name`].
+    last_candidate_hello: Option<Hello>,
+    /// Warnings of workers already logged (a sandbox warning would repeat per candidate).
+    warned: std::collections::HashSet<String>,
     /// The interpreter, once resolved and checked.
     python: Option<PathBuf>,
     next_id: u64,
@@ -187,6 +232,7 @@ struct State {
 pub struct Worker {
     options: WorkerOptions,
     memory_limit_mb: Option<u64>,
+    sandbox: SandboxOptions,
     /// The catalogue sent to the worker when it starts, and extra registry modules.
     kinds: Option<(Catalogue, Vec<PathBuf>)>,
     startup_timeout: Duration,
@@ -207,10 +253,14 @@ impl Worker {
         Worker {
             options,
             memory_limit_mb: None,
+            sandbox: SandboxOptions::default(),
             kinds: None,
             startup_timeout: Duration::from_secs(180),
             state: Mutex::new(State {
                 running: None,
+                spares: VecDeque::new(),
+                last_candidate_hello: None,
+                warned: Default::default(),
                 python: None,
                 next_id: 1,
             }),
@@ -222,6 +272,13 @@ impl Worker {
     /// reserves far more address space than it uses.
     pub fn with_memory_limit_mb(mut self, mb: u64) -> Worker {
         self.memory_limit_mb = Some(mb);
+        self
+    }
+
+    /// Sandboxes the workers that run candidates with `options` instead of the default
+    /// (the strongest the kernel allows; docs/bench.md, "The sandbox").
+    pub fn with_sandbox(mut self, options: SandboxOptions) -> Worker {
+        self.sandbox = options;
         self
     }
 
@@ -292,11 +349,15 @@ impl Worker {
         }
     }
 
-    /// Stops the worker now (it starts again on the next request).
+    /// Stops the worker now, and the candidates' spare workers (they start again on the next
+    /// request).
     pub async fn shutdown(&self) {
         let mut state = self.state.lock().await;
         if let Some(r) = state.running.take() {
             r.kill().await;
+        }
+        while let Some(r) = state.spares.pop_front() {
+            r.retire().await;
         }
     }
 
@@ -307,10 +368,14 @@ impl Worker {
         state
             .running
             .as_ref()
-            .map(|r| (r.hello.device.clone(), r.hello.device_name.clone()))
+            .map(|r| &r.hello)
+            .or(state.last_candidate_hello.as_ref())
+            .map(|h| (h.device.clone(), h.device_name.clone()))
     }
 
-    /// Sends one request, starting (or restarting, for another device) the worker first.
+    /// Sends one request, starting (or restarting, for another device) the worker first. A
+    /// request that runs a candidate (bench, compare) goes to a sandboxed worker of its own
+    /// that nothing later reuses ([`Worker::candidate_request`]).
     pub(crate) async fn request(
         &self,
         device: Device,
@@ -324,24 +389,87 @@ impl Worker {
         } else {
             device
         };
+        if matches!(request, Request::Bench(_) | Request::Compare(_)) {
+            return self.candidate_request(device, request, timeout).await;
+        }
         let mut state = self.state.lock().await;
         if state.running.as_ref().is_some_and(|r| r.device != device) {
             if let Some(r) = state.running.take() {
                 r.kill().await;
             }
         }
-        if state.running.is_none() {
-            let python = match &state.python {
-                Some(p) => p.clone(),
-                None => {
-                    let p = resolve_python(self.options.python.as_deref())?;
-                    let p = preflight(&p)?;
-                    state.python = Some(p.clone());
-                    p
-                }
-            };
-            state.running = Some(self.spawn(&python, device).await?);
+        let running = match state.running.take() {
+            Some(r) => r,
+            None => {
+                let python = self.python(&mut state)?;
+                let launched = self.launch(&python, device, false)?;
+                self.ready(&mut state, launched).await?
+            }
+        };
+        let (reply, back) = self.exchange(&mut state, running, request, timeout).await;
+        state.running = back;
+        reply
+    }
+
+    /// Runs a candidate's request on a fresh, sandboxed worker: a spare started ahead (its
+    /// imports done while the previous candidate was judged), a new spare launched at once
+    /// for the next candidate, and the worker retired after its reply, so nothing a candidate
+    /// leaves behind (a swapped function, a thread, a timer, a daemon) reaches the next.
+    async fn candidate_request(
+        &self,
+        device: Device,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<ReplyBody, WorkerError> {
+        let mut state = self.state.lock().await;
+        let python = self.python(&mut state)?;
+        while state.spares.front().is_some_and(|r| r.device != device) {
+            if let Some(r) = state.spares.pop_front() {
+                r.retire().await;
+            }
         }
+        let launched = match state.spares.pop_front() {
+            Some(r) => r,
+            None => self.launch(&python, device, true)?,
+        };
+        let running = self.ready(&mut state, launched).await?;
+        // the next candidate's worker imports while this one is judged (launched only now
+        // that this one is ready: two imports at once would each take twice as long on a
+        // machine of few cores)
+        if state.spares.is_empty() {
+            match self.launch(&python, device, true) {
+                Ok(spare) => state.spares.push_back(spare),
+                Err(e) => tracing::debug!("no spare bench worker: {e}"),
+            }
+        }
+        state.last_candidate_hello = Some(running.hello.clone());
+        let (reply, back) = self.exchange(&mut state, running, request, timeout).await;
+        if let Some(r) = back {
+            r.retire().await;
+        }
+        reply
+    }
+
+    /// The interpreter, resolved and checked once.
+    fn python(&self, state: &mut State) -> Result<PathBuf, WorkerError> {
+        if let Some(p) = &state.python {
+            return Ok(p.clone());
+        }
+        let p = preflight(&resolve_python(self.options.python.as_deref())?)?;
+        state.python = Some(p.clone());
+        Ok(p)
+    }
+
+    /// Sends `request` to `running` and reads its reply within `timeout`. Returns the reply
+    /// and the worker when it can serve again (not after a timeout, a crash, a stray line or
+    /// a reply that asked for a restart: those are killed or reaped here).
+    async fn exchange(
+        &self,
+        state: &mut State,
+        mut running: Running,
+        request: Request,
+        timeout: Duration,
+    ) -> (Result<ReplyBody, WorkerError>, Option<Running>) {
         let id = state.next_id;
         state.next_id += 1;
         let nonce = nonce(id);
@@ -350,12 +478,17 @@ impl Worker {
             nonce: nonce.clone(),
             request,
         };
-        let mut line = serde_json::to_string(&envelope).map_err(|e| WorkerError::Protocol {
-            message: e.to_string(),
-        })?;
+        let mut line = match serde_json::to_string(&envelope) {
+            Ok(l) => l,
+            Err(e) => {
+                let error = WorkerError::Protocol {
+                    message: e.to_string(),
+                };
+                return (Err(error), Some(running));
+            }
+        };
         line.push('\n');
         tracing::trace!(%line, "request to the bench worker");
-        let running = state.running.as_mut().expect("started above");
         let written = async {
             running.stdin.write_all(line.as_bytes()).await?;
             running.stdin.flush().await
@@ -370,20 +503,20 @@ impl Worker {
         };
         match read {
             Err(_elapsed) => {
-                let r = state.running.take().expect("running");
-                let (_status, stderr_tail) = r.kill().await;
-                Err(WorkerError::Timeout {
+                let (_status, stderr_tail) = running.kill().await;
+                let error = WorkerError::Timeout {
                     limit_s: timeout.as_secs_f64(),
                     stderr_tail,
-                })
+                };
+                (Err(error), None)
             }
             Ok(Err(_)) | Ok(Ok(0)) => {
-                let r = state.running.take().expect("running");
-                let (status, stderr_tail) = r.reap().await;
-                Err(WorkerError::Crashed {
+                let (status, stderr_tail) = running.reap().await;
+                let error = WorkerError::Crashed {
                     status,
                     stderr_tail,
-                })
+                };
+                (Err(error), None)
             }
             Ok(Ok(_)) => {
                 tracing::trace!(line = %reply_line.trim_end(), "reply from the bench worker");
@@ -391,30 +524,39 @@ impl Worker {
                 match reply {
                     Ok(reply) if reply.id == id && reply.nonce == nonce => {
                         if reply.restart {
-                            if let Some(r) = state.running.take() {
-                                tracing::debug!(pid = r.pid, "bench worker asked to be restarted");
-                                r.reap().await;
-                            }
+                            tracing::debug!(
+                                pid = running.pid,
+                                "bench worker asked to be restarted"
+                            );
+                            running.reap().await;
+                            return (Ok(reply.body), None);
                         }
-                        Ok(reply.body)
+                        (Ok(reply.body), Some(running))
                     }
                     _ => {
-                        if let Some(r) = state.running.take() {
-                            r.kill().await;
-                        }
-                        Err(WorkerError::Protocol {
+                        running.kill().await;
+                        let error = WorkerError::Protocol {
                             message: format!(
                                 "a line on the reply channel is not the reply to request {id}: `{}`",
                                 reply_line.trim_end().chars().take(200).collect::<String>()
                             ),
-                        })
+                        };
+                        (Err(error), None)
                     }
                 }
             }
         }
     }
 
-    async fn spawn(&self, python: &Path, device: Device) -> Result<Running, WorkerError> {
+    /// Starts a worker process without waiting for it to be ready ([`Worker::ready`] does);
+    /// `sandboxed` for a candidate's worker (a scratch folder, the sandbox, the memory limit
+    /// on the CPU).
+    fn launch(
+        &self,
+        python: &Path,
+        device: Device,
+        sandboxed: bool,
+    ) -> Result<Running, WorkerError> {
         let program = &self.options.program;
         if std::env::var_os(env::PYTHON).is_some() {
             // This process was itself started as a worker (the parent sets env::PYTHON for
@@ -436,7 +578,13 @@ impl Worker {
             Device::Cuda => "cuda",
             Device::Cpu => "cpu",
         };
-        let mut cmd = tokio::process::Command::new(&program.exe);
+        // a candidate's worker runs in its scratch folder: relative paths made absolute first
+        let exe = if program.exe.components().count() > 1 {
+            std::path::absolute(&program.exe)?
+        } else {
+            program.exe.clone()
+        };
+        let mut cmd = tokio::process::Command::new(&exe);
         cmd.args(&program.args)
             .env(env::PYTHON, python)
             .env(env::DEVICE, device_name)
@@ -450,13 +598,46 @@ impl Worker {
             None => (Catalogue::builtin(), &[][..]),
         };
         cmd.env(env::CATALOGUE, catalogue.to_json());
-        match std::env::join_paths(modules) {
+        let modules = modules
+            .iter()
+            .map(std::path::absolute)
+            .collect::<Result<Vec<_>, _>>()?;
+        match std::env::join_paths(&modules) {
             Ok(joined) if !modules.is_empty() => cmd.env(env::REGISTRY, joined),
             _ => cmd.env_remove(env::REGISTRY),
         };
-        match self.memory_limit_mb {
+        // a candidate's worker on the CPU: the address space limited to the machine's memory
+        // at most, so a runaway allocation fails inside Python instead of swapping the host
+        let memory_limit_mb = match self.memory_limit_mb {
+            None if sandboxed && device == Device::Cpu => physical_memory_mb(),
+            limit => limit,
+        };
+        match memory_limit_mb {
             Some(mb) => cmd.env(env::MEMORY_LIMIT_MB, mb.to_string()),
             None => cmd.env_remove(env::MEMORY_LIMIT_MB),
+        };
+        let scratch = if sandboxed {
+            let parent =
+                crate::private_temp_dir("scratch").map_err(|message| WorkerError::Startup {
+                    message,
+                    stderr_tail: String::new(),
+                })?;
+            let dir = tempfile::Builder::new()
+                .prefix("candidate-")
+                .tempdir_in(&parent)?;
+            let spec = sandbox::Spec {
+                scratch: dir.path().to_path_buf(),
+                namespaces: self.sandbox.namespaces,
+                max_file_size_mb: self.sandbox.max_file_size_mb,
+            };
+            let spec = serde_json::to_string(&spec).map_err(|e| WorkerError::Protocol {
+                message: e.to_string(),
+            })?;
+            cmd.env(env::SANDBOX, spec).current_dir(dir.path());
+            Some(dir)
+        } else {
+            cmd.env_remove(env::SANDBOX);
+            None
         };
         if device == Device::Cpu {
             // before triton is imported; the harness sets it too
@@ -504,7 +685,7 @@ impl Worker {
                 }
             }
         });
-        let mut running = Running {
+        Ok(Running {
             child,
             stdin,
             stdout: BufReader::new(stdout),
@@ -520,7 +701,14 @@ impl Worker {
                 import_s: 0.0,
                 warning: None,
             },
-        };
+            scratch,
+        })
+    }
+
+    /// Waits for a launched worker's hello (torch, triton and the harness imported); the
+    /// start-up is not counted in any request's deadline.
+    async fn ready(&self, state: &mut State, mut running: Running) -> Result<Running, WorkerError> {
+        let pid = running.pid;
         let mut line = String::new();
         let read =
             tokio::time::timeout(self.startup_timeout, running.stdout.read_line(&mut line)).await;
@@ -542,7 +730,9 @@ impl Worker {
         match hello {
             Ok(h) if h.error.is_none() => {
                 if let Some(w) = &h.warning {
-                    tracing::warn!("bench worker: {w}");
+                    if state.warned.insert(w.clone()) {
+                        tracing::warn!("bench worker: {w}");
+                    }
                 }
                 tracing::debug!(pid, device = %h.device, name = %h.device_name, import_s = h.import_s, "bench worker ready");
                 running.hello = h;
@@ -565,6 +755,20 @@ impl Worker {
             }
         }
     }
+}
+
+/// The machine's memory in MB (2²⁰ B), from `/proc/meminfo`; `None` where it cannot be read.
+fn physical_memory_mb() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024)
 }
 
 fn nonce(id: u64) -> String {

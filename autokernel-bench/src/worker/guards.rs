@@ -1,6 +1,9 @@
 //! The tamper guards: Rust's own references to what the judge relies on, taken before any
 //! candidate loads, and the identity check that finds what a candidate replaced.
 //!
+//! Every guarded Python function is checked by identity and by its code object and
+//! defaults ([`FnParts`]), dunders included where they are callables.
+//!
 //! Three kinds of guard, all named by the harness when it starts: single objects
 //! (`harness.guarded_names`: the harness's own functions and the library functions it
 //! calls), whole namespaces (`harness.guarded_namespaces`: every callable of `torch`,
@@ -14,8 +17,8 @@ use pyo3::prelude::*;
 
 /// What a candidate must leave as it found it, as it was before any candidate ran.
 pub(super) struct Guards {
-    /// (dotted name, object) pairs re-checked by identity after each candidate.
-    objects: Vec<(String, Py<PyAny>)>,
+    /// (dotted name, object, its function parts) re-checked by identity after each candidate.
+    objects: Vec<(String, Py<PyAny>, Option<FnParts>)>,
     /// Whole namespaces snapshotted before any candidate (see `guarded_namespaces`).
     namespaces: Vec<Namespace>,
     /// Modes and library kernels present before any candidate.
@@ -38,7 +41,8 @@ impl Guards {
         let mut objects = Vec::new();
         for n in names {
             let obj = resolve_dotted(py, &n)?;
-            objects.push((n, obj.unbind()));
+            let parts = FnParts::of(&obj);
+            objects.push((n, obj.unbind(), parts));
         }
         #[derive(serde::Deserialize)]
         struct Space {
@@ -70,11 +74,12 @@ impl Guards {
         let mut out: Vec<String> = self
             .objects
             .iter()
-            .filter(|(name, obj)| match resolve_dotted(py, name) {
-                Ok(now) => !now.is(obj),
-                Err(_) => true,
+            .filter_map(|(name, obj, parts)| match resolve_dotted(py, name) {
+                Ok(now) if !now.is(obj) => Some(name.clone()),
+                Ok(now) => FnParts::changed(&now, parts.as_ref())
+                    .then(|| format!("{name} (its code or defaults were replaced)")),
+                Err(_) => Some(name.clone()),
             })
-            .map(|(n, _)| n.clone())
             .collect();
         for ns in &self.namespaces {
             out.extend(ns.changes(py));
@@ -160,6 +165,46 @@ impl StdStreams {
     }
 }
 
+/// The parts of a Python function that a candidate can swap while the function object
+/// stays the same, so that an identity check alone passes: `__code__`, `__defaults__`,
+/// `__kwdefaults__` (of `__func__` for a static or class method). `reference.__code__ =
+/// zeros.__code__` once made the reference agree with an all-zeros kernel.
+struct FnParts([Py<PyAny>; 3]);
+
+impl FnParts {
+    /// The parts of `obj` when it is a Python function (or wraps one); `None` for anything
+    /// else (a C function, a class, data), whose behaviour no attribute assignment changes.
+    fn of(obj: &Bound<'_, PyAny>) -> Option<FnParts> {
+        let has_code = |o: &Bound<'_, PyAny>| o.hasattr("__code__").unwrap_or(false);
+        let function = if has_code(obj) {
+            obj.clone()
+        } else {
+            obj.getattr("__func__").ok().filter(has_code)?
+        };
+        let part = |name: &str| function.getattr(name).ok().map(Bound::unbind);
+        Some(FnParts([
+            part("__code__")?,
+            part("__defaults__")?,
+            part("__kwdefaults__")?,
+        ]))
+    }
+
+    /// Whether `now` (the same object as at the snapshot) has other parts than `then`.
+    fn changed(now: &Bound<'_, PyAny>, then: Option<&FnParts>) -> bool {
+        let Some(then) = then else {
+            return false;
+        };
+        match FnParts::of(now) {
+            Some(parts) => parts
+                .0
+                .iter()
+                .zip(&then.0)
+                .any(|(a, b)| !a.bind(now.py()).is(b)),
+            None => true,
+        }
+    }
+}
+
 /// A namespace's entries as they were before any candidate ran.
 struct Namespace {
     name: String,
@@ -167,8 +212,8 @@ struct Namespace {
     object: Py<PyAny>,
     /// "callables", "all" or "class" (see `harness.guarded_namespaces`).
     scope: String,
-    /// (key, value) of each guarded entry.
-    entries: Vec<(String, Py<PyAny>)>,
+    /// (key, value, its function parts) of each guarded entry.
+    entries: Vec<(String, Py<PyAny>, Option<FnParts>)>,
     /// Number of entries of a class namespace (where a new entry is tampering too).
     len: usize,
 }
@@ -194,13 +239,18 @@ impl Namespace {
             let Ok(key) = key.extract::<String>() else {
                 continue;
             };
+            // dunders too where they are callables (`builtins.__import__`); data dunders
+            // such as `__warningregistry__` legitimately change
             let dunder = key.starts_with("__") && key.ends_with("__");
+            let is_callable = callable.call1((&value,))?.is_truthy()?;
             let keep = match scope {
-                "class" | "all" => scope == "class" || !dunder,
-                _ => !dunder && callable.call1((&value,))?.is_truthy()?,
+                "class" => true,
+                "all" => !dunder || is_callable,
+                _ => is_callable,
             };
             if keep {
-                entries.push((key, value.unbind()));
+                let parts = FnParts::of(&value);
+                entries.push((key, value.unbind(), parts));
             }
         }
         Ok(Namespace {
@@ -224,11 +274,12 @@ impl Namespace {
         let mut out: Vec<String> = self
             .entries
             .iter()
-            .filter(|(key, value)| match map.get_item(key) {
-                Ok(v) => !v.is(value),
-                Err(_) => true,
+            .filter_map(|(key, value, parts)| match map.get_item(key) {
+                Ok(v) if !v.is(value) => Some(format!("{}.{key}", self.name)),
+                Ok(v) => FnParts::changed(&v, parts.as_ref())
+                    .then(|| format!("{}.{key} (its code or defaults were replaced)", self.name)),
+                Err(_) => Some(format!("{}.{key}", self.name)),
             })
-            .map(|(key, _)| format!("{}.{key}", self.name))
             .collect();
         if self.scope == "class" && map.len().map_or(true, |n| n != self.len) {
             out.push(format!("{} (attributes added)", self.name));

@@ -5,7 +5,7 @@
 use std::io::Write;
 
 /// One line on stderr, prefixed so it reads well inside a parent's error message.
-pub(super) fn log(line: &str) {
+pub(crate) fn log(line: &str) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "autokernel-worker: {line}");
 }

@@ -13,6 +13,6 @@ pub(crate) mod client;
 mod execute;
 mod guards;
 mod harness;
-mod log;
+pub(crate) mod log;
 mod plan;
 mod requests;

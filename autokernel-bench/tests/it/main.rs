@@ -2,10 +2,13 @@
 //! interpreter). The worker is the test-only bin `autokernel-bench-worker`.
 
 mod candidates;
+mod code_swaps;
 mod config_reads;
 mod harness_cases;
 mod params;
+mod poisoning;
 mod robustness;
+mod sandbox;
 mod script;
 mod starters;
 mod toy_kind;

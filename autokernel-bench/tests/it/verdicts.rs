@@ -59,6 +59,10 @@ const CASES: [(&str, bool, &str); 9] = [
     ),
 ];
 
+/// Cases whose trick the sandbox's Landlock refuses (where the kernel has it): the refusal
+/// raises at import, a FAIL at load naming `PermissionError`.
+const SANDBOX_REFUSES: &[&str] = &["deletes_itself.py"];
+
 /// `name` from tests/cases/verdicts/, copied into `dir` (one case deletes its own file).
 fn copy_case(dir: &Path, name: &str) -> PathBuf {
     let to = dir.join(name);
@@ -84,11 +88,14 @@ async fn every_trick_is_a_verdict_and_the_next_honest_kernel_passes() {
             Ok(res) => {
                 let kind_ok = match &res.correctness {
                     Correctness::Tamper { .. } => tamper,
-                    Correctness::Fail { .. } => !tamper,
+                    // the sandbox refused what the trick needed: it fails at load
+                    Correctness::Fail { .. } => !tamper || SANDBOX_REFUSES.contains(&name),
                     _ => false,
                 };
                 let reason = res.correctness.reason().unwrap_or_default();
-                if !kind_ok || !reason.contains(fragment) {
+                let refused =
+                    SANDBOX_REFUSES.contains(&name) && reason.contains("Permission denied");
+                if !kind_ok || !(reason.contains(fragment) || refused) {
                     wrong.push(format!("{name}: {:?}", res.correctness));
                 }
             }
@@ -105,8 +112,8 @@ async fn every_trick_is_a_verdict_and_the_next_honest_kernel_passes() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// A kernel that deletes its own file at import deletes only the private copy it was
-/// loaded from: the file itself is still there, so it can be benched again and compared
+/// A kernel that deletes its own file at import deletes at most the private copy it was
+/// loaded from (none under the sandbox): the file itself is still there, so it can be benched again and compared
 /// head to head, twice, with the starter (it deleted the file itself before).
 #[tokio::test]
 async fn a_kernel_that_deletes_its_file_leaves_later_benches_and_head_to_heads_working() {
@@ -115,8 +122,12 @@ async fn a_kernel_that_deletes_its_file_leaves_later_benches_and_head_to_heads_w
     let b = PyWorkerBenchmarker::with_worker(worker());
     for _ in 0..2 {
         let r = bench(&b, &path, true, 120).await;
+        // TAMPER where it could remove its copy; where the sandbox refused, a FAIL at load
+        // and a head-to-head that says it does not load (the file untouched either way)
+        let refused = matches!(&r.correctness,
+            Correctness::Fail { reason, .. } if reason.contains("Permission denied"));
         assert!(
-            matches!(r.correctness, Correctness::Tamper { .. }),
+            matches!(r.correctness, Correctness::Tamper { .. }) || refused,
             "{:?}",
             r.correctness
         );
@@ -132,9 +143,12 @@ async fn a_kernel_that_deletes_its_file_leaves_later_benches_and_head_to_heads_w
                 params: Default::default(),
                 timeout: Duration::from_secs(120),
             })
-            .await
-            .expect("a head-to-head with a kernel that deleted its copy");
-        assert_eq!(c.repetitions, 2);
+            .await;
+        match c {
+            Ok(c) => assert_eq!(c.repetitions, 2),
+            Err(e) if refused => assert!(e.to_string().contains("does not load"), "{e}"),
+            Err(e) => panic!("a head-to-head with a kernel that deleted its copy: {e}"),
+        }
         assert!(path.exists(), "the kernel file itself was deleted");
     }
 }

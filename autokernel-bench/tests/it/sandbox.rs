@@ -1,0 +1,159 @@
+//! The sandbox of a candidate's worker (issue 21, point 5): no network, no write outside
+//! its scratch folder, no process outliving the evaluation. Each case is a softmax kernel
+//! that computes the right answer and tries one thing at import
+//! (`tests/cases/sandbox/`, see its README); before the sandbox each got through.
+
+use std::io::Read;
+use std::net::TcpListener;
+
+use autokernel_bench::{PyWorkerBenchmarker, SandboxOptions, Worker};
+
+use super::*;
+
+/// `tests/cases/<area>/<name>` written into `dir` with each `(placeholder, value)` put in.
+pub fn case_with(dir: &Path, area: &str, name: &str, values: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(cases_dir(area).join(name)).expect("read a case file");
+    for (placeholder, value) in values {
+        text = text.replace(placeholder, value);
+    }
+    write(dir, name, &text)
+}
+
+/// A benchmarker whose candidates' workers use `options`.
+fn sandboxed(options: SandboxOptions) -> PyWorkerBenchmarker {
+    let worker = Worker::new(super::options())
+        .with_memory_limit_mb(12 * 1024)
+        .with_sandbox(options);
+    PyWorkerBenchmarker::with_worker(std::sync::Arc::new(worker))
+}
+
+/// Benches `connects_to_localhost.py` against a listener of the test's own and returns
+/// what reached it (nothing, when the sandbox holds).
+async fn what_reached_the_listener(options: SandboxOptions) -> Option<String> {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a local listener");
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let path = case_with(
+        dir.path(),
+        "sandbox",
+        "connects_to_localhost.py",
+        &[("@PORT@", &port)],
+    );
+    let r = bench(&sandboxed(options), &path, true, 120).await;
+    // the kernel is right: whether it reached out changes nothing in its verdict
+    assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+    // a connection made at import waits in the backlog (accepted or not by then)
+    match listener.accept() {
+        Ok((mut stream, _)) => {
+            stream.set_nonblocking(false).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut got = String::new();
+            let _ = stream.read_to_string(&mut got);
+            Some(format!("a connection: {got:?}"))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+        Err(e) => panic!("accept failed: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn a_candidate_cannot_connect_to_a_local_port() {
+    let reached = what_reached_the_listener(SandboxOptions::default()).await;
+    assert_eq!(reached, None, "the candidate reached the test's listener");
+}
+
+/// The fallback without namespaces (seccomp refuses inet sockets), forced.
+#[tokio::test]
+async fn a_candidate_cannot_connect_to_a_local_port_without_namespaces_either() {
+    let options = SandboxOptions {
+        namespaces: false,
+        ..SandboxOptions::default()
+    };
+    let reached = what_reached_the_listener(options).await;
+    assert_eq!(reached, None, "the candidate reached the test's listener");
+}
+
+/// A file the test owns (standing for the workspace's `results.tsv`) is neither appended to
+/// nor joined by a new file beside it.
+#[tokio::test]
+async fn a_candidate_cannot_write_outside_its_scratch_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let owned = dir.path().join("results.tsv");
+    let before = "experiment\ttimestamp\n1\t2026-12-01T00:00:00Z\n";
+    std::fs::write(&owned, before).unwrap();
+    let path = case_with(
+        dir.path(),
+        "sandbox",
+        "writes_outside_scratch.py",
+        &[("@TARGET@", owned.to_str().unwrap())],
+    );
+    let r = bench(&sandboxed(SandboxOptions::default()), &path, true, 120).await;
+    assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+    assert_eq!(std::fs::read_to_string(&owned).unwrap(), before);
+    assert!(
+        !dir.path().join("results.tsv.planted").exists(),
+        "the candidate created a file outside its scratch folder"
+    );
+}
+
+/// The processes whose command line holds `marker`, killed (so a failing run leaves none).
+fn kill_processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(marker) {
+            // SAFETY: kill with a pid read from /proc; at worst it is gone already.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            found.push(format!("{pid}: {cmdline}"));
+        }
+    }
+    found
+}
+
+/// Benches `leaves_a_daemon.py` and returns the daemons alive once `bench` returned.
+async fn daemons_left(options: SandboxOptions) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    // a number of seconds no other process uses: `sleep 1000.<pid><nanos>`
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let marker = format!("1000.{}{nanos}", std::process::id());
+    let path = case_with(
+        dir.path(),
+        "sandbox",
+        "leaves_a_daemon.py",
+        &[("@MARKER@", &marker)],
+    );
+    let b = sandboxed(options);
+    let r = bench(&b, &path, true, 120).await;
+    assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+    // the benchmarker (and its spare worker) still alive: only the evaluation is over
+    let left = kill_processes_with(&marker);
+    drop(b);
+    left
+}
+
+#[tokio::test]
+async fn a_setsid_grandchild_does_not_outlive_the_evaluation() {
+    let left = daemons_left(SandboxOptions::default()).await;
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+/// The fallback without namespaces (a subreaper kills what the worker left), forced.
+#[tokio::test]
+async fn a_setsid_grandchild_does_not_outlive_the_evaluation_without_namespaces_either() {
+    let options = SandboxOptions {
+        namespaces: false,
+        ..SandboxOptions::default()
+    };
+    let left = daemons_left(options).await;
+    assert!(left.is_empty(), "still running: {left:?}");
+}
