@@ -420,7 +420,9 @@ fn sigterm_during_the_verification_cuts_it_short_and_says_so() {
         &ws,
         target,
         &format!(
-            "{source}\n\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import inspect, pathlib, time\n    while any('verify_model' in f.filename for f in inspect.stack()):\n        pathlib.Path({:?}).touch()\n        time.sleep(0.1)\n    return _right(**inputs)\n",
+            // the stack walked by frames, not inspect.stack() (which reads every frame's
+            // source): the judge calls kernel_fn hundreds of times before the verification
+            "{source}\n\n_right = kernel_fn\n\ndef _in_verification():\n    import sys\n    f = sys._getframe()\n    while f is not None:\n        if 'verify_model' in f.f_code.co_filename:\n            return True\n        f = f.f_back\n    return False\n\ndef kernel_fn(**inputs):\n    import pathlib, time\n    while _in_verification():\n        pathlib.Path({:?}).touch()\n        time.sleep(0.1)\n    return _right(**inputs)\n",
             hanging.display().to_string()
         ),
     );
