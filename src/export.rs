@@ -195,18 +195,22 @@ pub fn export(ws: &Workspace, options: &ExportOptions) -> anyhow::Result<Exporte
             out.display()
         )
     })?;
-    let left_out = v
-        .excluded
-        .iter()
-        .filter(|e| !v.included.contains(&e.target))
-        .cloned()
-        .collect();
+    let left_out = left_out(&v);
     Ok(Exported {
         package,
         dir: out.clone(),
         targets: targets.into_iter().map(|t| t.id).collect(),
         left_out,
     })
+}
+
+/// The plan's targets the verification left out of the model, with its reasons.
+fn left_out(v: &Verification) -> Vec<Excluded> {
+    v.excluded
+        .iter()
+        .filter(|e| !v.included.contains(&e.target))
+        .cloned()
+        .collect()
 }
 
 /// Whether `out` holds an earlier export to replace (`Ok(true)`), is free (`Ok(false)`:
@@ -302,7 +306,7 @@ fn write_package(
             "modes": v.modes,
         },
         "targets": entries,
-        "left_out": v.excluded.iter().filter(|e| !v.included.contains(&e.target)).collect::<Vec<_>>(),
+        "left_out": left_out(v),
     });
     let catalogue = autokernel_core::Catalogue::builtin().to_json();
     let pyproject = pyproject_toml(package, &model);
