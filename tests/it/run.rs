@@ -426,13 +426,16 @@ fn sigterm_during_the_verification_cuts_it_short_and_says_so() {
             hanging.display().to_string()
         ),
     );
-    // resumed at its cap: no experiment, straight to the verification
+    // resumed: its one experiment tunes the hanging kernel, so kept or reverted, the best
+    // kernel hangs inside the model
     let out = sigterm_run_once(&ws, 1, "the verification reached the kernel", || {
         hanging.exists()
     });
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");
+    // the judged row counted (set aside, the best would be the starter, which never hangs)
+    assert!(!stderr.contains("set aside"), "{stderr}");
     assert!(
         stderr.contains("SIGTERM: the experiments are over; cutting the verification short"),
         "{stderr}"

@@ -160,9 +160,10 @@ pub fn new_kernel(kind: &str, path: &Path) {
 }
 
 /// Makes `source` the judged best kernel of target `id`, as a run leaves one: committed on
-/// the run branch and logged as a kept PASS row. A kernel can pass the judge at its own
-/// shapes and still break the model (these tests' subject); `verify` plugs in only a
-/// kernel.py the judge passed, so a kernel edited by hand would be left out unjudged.
+/// the run branch, logged as a kept PASS row and noted with that verdict. A kernel can pass
+/// the judge at its own shapes and still break the model (these tests' subject); `verify`
+/// plugs in only a kernel.py the judge passed, so a kernel edited by hand would be left out
+/// unjudged.
 pub fn judged(ws: &Path, id: &str, source: &str) {
     let path = ws.join(format!("targets/{id}/kernel.py"));
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -202,6 +203,20 @@ pub fn judged(ws: &Path, id: &str, source: &str) {
         "{n}\t2026-12-01T22:00:00Z\t{id}\t{kind}\ttest\ta kernel the test made the best\t{commit}\tkeep\tPASS\t1.0\t\t\t\t\t\t0.10\n"
     );
     std::fs::write(&log, text + &row).unwrap();
+    // the verdict the loop records with each commit, or a resume and `report` set the row
+    // aside as one the loop did not write
+    git(
+        ws,
+        &[
+            "notes",
+            "--ref=autokernel",
+            "add",
+            "-f",
+            "-m",
+            &format!("experiment: {n}\ntarget: {id}\ndecision: keep\ncorrectness: PASS\n"),
+            &commit,
+        ],
+    );
 }
 
 /// A workspace of the tiny example with its `top` largest targets planned and one
