@@ -15,7 +15,7 @@ use autokernel_profiler::ImportedTrace;
 use crate::experiments::{run_experiments, Baselines, Experiments, SharedReporter};
 use crate::settings::{self, AgentSettings, LoopSettings};
 use crate::verification::Verification;
-use crate::verify::{verify_workspace, VERIFY_TIMEOUT_S};
+use crate::verify::{verify_workspace, DeployMode, VERIFY_TIMEOUT_S};
 use crate::workspace::{CreatedFolder, ModelIdentity, Workspace};
 use crate::{report, services};
 
@@ -143,6 +143,7 @@ pub struct Job {
     profile_iterations: u32,
     verify: bool,
     verify_timeout: Duration,
+    deploy: Option<DeployMode>,
     reporter: Arc<dyn JobReporter>,
     interrupt: Arc<Interrupt>,
 }
@@ -167,6 +168,7 @@ impl Job {
             profile_iterations: autokernel_profiler::DEFAULT_ITERATIONS,
             verify: true,
             verify_timeout: Duration::from_secs(VERIFY_TIMEOUT_S),
+            deploy: None,
             reporter: Arc::new(NoReporter),
             interrupt: Arc::new(Interrupt::new()),
         }
@@ -239,6 +241,14 @@ impl Job {
         self
     }
 
+    /// The mode the model will be deployed in, whose timings decide which kernels the
+    /// verification keeps ([`DeployMode`]; default: `cudagraph` on a GPU, `eager` on the
+    /// CPU).
+    pub fn deploy(mut self, deploy: Option<DeployMode>) -> Self {
+        self.deploy = deploy;
+        self
+    }
+
     /// Where the loop's progress and the job's steps go.
     pub fn reporter(mut self, reporter: Arc<dyn JobReporter>) -> Self {
         self.reporter = reporter;
@@ -271,6 +281,7 @@ impl Job {
             profile_iterations,
             verify,
             verify_timeout,
+            deploy,
             reporter,
             interrupt,
         } = self;
@@ -302,6 +313,14 @@ impl Job {
         // the device first: a dtype it cannot run is refused before a profile is taken
         let device = services.device_name(&scripts, spec.device).await?;
         tracing::info!(device = %device, gpu = ?services.gpu_name, "bench device");
+        // refused now, not after the experiments: the verification could not run in it
+        if let Some(mode) = deploy.filter(|m| verify && m.gpu_only() && !device.starts_with("cuda"))
+        {
+            bail!(
+                "--deploy {} needs a GPU (CUDA graphs) and this run is on the CPU; use --deploy eager or compile",
+                mode.name()
+            );
+        }
         let saved_plan = ws.load_plan()?;
         let dtype = saved_plan
             .as_ref()
@@ -374,7 +393,7 @@ impl Job {
             // an interrupt now (the loop is over) cuts the verification short and goes on
             // to the report
             let v = tokio::select! {
-                v = verify_workspace(&mut services, &ws, &spec, &targets, &experiments.rows, verify_timeout, None) => Some(v),
+                v = verify_workspace(&mut services, &ws, &spec, &targets, &experiments.rows, verify_timeout, deploy) => Some(v),
                 () = interrupt.stopped() => None,
             };
             reporter.on_step(Step::VerifyingOver);

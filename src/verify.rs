@@ -46,6 +46,10 @@ pub enum DeployMode {
     Cudagraph,
     /// `torch.compile(model)`.
     Compile,
+    /// `torch.compile(model, mode="reduce-overhead")`: compiled, and replayed from CUDA
+    /// graphs (GPU only).
+    #[value(name = "reduce-overhead")]
+    ReduceOverhead,
 }
 
 impl DeployMode {
@@ -55,7 +59,13 @@ impl DeployMode {
             DeployMode::Eager => "eager",
             DeployMode::Cudagraph => "cudagraph",
             DeployMode::Compile => "compile",
+            DeployMode::ReduceOverhead => "reduce-overhead",
         }
+    }
+
+    /// Whether the mode replays CUDA graphs, so it needs a GPU.
+    pub fn gpu_only(self) -> bool {
+        matches!(self, DeployMode::Cudagraph | DeployMode::ReduceOverhead)
     }
 }
 
@@ -196,9 +206,10 @@ pub async fn verify_workspace(
     // a kernel slower than PyTorch at the model's shape is never plugged in (on a GPU: the
     // interpreter's timings on the CPU say nothing about speed)
     let device = services.device_name(&scripts, spec.device).await?;
-    if deploy == Some(DeployMode::Cudagraph) && !device.starts_with("cuda") {
+    if let Some(mode) = deploy.filter(|m| m.gpu_only() && !device.starts_with("cuda")) {
         anyhow::bail!(
-            "--deploy cudagraph needs a GPU (CUDA graphs) and this verification runs on the CPU; use --deploy eager or compile"
+            "--deploy {} needs a GPU (CUDA graphs) and this verification runs on the CPU; use --deploy eager or compile",
+            mode.name()
         );
     }
     let slower = if device.starts_with("cuda") {

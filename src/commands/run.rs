@@ -76,6 +76,11 @@ pub struct RunArgs {
     /// as stale once a kernel changed)
     #[arg(long, help_heading = "Output")]
     pub no_verify: bool,
+    /// The mode you run the model in, whose timings decide which kernels the verification
+    /// keeps: eager, cudagraph, compile or reduce-overhead (torch.compile's) [default:
+    /// cudagraph on a GPU, eager on the CPU]
+    #[arg(long, value_enum, value_name = "MODE", help_heading = "Output")]
+    pub deploy: Option<autokernel::verify::DeployMode>,
     /// Print the summary as one JSON object on stdout (progress stays on stderr)
     #[arg(long, help_heading = "Output")]
     pub json: bool,
@@ -121,6 +126,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         .loop_settings(args.experiments.settings())
         .profile_iterations(args.model.iterations)
         .verify(!args.no_verify)
+        .deploy(args.deploy)
         .reporter(progress.clone())
         .interrupt(interrupt.clone());
     if let Some(top) = args.top {

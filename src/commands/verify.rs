@@ -55,8 +55,8 @@ pub struct VerifyArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// The mode you run the model in, whose timings decide which kernels go in (a kernel
-    /// that loses in eager mode can win inside a CUDA graph) [default: cudagraph on a GPU,
-    /// eager on the CPU]
+    /// that loses in eager mode can win inside a CUDA graph): eager, cudagraph, compile or
+    /// reduce-overhead (torch.compile's) [default: cudagraph on a GPU, eager on the CPU]
     #[arg(long, value_enum, value_name = "MODE")]
     pub deploy: Option<DeployMode>,
     /// Print the result as JSON

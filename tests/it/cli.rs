@@ -581,6 +581,34 @@ fn a_model_that_is_not_an_nn_module_or_a_file_as_a_module_path_is_explained() {
     );
 }
 
+/// A deploy mode that replays CUDA graphs cannot be verified on the CPU: `run` says so
+/// before the experiments (not after them, when the verification would fail) and leaves no
+/// workspace.
+#[test]
+fn a_gpu_deploy_mode_on_the_cpu_is_refused_before_the_experiments() {
+    for mode in ["cudagraph", "reduce-overhead"] {
+        let (_keep, ws) = tempdir();
+        let w = ws.to_str().unwrap();
+        let (code, err) = stderr_of(&[
+            "run",
+            "--example",
+            "tiny",
+            "--device",
+            "cpu",
+            "--deploy",
+            mode,
+            "-w",
+            w,
+        ]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(
+            err.contains(&format!("--deploy {mode} needs a GPU")) && !err.contains("experiment 1"),
+            "{err}"
+        );
+        assert!(!ws.exists(), "the refused run left {}", ws.display());
+    }
+}
+
 /// bfloat16 cannot run on the CPU: `run` and `tune` say so before they profile or create
 /// anything (a workspace made first would be left planned in a dtype it cannot run).
 #[test]
