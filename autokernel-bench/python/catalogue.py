@@ -496,9 +496,11 @@ def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mod
         rows, cols = dims
         params = params or {}
         # Constant rows: var = 0 makes (x − mean)·rsqrt(var + eps) amplify the rounding of
-        # the mean by 1/√eps ≈ 316 in layernorm; constants of ~1e-2 keep that far below the
-        # float32 tolerance for any correct kernel (the exact output is the bias).
-        const = 1e-2 if kind == "layernorm" else 1.0
+        # the mean by 1/√eps (≈ 316 at the default eps 1e-5, 10⁶ at BERT's 1e-12); constants
+        # of ~1e-2·√(eps / 1e-5) keep that far below the float32 tolerance for any correct
+        # kernel (the exact output is the bias).
+        eps = float(params.get("eps", 1e-5))
+        const = 1e-2 * min(1.0, math.sqrt(eps / 1e-5)) if kind == "layernorm" else 1.0
         x = _data(g, [rows, cols], mode, large=large, const=const)
         w = _weight(g, cols)
         t = {"x": x, "weight": w}

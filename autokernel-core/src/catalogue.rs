@@ -195,6 +195,29 @@ impl PartialEq for KindSpec {
 }
 
 impl KindSpec {
+    /// `shape` (one of the kind's own, as [`KindSpec::shapes`] gives them) made valid for
+    /// the target's `params`: each dim that a given whole-number parameter must divide
+    /// ([`ParamSpec::divides`]) rounded up to its next multiple (flash_attention's edge
+    /// shape 1×3×37×64 judged with `kv_heads` 2 has 4 heads). Other shapes come back as
+    /// they are; the shapes a model hands over are already valid and never fitted.
+    pub fn fit_shape(&self, shape: &Shape, params: &Params) -> Shape {
+        let mut dims = shape.0.clone();
+        for p in &self.params {
+            let (Some(dim), Some(k)) = (
+                p.divides.as_deref(),
+                params.get(&p.name).and_then(serde_json::Value::as_u64),
+            ) else {
+                continue;
+            };
+            if let (Some(i), true) = (self.dim_names.iter().position(|d| d == dim), k > 0) {
+                if let Some(d) = dims.get_mut(i) {
+                    *d = d.div_ceil(k) * k;
+                }
+            }
+        }
+        Shape(dims)
+    }
+
     /// The shapes of `set`.
     pub fn shapes(&self, set: ShapeSet) -> &[Shape] {
         match set {
@@ -732,7 +755,8 @@ mod builtin {
                 Value::Null,
                 "heads of K and V, dividing heads (grouped-query attention: Q head h reads \
                  K/V head h / (heads / kv_heads)); unset (null): heads",
-            ),
+            )
+            .dividing("heads"),
             ParamSpec::new(
                 "has_mask",
                 ParamType::Bool,

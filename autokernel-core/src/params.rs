@@ -58,6 +58,11 @@ pub struct ParamSpec {
     /// One line: what it means, with the source of each variant.
     #[serde(default)]
     pub doc: String,
+    /// The dim (of the kind's `dim_names`) that a whole-number value must divide
+    /// (flash_attention's `kv_heads` divides `heads`); the judge's own shapes are fitted to
+    /// it ([`crate::catalogue::KindSpec::fit_shape`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub divides: Option<String>,
 }
 
 impl ParamSpec {
@@ -68,7 +73,14 @@ impl ParamSpec {
             ty,
             default,
             doc: doc.into(),
+            divides: None,
         }
+    }
+
+    /// The same parameter, whose value must divide the dim `dim`.
+    pub fn dividing(mut self, dim: &str) -> Self {
+        self.divides = Some(dim.into());
+        self
     }
 
     /// What the parameter accepts, in words: "a number above 0", "true or false",

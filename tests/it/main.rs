@@ -8,6 +8,7 @@ mod export;
 mod hf_attention;
 mod hf_matmul;
 mod hf_mlp;
+mod hf_models;
 mod hf_norms;
 mod hf_rotary;
 mod inputs;

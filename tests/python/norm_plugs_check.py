@@ -4,7 +4,9 @@ plugged in by the target's params (run by tests/it/hf_norms.rs).
 argv: CHECK OPS_DIR ROOT. OPS_DIR holds catalogue.py and catalogue.json as autokernel
 writes them; ROOT is the repository. CHECK is `plugged` (each model's norm plugged in at
 the params its config gives, the output within tolerance) or `wrong_eps` (a kernel that
-computes another eps is left out by the plug check, with the error). Prints `ok`.
+computes another eps is left out by the plug check, with the error), or `constant_rows` (the
+judge's constant rows at a tiny eps leave a correct kernel's rounding within tolerance).
+Prints `ok`.
 """
 
 import os
@@ -75,6 +77,23 @@ elif CHECK == "wrong_eps":
     (entry,) = r["excluded"]
     assert entry["broken"] and entry["reason"].startswith(
         "plug check failed: differs from LlamaRMSNorm's own forward by"), entry
+elif CHECK == "constant_rows":
+    import torch
+
+    cat = sys.modules["catalogue"]
+    # the judge's constant rows at BERT's eps: a layernorm whose mean is one float32 rounding
+    # off (a correct kernel's worst) must stay within the float32 tolerance (atol 1e-4 at
+    # outputs ~1), though (x − mean)·rsqrt(eps) magnifies that rounding 10⁶× at eps 1e-12
+    for eps in (1e-5, 1e-12):
+        t = cat.make_inputs("layernorm", [8, 128], torch.float32, "cpu", 7, mode="constant",
+                            params={"eps": eps, "has_bias": True})
+        x, w, b = t["x"].double(), t["weight"].double(), t["bias"].double()
+        mean = x.mean(-1, keepdim=True)
+        off = mean * (1 + 2.0 ** -23)  # one float32 rounding of the mean
+        exact = (x - mean) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * w + b
+        rounded = (x - off) * torch.rsqrt(((x - off) ** 2).mean(-1, keepdim=True) + eps) * w + b
+        worst = (rounded - exact).abs().max().item()
+        assert worst < 1e-5, (eps, worst)
 else:
     raise SystemExit(f"unknown check {CHECK}")
 print("ok")

@@ -159,13 +159,14 @@ pub(super) fn bench(
     }
     // the request's parameters, checked against the kind the file declared: a wrong name
     // or value is the caller's mistake, not a verdict on the kernel
-    let params = match spec.resolve_params(&job.params) {
-        Ok(p) => serde_json::to_string(&p).map_err(|e| Failure::Harness(e.to_string()))?,
+    let resolved = match spec.resolve_params(&job.params) {
+        Ok(p) => p,
         Err(e) => {
             let _ = h.func(py, "unload").call1((&cand,));
             return Err(Failure::Harness(e.to_string()));
         }
     };
+    let params = serde_json::to_string(&resolved).map_err(|e| Failure::Harness(e.to_string()))?;
     result.kind = kind.parse().ok();
     result.stages.push(StageReport {
         stage: Stage::Load,
@@ -187,7 +188,7 @@ pub(super) fn bench(
         restart: false,
         stages: std::mem::take(&mut result.stages),
     };
-    let verdict = plan::plan(spec, job, h.on_gpu())
+    let verdict = plan::plan(spec, job, &resolved, h.on_gpu())
         .map_err(Failure::Harness)
         .and_then(|plan| run.execute(&plan, job));
     let _ = h.func(py, "unload").call1((&cand,));

@@ -7,7 +7,7 @@
 //! (the tests at the bottom), for example "every stability mode also runs at the timing
 //! shape" or "`--quick` keeps masked rows at the timing shape".
 
-use autokernel_core::{DType, KindSpec, Shape, ShapeSet, Stage};
+use autokernel_core::{DType, KindSpec, Params, Shape, ShapeSet, Stage};
 
 use crate::protocol::BenchJob;
 
@@ -114,17 +114,30 @@ impl Plan {
     }
 }
 
-/// The plan of a bench request for a candidate of `kind`, on a GPU when `on_gpu` (else the
-/// CPU with Triton's interpreter).
+/// The plan of a bench request for a candidate of `kind` with the target's resolved
+/// `params`, on a GPU when `on_gpu` (else the CPU with Triton's interpreter). The kind's own
+/// shapes are fitted to the params ([`KindSpec::fit_shape`]: a grouped-query target's heads
+/// a multiple of its `kv_heads`).
 ///
 /// # Errors
 /// A message when the job asks for what cannot run: an extra shape or the timing shape of
 /// the wrong rank for `kind`, or a bfloat16 timing on the CPU ([`check_request`]).
-pub(crate) fn plan(kind: &KindSpec, job: &BenchJob, on_gpu: bool) -> Result<Plan, String> {
+pub(crate) fn plan(
+    kind: &KindSpec,
+    job: &BenchJob,
+    params: &Params,
+    on_gpu: bool,
+) -> Result<Plan, String> {
     for s in &job.extra_shapes {
         check_request(kind, s, DType::Float32, on_gpu)?;
     }
-    let set = kind.shapes(if on_gpu { ShapeSet::Gpu } else { ShapeSet::Cpu });
+    let fitted = |set: ShapeSet| -> Vec<Shape> {
+        kind.shapes(set)
+            .iter()
+            .map(|s| kind.fit_shape(s, params))
+            .collect()
+    };
+    let set = &fitted(if on_gpu { ShapeSet::Gpu } else { ShapeSet::Cpu })[..];
     let (timing_shape, timing_dtype) = match &job.timing {
         Some((s, d)) => (s.clone(), *d),
         None => (
@@ -142,7 +155,7 @@ pub(crate) fn plan(kind: &KindSpec, job: &BenchJob, on_gpu: bool) -> Result<Plan
     };
     check_request(kind, &timing_shape, timing_dtype, on_gpu)?;
 
-    let small = kind.shapes(ShapeSet::Cpu)[0].clone();
+    let small = fitted(ShapeSet::Cpu)[0].clone();
     let dtypes = judged_dtypes(kind.dtypes(on_gpu).to_vec(), &job.dtypes);
     let quick = job.quick;
     let sweep_dtypes: Vec<DType> = if quick {
@@ -186,7 +199,7 @@ pub(crate) fn plan(kind: &KindSpec, job: &BenchJob, on_gpu: bool) -> Result<Plan
     } else {
         &InputMode::STABILITY
     };
-    let all_edge_shapes = kind.shapes(ShapeSet::Edge);
+    let all_edge_shapes = &fitted(ShapeSet::Edge)[..];
     // Every mode at set[0] and at the timing shape, whose paths set[0] may never reach:
     // the softmax starter's shared-memory rows (4096×50257 on a GPU) once lost float32's
     // `large` rows to rounding in the exponent, where set[0]'s rows, held in registers,
@@ -351,9 +364,36 @@ mod tests {
         out
     }
 
+    /// A grouped-query target (kv_heads 2) is judged at the kind's shapes with their heads
+    /// rounded up to a multiple of 2 (the edge shape's 3 heads: 4), every other dim as it
+    /// was; without the parameter the shapes are the catalogue's.
+    #[test]
+    fn the_kinds_own_shapes_are_fitted_to_a_grouped_query_targets_kv_heads() {
+        let kind = KernelKind::FlashAttention.spec();
+        let every_shape = |p: &Plan| -> Vec<Shape> {
+            p.stages
+                .iter()
+                .flat_map(|s| s.cases.iter().map(|c| c.shape.clone()))
+                .collect()
+        };
+        let plain = plan(kind, &job(), &Params::new(), false).unwrap();
+        assert!(every_shape(&plain).contains(&shape(&[1, 3, 37, 64])));
+        let gqa: Params = [("kv_heads".to_string(), serde_json::json!(2))].into();
+        let fitted = plan(kind, &job(), &gqa, false).unwrap();
+        let shapes = every_shape(&fitted);
+        assert!(shapes.contains(&shape(&[1, 4, 37, 64])), "{shapes:?}");
+        assert!(shapes.iter().all(|s| s.0[1] % 2 == 0), "{shapes:?}");
+        // the same cases, one for one, only the heads changed
+        assert_eq!(every_shape(&plain).len(), shapes.len());
+        for (a, b) in every_shape(&plain).iter().zip(&shapes) {
+            assert_eq!((a.0[0], a.0[2], a.0[3]), (b.0[0], b.0[2], b.0[3]));
+            assert_eq!(b.0[1], a.0[1].div_ceil(2) * 2);
+        }
+    }
+
     #[test]
     fn stages_run_in_order_and_integrity_rechecks_the_timing_point() {
-        let p = plan(KernelKind::Layernorm.spec(), &job(), false).unwrap();
+        let p = plan(KernelKind::Layernorm.spec(), &job(), &Params::new(), false).unwrap();
         let order: Vec<Stage> = p.stages.iter().map(|s| s.stage).collect();
         assert_eq!(
             order,
@@ -402,22 +442,22 @@ mod tests {
         let kind = KernelKind::Softmax;
         let cpu0 = kind.shapes(ShapeSet::Cpu)[0].clone();
         let gpu0 = kind.shapes(ShapeSet::Gpu)[0].clone();
-        let p = plan(kind.spec(), &job(), false).unwrap();
+        let p = plan(kind.spec(), &job(), &Params::new(), false).unwrap();
         assert_eq!((p.timing_shape, p.timing_dtype), (cpu0, DType::Float32));
-        let p = plan(kind.spec(), &job(), true).unwrap();
+        let p = plan(kind.spec(), &job(), &Params::new(), true).unwrap();
         assert_eq!((p.timing_shape, p.timing_dtype), (gpu0, DType::Float16));
 
         let mut j = job();
         j.extra_shapes = vec![shape(&[3, 300]), shape(&[5, 500])];
         j.dtypes = vec![DType::Bfloat16];
-        let p = plan(kind.spec(), &j, true).unwrap();
+        let p = plan(kind.spec(), &j, &Params::new(), true).unwrap();
         assert_eq!(
             (p.timing_shape, p.timing_dtype),
             (shape(&[3, 300]), DType::Bfloat16)
         );
 
         j.timing = Some((shape(&[9, 900]), DType::Float32));
-        let p = plan(kind.spec(), &j, true).unwrap();
+        let p = plan(kind.spec(), &j, &Params::new(), true).unwrap();
         assert_eq!(
             (p.timing_shape, p.timing_dtype),
             (shape(&[9, 900]), DType::Float32)
@@ -428,14 +468,14 @@ mod tests {
     fn shapes_of_the_wrong_rank_and_bfloat16_on_the_cpu_are_refused() {
         let mut j = job();
         j.extra_shapes = vec![shape(&[4, 4, 4])];
-        let err = plan(KernelKind::Softmax.spec(), &j, false).unwrap_err();
+        let err = plan(KernelKind::Softmax.spec(), &j, &Params::new(), false).unwrap_err();
         assert!(err.contains("2 dims") && err.contains("`4x4x4`"), "{err}");
 
         let mut j = job();
         j.timing = Some((shape(&[8, 128]), DType::Bfloat16));
-        let err = plan(KernelKind::Softmax.spec(), &j, false).unwrap_err();
+        let err = plan(KernelKind::Softmax.spec(), &j, &Params::new(), false).unwrap_err();
         assert!(err.contains("bfloat16 cannot run on the CPU"), "{err}");
-        assert!(plan(KernelKind::Softmax.spec(), &j, true).is_ok());
+        assert!(plan(KernelKind::Softmax.spec(), &j, &Params::new(), true).is_ok());
     }
 
     /// The rule of commit aa431c0: the timing shape's rows may take paths the set's first
@@ -444,7 +484,7 @@ mod tests {
     fn every_stability_mode_also_runs_at_the_timing_shape() {
         let mut j = job();
         j.timing = Some((shape(&[4096, 50257]), DType::Float16));
-        let p = plan(KernelKind::Softmax.spec(), &j, true).unwrap();
+        let p = plan(KernelKind::Softmax.spec(), &j, &Params::new(), true).unwrap();
         let set0 = KernelKind::Softmax.shapes(ShapeSet::Gpu)[0].clone();
         let stability = p.cases(Stage::Stability);
         for mode in InputMode::STABILITY {
@@ -463,7 +503,7 @@ mod tests {
             }
         }
         // the timing shape equal to set[0]: each mode once per dtype, not twice
-        let p = plan(KernelKind::Softmax.spec(), &job(), true).unwrap();
+        let p = plan(KernelKind::Softmax.spec(), &job(), &Params::new(), true).unwrap();
         for mode in InputMode::STABILITY {
             assert_eq!(at(p.cases(Stage::Stability), mode).len(), DType::ALL.len());
         }
@@ -480,7 +520,7 @@ mod tests {
                     j.quick = quick;
                     // a shape of the kind's rank that is in no set
                     j.extra_shapes = vec![Shape(vec![3; kind.dim_names().len()])];
-                    let p = plan(kind.spec(), &j, on_gpu).unwrap();
+                    let p = plan(kind.spec(), &j, &Params::new(), on_gpu).unwrap();
                     assert_eq!(p.timing_shape, j.extra_shapes[0]);
                     let modes: &[InputMode] = if quick {
                         &InputMode::QUICK_STABILITY
@@ -504,7 +544,7 @@ mod tests {
         for kind in [KernelKind::Softmax, KernelKind::CrossEntropy] {
             let mut j = job();
             j.timing = Some((shape(&[64, 3000]), DType::Float32));
-            let p = plan(kind.spec(), &j, false).unwrap();
+            let p = plan(kind.spec(), &j, &Params::new(), false).unwrap();
             let mut want = vec![shape(&[64, 3000]), kind.shapes(ShapeSet::Cpu)[0].clone()];
             want.extend(kind.shapes(ShapeSet::Edge));
             let stability = p.cases(Stage::Stability);
@@ -529,7 +569,7 @@ mod tests {
             }
         }
         // the timing shape being the set's first: masked there once, not twice
-        let p = plan(KernelKind::Softmax.spec(), &job(), false).unwrap();
+        let p = plan(KernelKind::Softmax.spec(), &job(), &Params::new(), false).unwrap();
         let mut want = vec![KernelKind::Softmax.shapes(ShapeSet::Cpu)[0].clone()];
         want.extend(KernelKind::Softmax.shapes(ShapeSet::Edge));
         assert_eq!(
@@ -547,7 +587,7 @@ mod tests {
             for quick in [false, true] {
                 let mut j = job();
                 j.quick = quick;
-                let p = plan(kind.spec(), &j, true).unwrap();
+                let p = plan(kind.spec(), &j, &Params::new(), true).unwrap();
                 assert!(
                     p.stages
                         .iter()
@@ -563,7 +603,7 @@ mod tests {
         let mut j = job();
         j.quick = true;
         j.timing = Some((shape(&[64, 3000]), DType::Float32));
-        let p = plan(KernelKind::CrossEntropy.spec(), &j, false).unwrap();
+        let p = plan(KernelKind::CrossEntropy.spec(), &j, &Params::new(), false).unwrap();
         assert_eq!(
             at(p.cases(Stage::Stability), InputMode::Masked),
             [(shape(&[64, 3000]), DType::Float32)]
@@ -579,7 +619,7 @@ mod tests {
         let mut j = job();
         j.quick = true;
         j.extra_shapes = vec![extra.clone()];
-        let p = plan(kind.spec(), &j, true).unwrap();
+        let p = plan(kind.spec(), &j, &Params::new(), true).unwrap();
         let first = DType::ALL[0];
         // smoke still calls every dtype once
         assert_eq!(
@@ -626,7 +666,7 @@ mod tests {
         let mut j = job();
         // an extra shape already in the set is not judged twice
         j.extra_shapes = vec![extra.clone(), set[1].clone()];
-        let p = plan(kind.spec(), &j, false).unwrap();
+        let p = plan(kind.spec(), &j, &Params::new(), false).unwrap();
         let cross = |shapes: &[Shape]| -> Vec<(Shape, DType)> {
             shapes
                 .iter()
