@@ -251,6 +251,12 @@ impl JobReporter for ProgressReporter {
                         );
                     }
                 }
+                if let Some(line) = autokernel_profiler::no_kind_ops_text(&trace.report) {
+                    #[allow(clippy::print_stderr)]
+                    {
+                        eprintln!("{line}");
+                    }
+                }
                 if let Some(text) =
                     autokernel_profiler::not_planned_call_sites_text(unmatched_sites)
                 {

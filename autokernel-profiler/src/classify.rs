@@ -89,6 +89,27 @@ pub fn kind_of_kernel(name: &str) -> Option<KernelKind> {
     }
 }
 
+/// Why an op or module that computes with the kinds' ops (a matmul, a softmax) is none of
+/// them, for the ops the profile reports as having no kind: a grouped matmul (`_grouped_mm`,
+/// a mixture of experts' expert weights in one call; its CPU fallback runs `mm`s inside)
+/// and a mixture of experts' router module (`*Router`: a linear, a softmax over the experts
+/// and a top-k; its input is the hidden state, not the softmax's rows). `None` for others.
+pub fn no_kind_reason(name: &str) -> Option<&'static str> {
+    let b = bare(name);
+    if matches!(b.as_str(), "grouped_mm" | "scaled_grouped_mm") {
+        return Some("grouped matmul (a mixture of experts' experts in one call): no kind for it");
+    }
+    let module = name
+        .strip_prefix(crate::import::MODULE_PREFIX)
+        .unwrap_or(name);
+    if !name.contains("::") && module.to_ascii_lowercase().contains("router") {
+        return Some(
+            "a mixture of experts' router (a linear, a softmax over the experts, a top-k): no kind for it",
+        );
+    }
+    None
+}
+
 fn is_mlp_module(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     n.contains("mlp") || n.contains("swiglu") || n.contains("feedforward") || n.ends_with("ffn")
@@ -104,6 +125,9 @@ pub fn classify_group<'a>(
     chain_ops: impl IntoIterator<Item = &'a str> + Clone,
     kernels: impl IntoIterator<Item = &'a str> + Clone,
 ) -> Option<KernelKind> {
+    if no_kind_reason(op).is_some() {
+        return None;
+    }
     if is_mlp_module(op)
         && chain_ops
             .clone()
@@ -313,6 +337,42 @@ mod tests {
             classify_group("aten::layer_norm", ["aten::native_layer_norm"], ["gemm"]),
             Some(KernelKind::Layernorm)
         );
+    }
+
+    /// A mixture of experts' grouped matmul and router compute with a matmul and a softmax
+    /// inside, yet are neither: no kind, with the reason (Mixtral's `_grouped_mm` was planned
+    /// as a matmul of unknown shape, its router as a softmax over the hidden size).
+    #[test]
+    fn grouped_matmuls_and_moe_routers_have_no_kind_whatever_runs_inside() {
+        assert_eq!(
+            classify_group(
+                "aten::_grouped_mm",
+                ["aten::mm", "aten::_grouped_mm"],
+                ["gemm"]
+            ),
+            None
+        );
+        assert_eq!(
+            classify_group(
+                "nn.Module: MixtralTopKRouter",
+                ["aten::linear", "aten::softmax", "aten::topk"],
+                ["k"]
+            ),
+            None
+        );
+        assert!(
+            no_kind_reason("aten::_grouped_mm").is_some_and(|r| r.starts_with("grouped matmul"))
+        );
+        assert!(no_kind_reason("MixtralTopKRouter").is_some_and(|r| r.contains("router")));
+        // the kinds' own ops and modules keep theirs
+        for op in [
+            "aten::mm",
+            "aten::softmax",
+            "LlamaRMSNorm",
+            "nn.Module: Linear",
+        ] {
+            assert_eq!(no_kind_reason(op), None, "{op}");
+        }
     }
 
     #[test]

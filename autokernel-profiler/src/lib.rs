@@ -41,7 +41,8 @@ use std::path::Path;
 use autokernel_core::ProfileError;
 
 pub use classify::{
-    bound, classify_group, kind_of_kernel, kind_of_op, problem_layout, problem_shape,
+    bound, classify_group, kind_of_kernel, kind_of_op, no_kind_reason, problem_layout,
+    problem_shape,
 };
 pub use import::TransferStats;
 pub use import::MODULE_PREFIX;
@@ -50,9 +51,9 @@ pub use profiler::{
     loader_kwargs, ChromeTraceProfiler, ModelRun, CALL_SITES_PY, EXAMPLES, PROFILE_MODEL_PY,
 };
 pub use rank::{
-    call_site_line, not_planned_call_sites, not_planned_call_sites_text, plan, plan_for_model,
-    unmatched_call_sites, unpluggable_ops, ImportedTrace, RankedOp, SPREAD_LIMIT,
-    SPREAD_MIN_FRACTION,
+    call_site_line, no_kind_ops, no_kind_ops_text, not_planned_call_sites,
+    not_planned_call_sites_text, plan, plan_for_model, unmatched_call_sites, unpluggable_ops,
+    ImportedTrace, RankedOp, SPREAD_LIMIT, SPREAD_MIN_FRACTION,
 };
 
 /// Forward passes run before recording, by default: the first calls pay for lazy

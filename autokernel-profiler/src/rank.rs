@@ -249,6 +249,34 @@ pub fn unpluggable_ops(report: &ProfileReport) -> Vec<(&str, KernelKind, f64)> {
         .collect()
 }
 
+/// The ops that compute with the kinds' ops yet are none of them
+/// ([`crate::classify::no_kind_reason`]: a grouped matmul, a mixture of experts' router),
+/// with why and their fraction of the time, so that a profile says what it did not plan
+/// rather than planning them as the kind of an op inside.
+pub fn no_kind_ops(report: &ProfileReport) -> Vec<(&str, &'static str, f64)> {
+    report
+        .ops
+        .iter()
+        .filter(|op| op.kind.is_none())
+        .filter_map(|op| {
+            let why = crate::classify::no_kind_reason(&op.op)?;
+            Some((op.op.as_str(), why, op.fraction))
+        })
+        .collect()
+}
+
+/// The [`no_kind_ops`] as one line for people, `None` when there are none.
+pub fn no_kind_ops_text(report: &ProfileReport) -> Option<String> {
+    let ops = no_kind_ops(report);
+    (!ops.is_empty()).then(|| {
+        let list: Vec<String> = ops
+            .iter()
+            .map(|(op, why, f)| format!("{op} ({:.1}%): {why}", f * 100.0))
+            .collect();
+        format!("not planned, no kind: {}", list.join("; "))
+    })
+}
+
 /// Whether `kind` is planned only where the profiler recorded a matched call site of it:
 /// rotary_embedding, whose code models write in their own modules and functions (issue 19:
 /// the bundled llama's `RotaryEmbedding` was planned and could never be plugged in).

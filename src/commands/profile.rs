@@ -211,6 +211,9 @@ fn print(
                 list.join(", ")
             )?;
         }
+        if let Some(line) = autokernel_profiler::no_kind_ops_text(&imported.report) {
+            writeln!(text, "{line}")?;
+        }
         if run.is_some() {
             let sites = not_planned_call_sites(&imported.report, dtype);
             if let Some(sites) = not_planned_call_sites_text(&sites) {

@@ -5,7 +5,8 @@
 //! has its judged starter (`--target-budget 1s`: a baseline and one experiment each), the
 //! verification plugs in every one of them (a plug that takes no call is left out as
 //! unused, so each included target was called) and the model's output stays within
-//! tolerance.
+//! tolerance. A mixture of experts (Mixtral) reports its router and grouped matmuls as
+//! having no kind.
 
 use crate::util::{autokernel, tempdir};
 
@@ -13,6 +14,7 @@ const GPT2: &str = r#"{"n_embd":32,"n_layer":1,"n_head":2,"vocab_size":128,"n_po
 const LLAMA: &str = r#"{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":256}"#;
 const QWEN2: &str = r#"{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":256}"#;
 const BERT: &str = r#"{"hidden_size":32,"intermediate_size":64,"num_hidden_layers":1,"num_attention_heads":2,"vocab_size":128}"#;
+const MIXTRAL: &str = r#"{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":256,"num_local_experts":4,"num_experts_per_tok":2}"#;
 const T5: &str =
     r#"{"d_model":32,"d_kv":8,"d_ff":64,"num_layers":1,"num_heads":4,"vocab_size":128}"#;
 
@@ -111,4 +113,47 @@ fn t5_encoder_runs_with_every_planned_target_plugged_in() {
         kinds.contains(&"rmsnorm".into()) && !kinds.contains(&"layernorm".into()),
         "{kinds:?}"
     );
+}
+
+/// A tiny Mixtral (a mixture of experts): its router module and its experts' grouped
+/// matmuls are reported with no kind, never planned as the softmax and the matmuls they
+/// run inside (the router was planned as a softmax over the hidden size, `_grouped_mm` as a
+/// matmul of unknown shape).
+#[test]
+fn mixtrals_router_and_grouped_matmuls_are_reported_not_planned() {
+    let (dir, _ws) = tempdir();
+    let out = autokernel()
+        .current_dir(dir.path())
+        .args(["profile", "--model", "transformers:MixtralForCausalLM"])
+        .args(["--model-kwargs", MIXTRAL, "--input-shape", "1,16"])
+        .args(["--device", "cpu", "--top", "0"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("not planned, no kind:"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.contains("MixtralTopKRouter") && line.contains("aten::_grouped_mm"),
+        "{line}"
+    );
+    let json = autokernel()
+        .current_dir(dir.path())
+        .args(["profile", "--model", "transformers:MixtralForCausalLM"])
+        .args(["--model-kwargs", MIXTRAL, "--input-shape", "1,16"])
+        .args(["--device", "cpu", "--top", "0", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    for t in v["targets"].as_array().unwrap() {
+        assert!(
+            t["op"] != "MixtralTopKRouter" && t["op"] != "aten::_grouped_mm",
+            "planned: {t}"
+        );
+        // the only softmax of the model is the router's: none is planned
+        assert_ne!(t["kind"], "softmax", "planned: {t}");
+    }
 }
