@@ -313,6 +313,13 @@ impl Job {
         // the device first: a dtype it cannot run is refused before a profile is taken
         let device = services.device_name(&scripts, spec.device).await?;
         tracing::info!(device = %device, gpu = ?services.gpu_name, "bench device");
+        // a resumed run keeps the deploy mode the workspace was run for
+        let deploy = deploy.or_else(|| {
+            ws.settings
+                .deploy
+                .as_deref()
+                .and_then(DeployMode::from_name)
+        });
         // refused now, not after the experiments: the verification could not run in it
         if let Some(mode) = deploy.filter(|m| verify && m.gpu_only() && !device.starts_with("cuda"))
         {
@@ -368,6 +375,9 @@ impl Job {
         }
         ws.settings.run_tag = Some(run_tag);
         ws.settings.device = Some(device_name(spec.device).to_string());
+        if let Some(mode) = deploy {
+            ws.settings.deploy = Some(mode.name().to_string());
+        }
         ws.save_settings()?;
         reporter.on_step(Step::Planned { targets: &targets });
 

@@ -63,6 +63,11 @@ impl DeployMode {
         }
     }
 
+    /// The mode named `name` ([`DeployMode::name`]), `None` for another word.
+    pub fn from_name(name: &str) -> Option<Self> {
+        <Self as clap::ValueEnum>::from_str(name, false).ok()
+    }
+
     /// Whether the mode replays CUDA graphs, so it needs a GPU.
     pub fn gpu_only(self) -> bool {
         matches!(self, DeployMode::Cudagraph | DeployMode::ReduceOverhead)

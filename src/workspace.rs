@@ -181,6 +181,11 @@ pub struct Settings {
     pub llm_model: Option<String>,
     /// LLM base URL.
     pub llm_base_url: Option<String>,
+    /// The deploy mode whose timings decide which kernels go in (`eager`, `cudagraph`,
+    /// `compile`, `reduce-overhead`), as `run --deploy` last set it; `verify` without
+    /// `--deploy` takes it.
+    #[serde(default)]
+    pub deploy: Option<String>,
 }
 
 /// An opened workspace folder.

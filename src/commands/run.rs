@@ -77,8 +77,9 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Output")]
     pub no_verify: bool,
     /// The mode you run the model in, whose timings decide which kernels the verification
-    /// keeps: eager, cudagraph, compile or reduce-overhead (torch.compile's) [default:
-    /// cudagraph on a GPU, eager on the CPU]
+    /// keeps: eager, cudagraph, compile or reduce-overhead (torch.compile's); recorded in
+    /// the workspace for resumes and `verify` [default: the workspace's, else cudagraph on
+    /// a GPU, eager on the CPU]
     #[arg(long, value_enum, value_name = "MODE", help_heading = "Output")]
     pub deploy: Option<autokernel::verify::DeployMode>,
     /// Print the summary as one JSON object on stdout (progress stays on stderr)

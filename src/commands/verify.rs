@@ -56,7 +56,8 @@ pub struct VerifyArgs {
     pub timeout: u64,
     /// The mode you run the model in, whose timings decide which kernels go in (a kernel
     /// that loses in eager mode can win inside a CUDA graph): eager, cudagraph, compile or
-    /// reduce-overhead (torch.compile's) [default: cudagraph on a GPU, eager on the CPU]
+    /// reduce-overhead (torch.compile's) [default: the one `run --deploy` chose for the
+    /// workspace, else cudagraph on a GPU, eager on the CPU]
     #[arg(long, value_enum, value_name = "MODE")]
     pub deploy: Option<DeployMode>,
     /// Print the result as JSON
@@ -76,7 +77,13 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
         device: args.device,
         python: args.python.clone(),
         timeout: Duration::from_secs(args.timeout),
-        deploy: args.deploy,
+        // the mode `run --deploy` chose for this workspace, unless told otherwise
+        deploy: args.deploy.or_else(|| {
+            ws.settings
+                .deploy
+                .as_deref()
+                .and_then(DeployMode::from_name)
+        }),
     };
     let bar = spinner(global, "verifying the kept kernels inside the model");
     // dropping the verification on a signal drops its worker, which stops the process

@@ -290,7 +290,8 @@ fn a_kernel_that_kills_or_hangs_the_worker_leaves_the_other_kernels_verified() {
 
 /// `--deploy compile` on the CPU: the kernel alone is checked compiled, and the modes table
 /// has the eager and the compiled model, each without and with it, with no error; verify.json
-/// records the mode. `--deploy cudagraph` needs a GPU and says so.
+/// records the mode. `--deploy cudagraph` needs a GPU and says so. A mode `run --deploy`
+/// chose is the workspace's: `verify` without `--deploy` takes it.
 #[test]
 fn verify_times_the_model_in_the_deploy_mode_it_is_asked_for() {
     let (_dir, ws) = tempdir();
@@ -330,4 +331,30 @@ fn verify_times_the_model_in_the_deploy_mode_it_is_asked_for() {
         stderr.contains("--deploy cudagraph needs a GPU"),
         "{stderr}"
     );
+
+    // `run --deploy` records the mode in the workspace's settings, and a later `verify`
+    // without --deploy decides in it (the CPU's own default is eager)
+    let out = autokernel()
+        .args(["run", "--example", "tiny", "--device", "cpu", "--top", "1"])
+        .args([
+            "--max-experiments",
+            "1",
+            "--no-verify",
+            "--deploy",
+            "compile",
+            "-w",
+        ])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let settings = std::fs::read_to_string(ws.join("autokernel.toml")).unwrap();
+    assert!(settings.contains("deploy = \"compile\""), "{settings}");
+    let (code, stdout, stderr) = verify_with(&ws, &[]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("deploy: compile"), "{stdout}");
 }
