@@ -399,6 +399,16 @@ class Plug:
 # The model instance whose forward is running (its id), for `_RotaryDispatch`: set by a
 # forward pre-hook of each model a rotary plug is installed on, reset by its post-hook.
 _RUNNING_MODEL = contextvars.ContextVar("autokernel_rotary_model", default=None)
+# The same while torch.compile traces the forward: dynamo cannot trace a ContextVar (a graph
+# break in every attention layer), but traces a list's appends and pops as side effects.
+_TRACED_MODELS = []
+
+
+def _running_model():
+    """The id of the model whose forward is running (None outside one of those hooked)."""
+    if _compiling():
+        return _TRACED_MODELS[-1] if _TRACED_MODELS else None
+    return _RUNNING_MODEL.get()
 
 
 class _RotaryDispatch:
@@ -450,12 +460,20 @@ class _RotaryDispatch:
         entry = cls._hooked.get(id(model))
         if entry is None:
             before = []
+            key = id(model)
 
             def enter(_m, _args):
+                if _compiling():
+                    _TRACED_MODELS.append(key)
+                    return
                 before.append(_RUNNING_MODEL.get())
-                _RUNNING_MODEL.set(id(model))
+                _RUNNING_MODEL.set(key)
 
             def leave(_m, _args, _out):
+                if _compiling():
+                    if _TRACED_MODELS:
+                        _TRACED_MODELS.pop()
+                    return
                 if before:
                     _RUNNING_MODEL.set(before.pop())
 
@@ -473,7 +491,7 @@ class _RotaryDispatch:
         return unhook
 
     def __call__(self, q, k, cos, sin, *args, **kwargs):
-        running = _RUNNING_MODEL.get()
+        running = _running_model()
         plugs = [p for owner, p in self.members if owner == running] if running is not None else []
         extra = dict(zip(("unsqueeze_dim",), args), **kwargs)
         if not plugs or any(v != 1 for v in extra.values()) or not isinstance(cos, torch.Tensor):

@@ -15,7 +15,8 @@ writes them; ROOT is the repository. CHECK is:
 - `unplanned_pairing`: Llama's rotary planned as interleaved takes no call, with the reason;
 - `deployed`: `deploy.optimize` (an exported package's, no model inputs) installs tiny's
   target on its rotary modules (no graph break under torch.compile) and Llama's two on its
-  `apply_rotary_pos_emb` for that instance only (another Llama's output unchanged), each
+  `apply_rotary_pos_emb` for that instance only (another Llama's output unchanged; no graph
+  break under torch.compile either), each
   taking calls, the output within tolerance, the function restored by `undo`; a target at
   the other pairing is left out.
 Prints `ok`.
@@ -187,6 +188,13 @@ elif CHECK == "deployed":
             assert rel_l2(net(ids).logits, ref) < 1e-3
             assert torch.equal(other(ids).logits, ref_other)
         assert report.calls() == {"01-rotary_embedding": 1, "02-rotary_embedding": 1}, report.calls()
+        # the per-instance dispatcher of HF's module-level function holds under dynamo too
+        with torch.no_grad():
+            explained = torch._dynamo.explain(net)(ids)
+        assert explained.graph_break_count == 0, explained.break_reasons
+        # and the traced graph calls the kernels' operators, not the model's own rotation
+        called = [str(n.target) for g in explained.graphs for n in g.graph.nodes if n.op == "call_function"]
+        assert sum("autokernel" in t for t in called) == 2, called  # Q and K
         report.undo()
         assert modeling.apply_rotary_pos_emb is own, "apply_rotary_pos_emb not restored"
         # the wrong pairing: left out by the check, nothing patched
