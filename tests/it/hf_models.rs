@@ -122,13 +122,17 @@ fn t5_encoder_runs_with_every_planned_target_plugged_in() {
 #[test]
 fn mixtrals_router_and_grouped_matmuls_are_reported_not_planned() {
     let (dir, _ws) = tempdir();
-    let out = autokernel()
-        .current_dir(dir.path())
-        .args(["profile", "--model", "transformers:MixtralForCausalLM"])
-        .args(["--model-kwargs", MIXTRAL, "--input-shape", "1,16"])
-        .args(["--device", "cpu", "--top", "0"])
-        .output()
-        .unwrap();
+    let profile = |json: &[&str]| {
+        autokernel()
+            .current_dir(dir.path())
+            .args(["profile", "--model", "transformers:MixtralForCausalLM"])
+            .args(["--model-kwargs", MIXTRAL, "--input-shape", "1,16"])
+            .args(["--device", "cpu", "--top", "0"])
+            .args(json)
+            .output()
+            .unwrap()
+    };
+    let out = profile(&[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -140,13 +144,7 @@ fn mixtrals_router_and_grouped_matmuls_are_reported_not_planned() {
         line.contains("MixtralTopKRouter") && line.contains("aten::_grouped_mm"),
         "{line}"
     );
-    let json = autokernel()
-        .current_dir(dir.path())
-        .args(["profile", "--model", "transformers:MixtralForCausalLM"])
-        .args(["--model-kwargs", MIXTRAL, "--input-shape", "1,16"])
-        .args(["--device", "cpu", "--top", "0", "--json"])
-        .output()
-        .unwrap();
+    let json = profile(&["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     for t in v["targets"].as_array().unwrap() {
         assert!(

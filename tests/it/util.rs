@@ -222,10 +222,17 @@ pub fn judged(ws: &Path, id: &str, source: &str) {
 /// A workspace of the tiny example with its `top` largest targets planned and one
 /// experiment run, not verified; returns its plan.
 pub fn tiny_workspace(ws: &Path, top: u32) -> serde_json::Value {
+    tiny_workspace_with(ws, top, &[])
+}
+
+/// [`tiny_workspace`] with more `run` flags (a resumed run when `ws` has a plan already).
+pub fn tiny_workspace_with(ws: &Path, top: u32, extra: &[&str]) -> serde_json::Value {
     let out = autokernel()
         .args(["run", "--example", "tiny", "--device", "cpu", "--top"])
         .arg(top.to_string())
-        .args(["--max-experiments", "1", "--no-verify", "-w"])
+        .args(["--max-experiments", "1", "--no-verify"])
+        .args(extra)
+        .arg("-w")
         .arg(ws)
         .output()
         .unwrap();

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::util::{autokernel, judged, report, tempdir, tiny_workspace};
+use crate::util::{autokernel, judged, report, tempdir, tiny_workspace, tiny_workspace_with};
 
 /// `verify -w ws --device cpu`: (exit code, stdout, stderr).
 fn verify(ws: &Path) -> (Option<i32>, String, String) {
@@ -334,24 +334,7 @@ fn verify_times_the_model_in_the_deploy_mode_it_is_asked_for() {
 
     // `run --deploy` records the mode in the workspace's settings, and a later `verify`
     // without --deploy decides in it (the CPU's own default is eager)
-    let out = autokernel()
-        .args(["run", "--example", "tiny", "--device", "cpu", "--top", "1"])
-        .args([
-            "--max-experiments",
-            "1",
-            "--no-verify",
-            "--deploy",
-            "compile",
-            "-w",
-        ])
-        .arg(&ws)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tiny_workspace_with(&ws, 1, &["--deploy", "compile"]);
     let settings = std::fs::read_to_string(ws.join("autokernel.toml")).unwrap();
     assert!(settings.contains("deploy = \"compile\""), "{settings}");
     let (code, stdout, stderr) = verify_with(&ws, &[]);
