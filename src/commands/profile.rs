@@ -139,6 +139,11 @@ fn print(
     if args.json {
         let mut v = imported.to_json(args.top.unwrap_or(0));
         v["targets"] = serde_json::to_value(&targets)?;
+        // what the plan leaves out for want of a kind (a grouped matmul, a MoE router)
+        v["no_kind"] = autokernel_profiler::no_kind_ops(&imported.report)
+            .iter()
+            .map(|(op, why, f)| serde_json::json!({ "op": op, "reason": why, "fraction": f }))
+            .collect();
         if let Some(r) = run {
             v["run"] = r.clone();
         }

@@ -146,6 +146,16 @@ fn mixtrals_router_and_grouped_matmuls_are_reported_not_planned() {
     );
     let json = profile(&["--json"]);
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let no_kind: Vec<&str> = v["no_kind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["op"].as_str().unwrap())
+        .collect();
+    assert!(
+        no_kind.contains(&"MixtralTopKRouter") && no_kind.contains(&"aten::_grouped_mm"),
+        "{no_kind:?}"
+    );
     for t in v["targets"].as_array().unwrap() {
         assert!(
             t["op"] != "MixtralTopKRouter" && t["op"] != "aten::_grouped_mm",
