@@ -1472,7 +1472,11 @@ fn bench_params_reach_the_flash_attention_reference_and_kernel() {
     // at the default scale the variant is the starter
     let (label, v) = verdict(&ignores, &["causal=false"]);
     assert_eq!(label, "PASS", "{v}");
-    // a K/V head count that does not divide the heads is refused with the reason
+    // the kind's own shapes are fitted to the K/V head count (heads rounded up to a
+    // multiple of 3), but a shape of the user's whose heads it does not divide is refused
+    // with the reason
+    let (label, v) = verdict(&starter, &["kv_heads=3"]);
+    assert_eq!(label, "PASS", "{v}");
     let out = autokernel()
         .args([
             "bench",
@@ -1482,6 +1486,7 @@ fn bench_params_reach_the_flash_attention_reference_and_kernel() {
             "--param",
             "kv_heads=3",
         ])
+        .args(["--shape", "1,2,16,16"])
         .arg(&starter)
         .output()
         .unwrap();
