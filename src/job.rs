@@ -242,8 +242,8 @@ impl Job {
     }
 
     /// The mode the model will be deployed in, whose timings decide which kernels the
-    /// verification keeps ([`DeployMode`]; default: `cudagraph` on a GPU, `eager` on the
-    /// CPU).
+    /// verification keeps ([`DeployMode`]), recorded in the workspace's settings (default:
+    /// the workspace's, else `cudagraph` on a GPU, `eager` on the CPU).
     pub fn deploy(mut self, deploy: Option<DeployMode>) -> Self {
         self.deploy = deploy;
         self
