@@ -140,6 +140,15 @@ pub fn classify_group<'a>(
     if let Some(k) = kind_of_op(op) {
         return Some(k);
     }
+    // a module running a grouped matmul (a mixture of experts' experts) is none of the
+    // kinds, whatever its kernels are named (cuBLAS and CUTLASS name them gemm)
+    if chain_ops
+        .clone()
+        .into_iter()
+        .any(|o| matches!(bare(o).as_str(), "grouped_mm" | "scaled_grouped_mm"))
+    {
+        return None;
+    }
     const PRIORITY: [KernelKind; 9] = [
         KernelKind::FlashAttention,
         KernelKind::CrossEntropy,
@@ -357,6 +366,15 @@ mod tests {
                 "nn.Module: MixtralTopKRouter",
                 ["aten::linear", "aten::softmax", "aten::topk"],
                 ["k"]
+            ),
+            None
+        );
+        // a module around one, on a GPU, whose kernels are named gemm
+        assert_eq!(
+            classify_group(
+                "nn.Module: MixtralExperts",
+                ["aten::_grouped_mm", "aten::index"],
+                ["cutlass_grouped_gemm_kernel"]
             ),
             None
         );
