@@ -7,10 +7,7 @@ Starter kernel of autokernel (kind `layernorm`). Memory-bound: one read, one wri
 program handles BLOCK_ROWS rows. A row of up to MAX_ROW_BLOCK columns is held in registers
 and its statistics computed in two passes over the registers (mean, then the mean of
 squared deviations: no cancellation, unlike E[x²] − E[x]²). A wider row is read three
-times (mean, variance, write). The statistics are taken of x minus the row's first element
-(shifted data: a row of equal values has deviations of exactly 0, where a rounded mean
-would leave a residue that a tiny eps, BERT's 1e-12, magnifies ~10⁶×). All arithmetic in
-float32; biased variance, as PyTorch.
+times (mean, variance, write). All arithmetic in float32; biased variance, as PyTorch.
 """
 
 import torch
@@ -42,11 +39,9 @@ def _layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, eps,
     # Rows past the end re-read the last row (no mask on the loads); not stored.
     offs_row = tl.minimum(rows, n_rows - 1).to(tl.int64)[:, None] * n_cols
     cols = tl.arange(0, BLOCK_N)
-    shift = tl.load(x_ptr + offs_row).to(tl.float32)  # [BLOCK_ROWS, 1]: each row's first
     if ONE_PASS:
         col_ok = cols < n_cols
         x = tl.load(x_ptr + offs_row + cols[None, :], mask=col_ok[None, :], other=0.0).to(tl.float32)
-        x = tl.where(col_ok[None, :], x - shift, 0.0)
         mean = tl.sum(x, axis=1) / n_cols
         xc = tl.where(col_ok[None, :], x - mean[:, None], 0.0)
         rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
@@ -60,16 +55,14 @@ def _layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, eps,
         acc = tl.zeros([BLOCK_ROWS, BLOCK_N], tl.float32)
         for start in range(0, n_cols, BLOCK_N):
             c = start + cols
-            col_ok = c < n_cols
-            x = tl.load(x_ptr + offs_row + c[None, :], mask=col_ok[None, :], other=0.0).to(tl.float32)
-            acc += tl.where(col_ok[None, :], x - shift, 0.0)
-        mean = tl.sum(acc, axis=1) / n_cols  # of x − shift
+            acc += tl.load(x_ptr + offs_row + c[None, :], mask=(c < n_cols)[None, :], other=0.0).to(tl.float32)
+        mean = tl.sum(acc, axis=1) / n_cols
         acc = tl.zeros([BLOCK_ROWS, BLOCK_N], tl.float32)
         for start in range(0, n_cols, BLOCK_N):
             c = start + cols
             col_ok = c < n_cols
             x = tl.load(x_ptr + offs_row + c[None, :], mask=col_ok[None, :], other=0.0).to(tl.float32)
-            xc = tl.where(col_ok[None, :], (x - shift) - mean[:, None], 0.0)
+            xc = tl.where(col_ok[None, :], x - mean[:, None], 0.0)
             acc += xc * xc
         rstd = tl.rsqrt(tl.sum(acc, axis=1) / n_cols + eps)
         for start in range(0, n_cols, BLOCK_N):
@@ -77,7 +70,7 @@ def _layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, eps,
             col_ok = c < n_cols
             x = tl.load(x_ptr + offs_row + c[None, :], mask=col_ok[None, :], other=0.0).to(tl.float32)
             w = tl.load(w_ptr + c, mask=col_ok, other=0.0).to(tl.float32)
-            y = ((x - shift) - mean[:, None]) * rstd[:, None] * w[None, :]
+            y = (x - mean[:, None]) * rstd[:, None] * w[None, :]
             if HAS_BIAS:
                 y += tl.load(b_ptr + c, mask=col_ok, other=0.0).to(tl.float32)[None, :]
             tl.store(y_ptr + offs_row + c[None, :], y.to(y_ptr.dtype.element_ty),
