@@ -15,7 +15,9 @@
 //!   the user's own uid and gid mapped. The new network namespace has only a loopback
 //!   interface, down: no connection anywhere, 127.0.0.1 included. When the pid
 //!   namespace's init exits, the kernel kills every process left in it, `setsid` daemons
-//!   included.
+//!   included. The pid namespace is the CPU's only: CUDA's driver does not start in one
+//!   whose `/proc` is the host's, so a worker that may use the GPU is supervised by the
+//!   fallback's subreaper instead (`Spec::pid_namespace`).
 //! - **Fallback** (no user namespaces, e.g. a container's seccomp profile, or
 //!   [`SandboxOptions::namespaces`] off): a seccomp filter refuses `socket(AF_INET)`,
 //!   `socket(AF_INET6)` and io_uring; the launcher is a child subreaper
@@ -75,6 +77,12 @@ pub(crate) struct Spec {
     pub namespaces: bool,
     /// [`SandboxOptions::max_file_size_mb`].
     pub max_file_size_mb: u64,
+    /// A pid namespace of its own: only for a worker on the CPU. CUDA's driver does not
+    /// start in a pid namespace whose `/proc` is still the host's (`cudaGetDeviceCount`
+    /// error 304, seen on the H200), so a worker that may use the GPU gets the user and
+    /// network namespaces and the subreaper of the fallback instead.
+    #[serde(default)]
+    pub pid_namespace: bool,
 }
 
 /// What [`isolate`] achieved, for [`restrict`] and the parent's one warning.
@@ -160,13 +168,14 @@ mod linux {
         }
     }
 
-    /// Enters new user, network and pid namespaces, mapping the user's own uid and gid
-    /// (so files look as they did); `CLONE_NEWNET | CLONE_NEWPID` alone where no user
-    /// namespace may be made but the process is privileged.
-    fn enter_namespaces() -> Result<(), String> {
+    /// Enters new user, network and (with `pid`) pid namespaces, mapping the user's own uid
+    /// and gid (so files look as they did); the network and pid namespaces alone where no
+    /// user namespace may be made but the process is privileged.
+    fn enter_namespaces(pid: bool) -> Result<(), String> {
         // SAFETY: getuid/getgid/unshare take no pointers.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        let all = libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWPID;
+        let pid = if pid { libc::CLONE_NEWPID } else { 0 };
+        let all = libc::CLONE_NEWUSER | libc::CLONE_NEWNET | pid;
         // SAFETY: as above; the process is single-threaded, as CLONE_NEWUSER requires.
         if unsafe { libc::unshare(all) } == 0 {
             // without the maps the worker would see itself as `nobody`; a failure here is
@@ -178,7 +187,7 @@ mod linux {
         }
         let user_error = errno();
         // SAFETY: as above.
-        if unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWPID) } == 0 {
+        if unsafe { libc::unshare(libc::CLONE_NEWNET | pid) } == 0 {
             return Ok(());
         }
         Err(user_error.to_string())
@@ -317,13 +326,17 @@ mod linux {
     pub(crate) fn isolate(spec: &Spec) -> Isolation {
         let mut isolation = Isolation::default();
         let entered = if spec.namespaces {
-            enter_namespaces()
+            enter_namespaces(spec.pid_namespace)
         } else {
             Err("namespaces turned off (SandboxOptions::namespaces)".into())
         };
         // SAFETY: getpid has no preconditions.
         let launcher = unsafe { libc::getpid() };
         match entered {
+            Ok(()) if !spec.pid_namespace => {
+                isolation.network_namespace = true;
+                supervise_as_subreaper(isolation, launcher)
+            }
             Ok(()) => {
                 isolation.network_namespace = true;
                 let mut fds = [0; 2];
@@ -387,22 +400,27 @@ mod linux {
                      leftover processes are killed by a subreaper (docs/bench.md, the weaker \
                      guarantees)"
                 ));
-                // SAFETY: prctl with integer arguments.
-                let subreaper =
-                    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == 0;
-                match fork() {
-                    Ok(Some(worker)) => supervise(worker, None, subreaper),
-                    Ok(None) => {
-                        die_with_parent(Some(launcher));
-                        isolation
-                    }
-                    Err(e) => {
-                        isolation.warnings.push(format!(
-                            "sandbox: cannot fork ({e}): the candidate runs unsupervised"
-                        ));
-                        isolation
-                    }
-                }
+                supervise_as_subreaper(isolation, launcher)
+            }
+        }
+    }
+
+    /// Forks the worker under this process as a subreaper (`PR_SET_CHILD_SUBREAPER`), which
+    /// kills every descendant left once the worker ends. Only the worker returns.
+    fn supervise_as_subreaper(mut isolation: Isolation, launcher: libc::pid_t) -> Isolation {
+        // SAFETY: prctl with integer arguments.
+        let subreaper = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == 0;
+        match fork() {
+            Ok(Some(worker)) => supervise(worker, None, subreaper),
+            Ok(None) => {
+                die_with_parent(Some(launcher));
+                isolation
+            }
+            Err(e) => {
+                isolation.warnings.push(format!(
+                    "sandbox: cannot fork ({e}): the candidate runs unsupervised"
+                ));
+                isolation
             }
         }
     }

@@ -523,6 +523,8 @@ def hf_attention_function(model, make):
 
     impl = before[0][1] or "eager"
     mask_fn = mask_interface._global_mapping.get(impl, mask_interface._global_mapping.get("sdpa"))
+    if impl == "sdpa":
+        mask_fn = _causal_skip_while_tracing(mask_fn)
     interface._global_mapping[name] = make(original)
     mask_interface._global_mapping[name] = mask_fn
     try:
@@ -534,6 +536,31 @@ def hf_attention_function(model, make):
             c._attn_implementation_internal = was
         interface._global_mapping.pop(name, None)
         mask_interface._global_mapping.pop(name, None)
+
+
+def _causal_skip_while_tracing(sdpa_mask):
+    """transformers' SDPA mask function, returning no mask (SDPA's `is_causal` instead) for a
+    plain causal mask (no padding, no offset, as many keys as queries) also while torch.compile
+    traces or a CUDA graph captures. Outside those, ``sdpa_mask`` itself makes that choice
+    (``masking_utils._ignore_causal_mask_sdpa``); while tracing it materializes the mask, to keep
+    a graph exported at one length from hard-coding `is_causal` (a compiled graph is guarded on
+    the lengths instead). Without this, the attention call of a compiled or captured causal LM
+    carries a mask that no plug can read there, and never takes the kernel."""
+    import functools
+
+    from transformers.masking_utils import causal_mask_function
+
+    @functools.wraps(sdpa_mask)
+    def mask(*args, **kwargs):
+        if (not args and kwargs.get("allow_is_causal_skip", True) and kwargs.get("attention_mask") is None
+                and kwargs.get("mask_function", causal_mask_function) is causal_mask_function
+                and kwargs.get("local_size") is None and kwargs.get("q_offset", 0) == 0
+                and kwargs.get("kv_offset", 0) == 0 and kwargs.get("q_length") is not None
+                and kwargs.get("q_length") == kwargs.get("kv_length")):
+            return None
+        return sdpa_mask(*args, **kwargs)
+
+    return mask
 
 
 # The numbers of the names `hf_attention_function` registers: one per use, never reused.

@@ -132,3 +132,10 @@ fn verification_plugs_an_attention_kernel_into_llama_and_bert_by_their_params() 
 fn an_attention_kernel_with_a_wrong_scale_is_left_out_by_the_plug_check() {
     check("wrong_scale");
 }
+
+/// Under torch.compile, HF Llama's attention takes the kernel: no graph break, the
+/// operator in the traced graph (transformers would otherwise hand it a materialized mask).
+#[test]
+fn an_exported_attention_kernel_is_in_hf_llamas_compiled_graph() {
+    check("compiled");
+}

@@ -7,6 +7,8 @@ import math
 
 import torch
 
+KERNEL_KIND = "flash_attention"
+
 
 def kernel_fn(Q, K, V, mask=None, causal=True, scale=None, kv_heads=None, has_mask=False):
     """Q [batch, heads, seq, head_dim], K, V [batch, kv_heads, seq, head_dim], optional

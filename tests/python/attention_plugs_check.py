@@ -5,7 +5,10 @@ argv: CHECK OPS_DIR ROOT. OPS_DIR holds catalogue.py and catalogue.json as autok
 writes them; ROOT is the repository. CHECK is `plugged` (Llama's grouped-query causal
 attention and BERT's padded non-causal attention plugged in at the params their configs
 give, the output within tolerance) or `wrong_scale` (a kernel that computes another scale
-is left out by the plug check, with the error). Prints `ok`.
+is left out by the plug check, with the error) or `compiled` (an exported package's
+`deploy.optimize` on HF Llama: under torch.compile the traced graph has no break and calls
+the kernel's operator, its output the model's own; transformers materializes the causal mask
+while tracing unless the plug's mask function keeps SDPA's `is_causal`). Prints `ok`.
 """
 
 import os
@@ -80,6 +83,38 @@ elif CHECK == "wrong_scale":
     (entry,) = r["excluded"]
     assert entry["broken"] and entry["reason"].startswith(
         "plug check failed: differs from LlamaAttention's own attention by"), entry
+elif CHECK == "compiled":
+    import json
+    import tempfile
+
+    import torch
+    import transformers
+
+    sys.path.insert(0, LOADER)  # call_sites.py, which plugs.py imports
+    import deploy
+
+    torch.manual_seed(0)
+    net = transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA)).eval()
+    ids = torch.randint(0, 256, (1, 16))
+    with torch.no_grad():
+        ref = net(ids).logits
+    with tempfile.TemporaryDirectory() as d:
+        target = {"id": "01-flash_attention", "kind": "flash_attention", "path": STARTER, "kernel": STARTER,
+                  "shapes": [[1, 4, 16, 16]], "params": GQA, "dtype": "float32"}
+        path = os.path.join(d, "manifest.json")
+        with open(path, "w") as f:
+            json.dump({"package": "attn", "targets": [target], "verified_on": {}}, f)
+        report = deploy.optimize(net, path, verbose=False)
+        assert [r["target"] for r in report.replaced] == ["01-flash_attention"], report
+        with torch.no_grad():
+            explained = torch._dynamo.explain(net)(ids)
+            assert explained.graph_break_count == 0, explained.break_reasons
+            called = [str(n.target) for g in explained.graphs for n in g.graph.nodes if n.op == "call_function"]
+            assert sum("autokernel" in t for t in called) == 1, called  # the one layer's attention
+            torch._dynamo.reset()
+            out = torch.compile(net, fullgraph=True)(ids).logits
+        assert float((out - ref).abs().max()) < 1e-3
+        report.undo()
 else:
     raise SystemExit(f"unknown check {CHECK}")
 print("ok")

@@ -226,6 +226,34 @@ struct State {
     next_id: u64,
 }
 
+impl State {
+    fn new() -> State {
+        State {
+            running: None,
+            spares: VecDeque::new(),
+            last_candidate_hello: None,
+            warned: Default::default(),
+            python: None,
+            next_id: 1,
+        }
+    }
+
+    /// `device`, with `Auto` taken as the device an earlier worker of this `Worker` found
+    /// (its hello), so that a candidate's worker never settles on the CPU where the one
+    /// before it had the GPU: when it cannot start CUDA, it fails and says why.
+    fn resolved(&self, device: Device) -> Device {
+        if device != Device::Auto {
+            return device;
+        }
+        let found = self.running.as_ref().map(|r| &r.hello);
+        match found.or(self.last_candidate_hello.as_ref()).map(|h| h.device.as_str()) {
+            Some("cuda") => Device::Cuda,
+            Some("cpu") => Device::Cpu,
+            _ => Device::Auto,
+        }
+    }
+}
+
 /// A warm worker process, started on the first request and restarted after a crash, a
 /// timeout, a CUDA error or tampering. Requests are served one at a time (`&self` methods
 /// wait their turn). Dropping the `Worker` kills the process group.
@@ -256,14 +284,7 @@ impl Worker {
             sandbox: SandboxOptions::default(),
             kinds: None,
             startup_timeout: Duration::from_secs(180),
-            state: Mutex::new(State {
-                running: None,
-                spares: VecDeque::new(),
-                last_candidate_hello: None,
-                warned: Default::default(),
-                python: None,
-                next_id: 1,
-            }),
+            state: Mutex::new(State::new()),
         }
     }
 
@@ -422,6 +443,7 @@ impl Worker {
         timeout: Duration,
     ) -> Result<ReplyBody, WorkerError> {
         let mut state = self.state.lock().await;
+        let device = state.resolved(device);
         let python = self.python(&mut state)?;
         while state.spares.front().is_some_and(|r| r.device != device) {
             if let Some(r) = state.spares.pop_front() {
@@ -629,6 +651,7 @@ impl Worker {
                 scratch: dir.path().to_path_buf(),
                 namespaces: self.sandbox.namespaces,
                 max_file_size_mb: self.sandbox.max_file_size_mb,
+                pid_namespace: device == Device::Cpu,
             };
             let spec = serde_json::to_string(&spec).map_err(|e| WorkerError::Protocol {
                 message: e.to_string(),
@@ -798,7 +821,26 @@ fn tail_without_message(tail: &str, message: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::tail_without_message;
+    use super::{tail_without_message, Device, Hello, State};
+
+    #[test]
+    fn a_device_left_open_is_the_one_an_earlier_worker_found() {
+        let hello = |device: &str| Hello {
+            pid: 1,
+            error: None,
+            device: device.into(),
+            device_name: device.into(),
+            import_s: 0.0,
+            warning: None,
+        };
+        let mut state = State::new();
+        assert_eq!(state.resolved(Device::Auto), Device::Auto);
+        state.last_candidate_hello = Some(hello("cuda"));
+        assert_eq!(state.resolved(Device::Auto), Device::Cuda);
+        assert_eq!(state.resolved(Device::Cpu), Device::Cpu);
+        state.last_candidate_hello = Some(hello("cpu"));
+        assert_eq!(state.resolved(Device::Auto), Device::Cpu);
+    }
 
     #[test]
     fn a_tail_that_repeats_the_startup_message_is_cut_before_it() {

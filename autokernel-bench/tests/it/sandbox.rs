@@ -19,17 +19,30 @@ pub fn case_with(dir: &Path, area: &str, name: &str, values: &[(&str, &str)]) ->
     write(dir, name, &text)
 }
 
-/// A benchmarker whose candidates' workers use `options`.
+/// A benchmarker whose candidates' workers use `options`, on the CPU.
 fn sandboxed(options: SandboxOptions) -> PyWorkerBenchmarker {
-    let worker = Worker::new(super::options())
-        .with_memory_limit_mb(12 * 1024)
-        .with_sandbox(options);
+    sandboxed_on(Device::Cpu, options)
+}
+
+/// A benchmarker whose candidates' workers use `options`, asked for `device`.
+fn sandboxed_on(device: Device, options: SandboxOptions) -> PyWorkerBenchmarker {
+    let worker = Worker::new(WorkerOptions {
+        device,
+        ..super::options()
+    })
+    .with_memory_limit_mb(12 * 1024)
+    .with_sandbox(options);
     PyWorkerBenchmarker::with_worker(std::sync::Arc::new(worker))
 }
 
 /// Benches `connects_to_localhost.py` against a listener of the test's own and returns
 /// what reached it (nothing, when the sandbox holds).
 async fn what_reached_the_listener(options: SandboxOptions) -> Option<String> {
+    what_reached_the_listener_on(Device::Cpu, options).await
+}
+
+/// [`what_reached_the_listener`] with the workers asked for `device`.
+async fn what_reached_the_listener_on(device: Device, options: SandboxOptions) -> Option<String> {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a local listener");
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
@@ -40,7 +53,7 @@ async fn what_reached_the_listener(options: SandboxOptions) -> Option<String> {
         "connects_to_localhost.py",
         &[("@PORT@", &port)],
     );
-    let r = bench(&sandboxed(options), &path, true, 120).await;
+    let r = bench(&sandboxed_on(device, options), &path, true, 120).await;
     // the kernel is right: whether it reached out changes nothing in its verdict
     assert!(r.correctness.is_pass(), "{:?}", r.correctness);
     // a connection made at import waits in the backlog (accepted or not by then)
@@ -119,6 +132,11 @@ fn kill_processes_with(marker: &str) -> Vec<String> {
 
 /// Benches `leaves_a_daemon.py` and returns the daemons alive once `bench` returned.
 async fn daemons_left(options: SandboxOptions) -> Vec<String> {
+    daemons_left_on(Device::Cpu, options).await
+}
+
+/// [`daemons_left`] with the workers asked for `device`.
+async fn daemons_left_on(device: Device, options: SandboxOptions) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     // a number of seconds no other process uses: `sleep 1000.<pid><nanos>`
     let nanos = std::time::SystemTime::now()
@@ -132,7 +150,7 @@ async fn daemons_left(options: SandboxOptions) -> Vec<String> {
         "leaves_a_daemon.py",
         &[("@MARKER@", &marker)],
     );
-    let b = sandboxed(options);
+    let b = sandboxed_on(device, options);
     let r = bench(&b, &path, true, 120).await;
     assert!(r.correctness.is_pass(), "{:?}", r.correctness);
     // the benchmarker (and its spare worker) still alive: only the evaluation is over
@@ -156,4 +174,19 @@ async fn a_setsid_grandchild_does_not_outlive_the_evaluation_without_namespaces_
     };
     let left = daemons_left(options).await;
     assert!(left.is_empty(), "still running: {left:?}");
+}
+
+/// A worker that may use the GPU (its device left open) has no pid namespace, in which
+/// CUDA does not start: the subreaper kills what it left, in user and network namespaces.
+#[tokio::test]
+async fn a_setsid_grandchild_does_not_outlive_the_evaluation_of_a_worker_that_may_use_the_gpu() {
+    let left = daemons_left_on(Device::Auto, SandboxOptions::default()).await;
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+/// The same worker has no network either (its own network namespace).
+#[tokio::test]
+async fn a_candidate_of_a_worker_that_may_use_the_gpu_cannot_connect_to_a_local_port() {
+    let reached = what_reached_the_listener_on(Device::Auto, SandboxOptions::default()).await;
+    assert_eq!(reached, None, "the candidate reached the test's listener");
 }
