@@ -348,6 +348,12 @@ def _verify_plugs(net, call, ref, targets, torch_dtype, on_gpu, deploy, kernel_o
     modes = [m for m in model_modes.MODES
              if (on_gpu or m not in model_modes.GPU_ONLY) and (on_gpu or m != "compile" or deploy == "compile")]
     result["modes"] = _mode_table(modes, net, no_grad_call, installing, good, ref, torch_dtype, on_gpu)
+    slower = _slower_together(result["modes"], deploy) if on_gpu else None
+    if slower:
+        # each kernel alone made the model faster, yet all of them, timed again in the mode
+        # the model is deployed in, did not: the model keeps its own ops
+        result["excluded"].extend({"target": p.target_id, "reason": slower} for p in good)
+        result["included"], good = [], []
     eager = next(r for r in result["modes"] if r["mode"] == "eager")
     result["eager_ms"] = eager["baseline_ms"]
     if good:
@@ -355,6 +361,16 @@ def _verify_plugs(net, call, ref, targets, torch_dtype, on_gpu, deploy, kernel_o
         if eager["baseline_ms"] and eager["kernels_ms"]:
             result["speedup"] = eager["baseline_ms"] / eager["kernels_ms"]
     return result
+
+
+def _slower_together(modes, deploy):
+    """Why the included kernels stay out after all: the mode table's row of `deploy` (the
+    mode that decides) measured the model slower with them than without, or None."""
+    row = next((r for r in modes if r["mode"] == deploy), None)
+    if row is None or row["speedup"] is None or row["speedup"] >= 1.0:
+        return None
+    return (f"the included kernels together made the model slower under {deploy} "
+            f"({row['kernels_ms']:.3f} ms with them, {row['baseline_ms']:.3f} ms without): none is plugged in")
 
 
 def _alone_in_mode(mode, plugs, net, call, installing, ref, dtype, on_gpu):

@@ -26,9 +26,10 @@
 //!   signal scope, where the kernel has it, forbids that kill).
 //! - **Landlock** (Linux ≥ 5.13; write rights only, best effort by the kernel's ABI): the
 //!   worker may create, change and remove files only under its scratch folder; it may write
-//!   to existing device files (`/dev/null`, the GPU's `/dev/nvidia*`) and anywhere under
-//!   `/dev/shm`. Without Landlock, nothing stops a write the user could make: the parent is
-//!   warned once (the weaker guarantee is docs/bench.md's).
+//!   to existing device files (`/dev/null`, the GPU's `/dev/nvidia*`), to its own
+//!   `/proc/self` (CUDA does not start without) and anywhere under `/dev/shm`. Without
+//!   Landlock, nothing stops a write the user could make: the parent is warned once (the
+//!   weaker guarantee is docs/bench.md's).
 //! - **Limits**: `RLIMIT_FSIZE` (a larger file write gets `SIGXFSZ`: a `CRASH`),
 //!   `RLIMIT_CORE` 0, `PR_SET_NO_NEW_PRIVS`; the address space on the CPU through the
 //!   worker's memory limit.
@@ -465,7 +466,8 @@ mod linux {
     }
 
     /// Landlock: write rights only under `spec.scratch` (all of them), existing files under
-    /// `/dev` (write, truncate, device ioctls: `/dev/null`, the GPU) and `/dev/shm`; no
+    /// `/dev` (write, truncate, device ioctls: `/dev/null`, the GPU) and the worker's own
+    /// `/proc/self` (which CUDA writes to), and `/dev/shm`; no
     /// signals to processes outside the sandbox. `Ok(None)` when fully enforced, else what
     /// is missing.
     fn landlock(spec: &Spec) -> Result<Option<String>, String> {
@@ -485,7 +487,14 @@ mod linux {
             ))
             .map_err(err)?;
         let devices = AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
-        for (path, access) in [("/dev", devices), ("/dev/shm", AccessFs::from_write(abi))] {
+        // CUDA's driver does not start without writing to files of its own process under
+        // /proc (cudaGetDeviceCount error 304, seen on the H200); another process's are out
+        // of reach there too (Landlock forbids ptrace-like access outside the domain)
+        for (path, access) in [
+            ("/dev", devices),
+            ("/dev/shm", AccessFs::from_write(abi)),
+            ("/proc/self", devices),
+        ] {
             if let Ok(fd) = PathFd::new(path) {
                 rules = rules.add_rule(PathBeneath::new(fd, access)).map_err(err)?;
             }

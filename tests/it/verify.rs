@@ -5,7 +5,9 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::util::{autokernel, judged, report, tempdir, tiny_workspace, tiny_workspace_with};
+use crate::util::{
+    autokernel, judged, python_check, report, tempdir, tiny_workspace, tiny_workspace_with,
+};
 
 /// `verify -w ws --device cpu`: (exit code, stdout, stderr).
 fn verify(ws: &Path) -> (Option<i32>, String, String) {
@@ -340,4 +342,11 @@ fn verify_times_the_model_in_the_deploy_mode_it_is_asked_for() {
     let (code, stdout, stderr) = verify_with(&ws, &[]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("deploy: compile"), "{stdout}");
+}
+
+/// Kernels that each made the model faster alone, but together make it slower in the mode
+/// that decides, all stay out (`verify_rules_check.py slower_together`).
+#[test]
+fn kernels_slower_together_in_the_deploy_mode_stay_out() {
+    python_check("verify_rules_check.py", "slower_together");
 }

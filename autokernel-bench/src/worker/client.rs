@@ -246,7 +246,10 @@ impl State {
             return device;
         }
         let found = self.running.as_ref().map(|r| &r.hello);
-        match found.or(self.last_candidate_hello.as_ref()).map(|h| h.device.as_str()) {
+        match found
+            .or(self.last_candidate_hello.as_ref())
+            .map(|h| h.device.as_str())
+        {
             Some("cuda") => Device::Cuda,
             Some("cpu") => Device::Cpu,
             _ => Device::Auto,
