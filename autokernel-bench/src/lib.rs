@@ -73,7 +73,9 @@ pub use private_dir::{private_dir_in, private_temp_dir};
 pub use python_env::{linked_python_version, resolve_python};
 pub use sandbox::SandboxOptions;
 pub use worker::bootstrap::serve_worker;
-pub use worker::client::{Worker, WorkerOptions, WorkerProgram, WorkerStatus};
+pub use worker::client::{
+    default_spare_workers, Worker, WorkerOptions, WorkerProgram, WorkerStatus,
+};
 
 use autokernel_core::KernelKind;
 

@@ -264,6 +264,8 @@ pub struct Worker {
     options: WorkerOptions,
     memory_limit_mb: Option<u64>,
     sandbox: SandboxOptions,
+    /// How many candidates' workers start ahead of need ([`Worker::with_spare_workers`]).
+    spare_workers: usize,
     /// The catalogue sent to the worker when it starts, and extra registry modules.
     kinds: Option<(Catalogue, Vec<PathBuf>)>,
     startup_timeout: Duration,
@@ -285,6 +287,7 @@ impl Worker {
             options,
             memory_limit_mb: None,
             sandbox: SandboxOptions::default(),
+            spare_workers: default_spare_workers(),
             kinds: None,
             startup_timeout: Duration::from_secs(180),
             state: Mutex::new(State::new()),
@@ -296,6 +299,13 @@ impl Worker {
     /// reserves far more address space than it uses.
     pub fn with_memory_limit_mb(mut self, mb: u64) -> Worker {
         self.memory_limit_mb = Some(mb);
+        self
+    }
+
+    /// Keeps `n` (at least 1) candidates' workers starting ahead of need instead of the
+    /// default, [`default_spare_workers`].
+    pub fn with_spare_workers(mut self, n: usize) -> Worker {
+        self.spare_workers = n.max(1);
         self
     }
 
@@ -385,6 +395,18 @@ impl Worker {
         }
     }
 
+    /// The process ids of the candidates' workers started ahead of need, oldest first (for
+    /// diagnostics and tests: [`Worker::with_spare_workers`] says how many are kept).
+    pub async fn spare_pids(&self) -> Vec<u32> {
+        self.state
+            .lock()
+            .await
+            .spares
+            .iter()
+            .map(|r| r.pid)
+            .collect()
+    }
+
     /// The device name the running worker reported (`cuda`/`cpu` and the GPU's name), if
     /// one is running.
     pub async fn device_name(&self) -> Option<(String, String)> {
@@ -458,13 +480,16 @@ impl Worker {
             None => self.launch(&python, device, true)?,
         };
         let running = self.ready(&mut state, launched).await?;
-        // the next candidate's worker imports while this one is judged (launched only now
-        // that this one is ready: two imports at once would each take twice as long on a
-        // machine of few cores)
-        if state.spares.is_empty() {
+        // the next candidates' workers import while this one is judged (launched only now
+        // that this one is ready: on a machine of few cores two imports at once would each
+        // take twice as long; on many cores several overlap, see `spare_workers`)
+        while state.spares.len() < self.spare_workers {
             match self.launch(&python, device, true) {
                 Ok(spare) => state.spares.push_back(spare),
-                Err(e) => tracing::debug!("no spare bench worker: {e}"),
+                Err(e) => {
+                    tracing::debug!("no spare bench worker: {e}");
+                    break;
+                }
             }
         }
         state.last_candidate_hello = Some(running.hello.clone());
@@ -781,6 +806,16 @@ impl Worker {
             }
         }
     }
+}
+
+/// How many candidates' workers start ahead of need by default: one per 4 cores the
+/// process may use, 1 to 4. Each candidate gets a fresh worker whose imports and CUDA start
+/// take about 10 s (the H200 machine, 2026-12-02, docs/benchmarks.md) while judging one takes
+/// a few seconds, so with one spare the judge waits on imports; 4 cores a worker leave the
+/// imports room to overlap without slowing each other.
+pub fn default_spare_workers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / 4).clamp(1, 4)
 }
 
 /// The machine's memory in MB (2²⁰ B), from `/proc/meminfo`; `None` where it cannot be read.

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use autokernel_bench::PyWorkerBenchmarker;
+use autokernel_bench::{PyWorkerBenchmarker, Worker};
 
 use super::*;
 
@@ -42,4 +42,31 @@ async fn a_request_for_any_device_runs_on_the_workers_device_without_a_restart()
     assert_eq!(result.device, "cpu");
     let after = b.worker().status(Duration::from_secs(120)).await.unwrap();
     assert_eq!(before.pid, after.pid, "the same worker served both");
+}
+
+/// Candidates' workers start ahead of need, as many as asked: after a candidate is judged,
+/// that many fresh processes are starting (or ready) for the next ones, each alive, none the
+/// judged candidate's own.
+#[tokio::test]
+async fn as_many_spare_workers_start_as_asked() {
+    let b = PyWorkerBenchmarker::with_worker(std::sync::Arc::new(
+        Worker::new(options()).with_spare_workers(3),
+    ));
+    let r = bench(&b, &good_softmax(), true, 120).await;
+    assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+    let spares = b.worker().spare_pids().await;
+    assert_eq!(spares.len(), 3, "{spares:?}");
+    for pid in &spares {
+        assert!(
+            Path::new(&format!("/proc/{pid}")).exists(),
+            "spare {pid} is gone"
+        );
+    }
+    // the next candidate takes the oldest spare, and one more starts in its place
+    let r = bench(&b, &good_softmax(), true, 120).await;
+    assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+    let after = b.worker().spare_pids().await;
+    assert_eq!(after.len(), 3, "{after:?}");
+    assert!(!after.contains(&spares[0]), "{spares:?} then {after:?}");
+    assert_eq!(&after[..2], &spares[1..], "{spares:?} then {after:?}");
 }
