@@ -311,8 +311,8 @@ impl Run<'_, '_> {
                 self.layout,
                 self.params.as_str(),
             ))
-            .and_then(|r| r.extract::<String>());
-        let timed = match timed {
+            .and_then(|r| r.extract::<(String, Vec<Bound<'_, PyAny>>, Vec<Bound<'_, PyAny>>)>());
+        let (timed, timed_outputs, timed_references) = match timed {
             Ok(t) => t,
             Err(e) => {
                 let (message, _tb, cuda) = self.h.describe(self.py, &e);
@@ -331,6 +331,18 @@ impl Run<'_, '_> {
         };
         let t: TimingMeta =
             serde_json::from_str(&timed).map_err(|e| Failure::Harness(e.to_string()))?;
+        // timing calls are judged calls: a few of them, on inputs overwritten in place
+        // before each call, checked against the reference of those inputs
+        if let Err(reason) =
+            self.check_timed_outputs(timing_shape, timing_dtype, timed_outputs, timed_references)?
+        {
+            let v = Correctness::Fail {
+                stage: Stage::Timing,
+                reason,
+            };
+            self.fail_report(Stage::Timing, &v);
+            return Ok((v, None));
+        }
         let metrics = self.metrics(&t, timing_shape, timing_dtype, job.gpu_bandwidth_gb_s);
         let compiled_note = t
             .compiled_error
@@ -532,6 +544,62 @@ impl Run<'_, '_> {
             stage,
             reason: format!("kernel_fn raised at {dtype} {shape}: {message}{at}"),
         }
+    }
+
+    /// Compares the outputs the harness kept from timed calls with the references of their
+    /// inputs (`harness._Rotation`): Ok(Err(reason)) for the first that differs.
+    fn check_timed_outputs(
+        &self,
+        shape: &Shape,
+        dtype: DType,
+        outputs: Vec<Bound<'_, PyAny>>,
+        references: Vec<Bound<'_, PyAny>>,
+    ) -> Result<Result<(), String>, Failure> {
+        if outputs.len() != references.len() {
+            return Err(Failure::Harness(format!(
+                "the harness kept {} timed outputs but {} references",
+                outputs.len(),
+                references.len()
+            )));
+        }
+        let (expected_shape, expected_dtype) = self
+            .spec
+            .output_for(shape, dtype)
+            .map_err(Failure::Harness)?;
+        let expected_shape: Vec<usize> = expected_shape.iter().map(|&d| d as usize).collect();
+        let out_dt: DType = expected_dtype.parse().unwrap_or(dtype);
+        let tol = self.spec.tolerance(dtype);
+        let ctx = CaseContext {
+            kind: &self.spec.name,
+            stage: Stage::Timing,
+            shape,
+            dtype,
+            mode: InputMode::Normal.name(),
+            note: None,
+        };
+        for (out, reference) in outputs.into_iter().zip(references) {
+            let out = out.cast_into::<PyArrayDyn<f32>>().map_err(PyErr::from)?;
+            let reference = reference
+                .cast_into::<PyArrayDyn<f32>>()
+                .map_err(PyErr::from)?;
+            let (out, reference) = (out.readonly(), reference.readonly());
+            let (out, reference) = (out.as_array(), reference.as_array());
+            if out.shape() != expected_shape.as_slice() {
+                return Ok(Err(format!(
+                    "a timed call at {dtype} {shape} returned shape {:?}, not {expected_shape:?}",
+                    out.shape()
+                )));
+            }
+            if let Err(reason) =
+                judge::compare_outputs(out.view(), reference.view(), out_dt, tol, &ctx)
+            {
+                return Ok(Err(format!(
+                    "a timed call's output (its inputs overwritten with another seed's before \
+                     the call) differs from the reference: {reason}"
+                )));
+            }
+        }
+        Ok(Ok(()))
     }
 
     /// Runs one case: Ok(Ok(rel_l2)) when it passed, Ok(Err(verdict)) when not.

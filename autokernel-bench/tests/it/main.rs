@@ -11,6 +11,7 @@ mod robustness;
 mod sandbox;
 mod script;
 mod starters;
+mod timing_cases;
 mod toy_kind;
 mod verdicts;
 mod warm;

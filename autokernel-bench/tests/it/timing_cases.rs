@@ -1,0 +1,33 @@
+//! Timing calls are judged calls (issue 21, point 2): kernels right in the correctness
+//! stages and wrong when timed (`tests/cases/timing/`, see its README) fail at the timing
+//! stage, and an honest kernel judged after each passes. On the CPU.
+
+use autokernel_bench::PyWorkerBenchmarker;
+use autokernel_core::{Correctness, Stage};
+
+use super::*;
+
+async fn fails_where_it_is_timed(name: &str) {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let r = bench(&b, &cases_dir("timing").join(name), true, 300).await;
+    let Correctness::Fail { stage, reason } = &r.correctness else {
+        panic!("{name}: {:?}", r.correctness)
+    };
+    assert_eq!(*stage, Stage::Timing, "{name}: {reason}");
+    assert!(
+        reason.contains("a timed call's output") && reason.contains("differs from the reference"),
+        "{name}: {reason}"
+    );
+    let honest = bench(&b, &good_softmax(), true, 300).await;
+    assert!(honest.correctness.is_pass(), "{:?}", honest.correctness);
+}
+
+#[tokio::test]
+async fn a_kernel_wrong_from_the_fourth_call_on_an_input_fails_at_timing() {
+    fails_where_it_is_timed("wrong_from_the_fourth_call_on_an_input.py").await;
+}
+
+#[tokio::test]
+async fn a_kernel_wrong_while_a_timer_is_on_the_stack_fails_at_timing() {
+    fails_where_it_is_timed("wrong_while_a_timer_is_on_the_stack.py").await;
+}
