@@ -238,6 +238,14 @@ impl State {
         }
     }
 
+    /// The hello of the warm worker, else of the last candidate's worker.
+    fn last_hello(&self) -> Option<&Hello> {
+        self.running
+            .as_ref()
+            .map(|r| &r.hello)
+            .or(self.last_candidate_hello.as_ref())
+    }
+
     /// `device`, with `Auto` taken as the device an earlier worker of this `Worker` found
     /// (its hello), so that a candidate's worker never settles on the CPU where the one
     /// before it had the GPU: when it cannot start CUDA, it fails and says why.
@@ -245,11 +253,7 @@ impl State {
         if device != Device::Auto {
             return device;
         }
-        let found = self.running.as_ref().map(|r| &r.hello);
-        match found
-            .or(self.last_candidate_hello.as_ref())
-            .map(|h| h.device.as_str())
-        {
+        match self.last_hello().map(|h| h.device.as_str()) {
             Some("cuda") => Device::Cuda,
             Some("cpu") => Device::Cpu,
             _ => Device::Auto,
@@ -412,10 +416,7 @@ impl Worker {
     pub async fn device_name(&self) -> Option<(String, String)> {
         let state = self.state.lock().await;
         state
-            .running
-            .as_ref()
-            .map(|r| &r.hello)
-            .or(state.last_candidate_hello.as_ref())
+            .last_hello()
             .map(|h| (h.device.clone(), h.device_name.clone()))
     }
 
