@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import warnings
+import weakref
 
 import torch
 
@@ -36,8 +37,8 @@ except ImportError:  # top-level modules (the repository's tests)
 
 class Report:
     """What :func:`optimize` did to one model: ``replaced`` (one dict per installed target:
-    ``target``, ``kind``, ``op``, ``params``, ``modules`` when the plug replaces module
-    forwards), ``left`` (``{"target", "reason"}`` per target not installed), ``warnings``
+    ``target``, ``kind``, ``op``, ``params``, ``shapes`` (the problem shapes whose calls it
+    takes; empty: every call), ``modules`` when the plug replaces module forwards), ``left`` (``{"target", "reason"}`` per target not installed), ``warnings``
     (environment differences, training mode). :meth:`undo` takes every plug out again;
     ``str(report)`` is the summary :func:`optimize` prints."""
 
@@ -46,6 +47,10 @@ class Report:
         # the verification's deploy mode and its modes table (``manifest.json``)
         self.deploy = None
         self.modes = []
+        # where the kernels take calls (``plugs.CONTEXTS``; :func:`_contexts`)
+        self.contexts = list(plugs.CONTEXTS)
+        # whether the caller chose `contexts` (else the verification's table did)
+        self.contexts_asked = False
         self.replaced = []
         self.left = []
         self.warnings = []
@@ -64,22 +69,34 @@ class Report:
         would make torch.compile recompile it at every call)."""
         return {r["target"]: r["_plug"].calls for r in self.replaced}
 
+    def __repr__(self):
+        return (f"<autokernel Report {self.package}: {len(self.replaced)} installed, {len(self.left)} left"
+                f"{', undone' if self.undone else ''}>")
+
     def to_dict(self):
         """The report as JSON-able data."""
         replaced = [{k: v for k, v in r.items() if not k.startswith("_")} for r in self.replaced]
         return {"package": self.package, "replaced": replaced, "left": list(self.left),
-                "warnings": list(self.warnings), "deploy": self.deploy, "modes": list(self.modes)}
+                "warnings": list(self.warnings), "deploy": self.deploy, "modes": list(self.modes),
+                "contexts": list(self.contexts)}
 
     def __str__(self):
         lines = [f"{self.package}: {len(self.replaced)} kernel(s) installed, {len(self.left)} left out"]
         for r in self.replaced:
+            # the shapes said, since a call at any other runs the model's own code
+            at = f" at {', '.join('x'.join(map(str, s)) for s in r['shapes'])}" if r.get("shapes") else ""
             where = f" in {len(r['modules'])} module(s)" if r.get("modules") is not None else ""
-            lines.append(f"  replaced {r['target']} ({r['kind']}){where} -> torch.ops.autokernel.{r['op']}")
+            lines.append(f"  replaced {r['target']} ({r['kind']}){at}{where} -> torch.ops.autokernel.{r['op']}")
         for e in self.left:
             lines.append(f"  left {e['target']}: {e['reason']}")
         if self.deploy:
             lines.append(f"  chosen for {self.deploy}; the verification measured the model with them at "
                          + ", ".join(_mode_text(m) for m in self.modes))
+        off = [c for c in plugs.CONTEXTS if c not in self.contexts]
+        if self.replaced and off:
+            why = "as asked" if self.contexts_asked else \
+                "the verification measured the model slower with the kernels there"
+            lines.append(f"  in {_context_names(off)} the model's own code runs: {why}")
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)
@@ -91,6 +108,36 @@ def _mode_text(m):
         return f"{m['mode']} (failed)"
     speedup = m.get("speedup")
     return f"{m['mode']} {speedup:.2f}x" if speedup else f"{m['mode']} n/a"
+
+
+CONTEXT_MODES = {"eager": ("eager",), "cudagraph": ("cudagraph",), "compile": ("compile", "reduce-overhead")}
+"""The verification's modes (``model_modes.MODES``) behind each context a plug tells apart
+(``plugs.CONTEXTS``)."""
+
+
+def _contexts(deploy, modes):
+    """Where the kernels take calls (a list of ``plugs.CONTEXTS``), from the verification's
+    `deploy` mode and its `modes` table (rows ``{"mode", "speedup", "error"}``): eager
+    always; the context of the deploy mode (the kernels were chosen there); CUDA graphs and
+    torch.compile unless one of their modes measured the model slower with the kernels
+    (speedup < 1) or failed with them, so that compiling or capturing the optimized model is
+    not slower than doing so to the model alone (under torch.compile, inductor fuses the ops
+    an opaque operator hides). Eager keeps the kernels because the plugs' host time is paid
+    there either way: handing eager calls back to the model's own code did not bring an
+    eager model back to its own speed (docs/benchmarks.md)."""
+    out = []
+    for context, names in CONTEXT_MODES.items():
+        rows = [m for m in modes if m.get("mode") in names]
+        lost = any(m.get("error") or (m.get("speedup") or 1.0) < 1.0 for m in rows)
+        if context == "eager" or deploy in names or not lost:
+            out.append(context)
+    return out
+
+
+def _context_names(contexts):
+    """`contexts` as the report prints them: ``eager and torch.compile``."""
+    names = {"eager": "eager", "cudagraph": "CUDA graphs", "compile": "torch.compile"}
+    return " and ".join(names[c] for c in contexts)
 
 
 def _environment_differences(recorded):
@@ -154,6 +201,8 @@ def _probes(plug, model, select, width, problem):
         if not select(m):
             continue
         weight = next(m.parameters(), None)
+        if weight is not None and weight.dtype != plug.dtype:
+            continue  # a module in another dtype does not compute the target (a float16 model)
         device = weight.device if weight is not None else torch.device("cpu")
         for shape in plug.shapes:
             x = torch.randn(int(shape[0]), width(m), generator=g).to(device=device, dtype=plug.dtype)
@@ -180,21 +229,47 @@ def _check_rotary(plug, model):
     return None
 
 
-def optimize(model, manifest_path, *, allow_training=False, verbose=True):
+def optimize(model, manifest_path, *, allow_training=False, contexts=None, verbose=True):
     """Installs the exported kernels into `model` (an ``nn.Module``, this instance only) and
     returns a :class:`Report`; ``report.undo()`` takes them out again.
 
     `manifest_path`: the package's ``manifest.json``. A model in training mode is left as
     it is (the kernels have no backward) unless `allow_training`; a call made while
-    gradients are needed goes to the model's own code in any case. Warns when the GPU,
-    torch or triton differ from those the kernels were verified with. `verbose` prints
-    the report."""
+    gradients are needed goes to the model's own code in any case. `contexts`: where the
+    kernels take calls, any of ``plugs.CONTEXTS`` (``"eager"``, ``"cudagraph"``: while a
+    CUDA graph captures, ``"compile"``: while torch.compile traces); None decides from the
+    verification's modes table (:func:`_contexts`). Out of eager, the first eager call at
+    each shape still runs the kernel when CUDA graphs take it (so that Triton has compiled
+    and loaded it before a capture). Warns when the GPU, torch or triton differ from
+    those the kernels were verified with. `verbose` prints the report.
+
+    Raises TypeError when `model` is not an ``nn.Module``, ValueError for an unknown
+    context, RuntimeError when `model` already holds kernels of an earlier `optimize` that
+    was not undone (undoing them out of order would leave plugs behind)."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"optimize takes a torch.nn.Module, not {type(model).__name__}")
+    if isinstance(contexts, str):
+        contexts = (contexts,)
+    earlier = _OPTIMIZED.get(id(model))
+    if earlier is not None and earlier[0]() is model and not earlier[1].undone:
+        raise RuntimeError(f"this model already holds the kernels of {earlier[1].package}: call that report's "
+                           "undo() first (optimize installs once per model instance)")
     root = os.path.dirname(os.path.abspath(manifest_path))
     with open(manifest_path, encoding="utf-8") as f:
         manifest = json.load(f)
     report = Report(manifest["package"])
     verification = manifest.get("verification", {})
     report.deploy, report.modes = verification.get("deploy"), verification.get("modes") or []
+    if contexts is None:
+        # as the verification recorded it; a manifest from before it did: from its table
+        recorded = verification.get("contexts")
+        report.contexts = recorded if recorded is not None else _contexts(report.deploy, report.modes)
+    else:
+        unknown = sorted(set(contexts) - set(plugs.CONTEXTS))
+        if unknown:
+            raise ValueError(f"unknown contexts {unknown}; expected some of {list(plugs.CONTEXTS)}")
+        report.contexts = [c for c in plugs.CONTEXTS if c in contexts]
+        report.contexts_asked = True
     for w in _environment_differences(manifest.get("verified_on", {})):
         report.warnings.append(w)
         warnings.warn(f"{manifest['package']}: {w}", stacklevel=3)
@@ -241,14 +316,26 @@ def optimize(model, manifest_path, *, allow_training=False, verbose=True):
                                     f"{t.get('params')} at {plug.shapes} in {t['dtype']}"})
                 continue
             modules = [name for name, m in model.named_modules() if m in plug.modules]
+        # after the checks above, which must see every call at the target's shapes
+        plug.contexts = set(report.contexts)
         try:
             report._stack.enter_context(plug.installed(model))
         except NotImplementedError as e:
             report.left.append({"target": t["id"], "reason": f"not pluggable: {e}"})
             continue
         report.replaced.append({"target": t["id"], "kind": t["kind"], "op": op.name, "params": t.get("params"),
-                                "modules": modules, "_plug": plug})
+                                "shapes": [list(s) for s in plug.shapes], "modules": modules, "_plug": plug})
+    if report.replaced:
+        for key in [k for k, (ref, _) in _OPTIMIZED.items() if ref() is None]:
+            del _OPTIMIZED[key]
+        _OPTIMIZED[id(model)] = (weakref.ref(model), report)
     if verbose:
         print(report)
     return report
+
+
+# id(model) -> (a weak reference to it, the Report of the kernels it holds): one `optimize`
+# at a time per model instance (an attribute on the model would be state torch.compile
+# guards on)
+_OPTIMIZED = {}
 

@@ -17,17 +17,21 @@ MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "manifest.js
 """This package's manifest."""
 
 
-def optimize(model, *, allow_training=False, verbose=True) -> Report:
+def optimize(model, *, allow_training=False, contexts=None, verbose=True) -> Report:
     """Installs this package's kernels into `model` (this instance only) and returns what it
     replaced and left, with why; ``report.undo()`` restores the model.
 
     A model in training mode is left as it is (the kernels have no backward) unless
     `allow_training`; calls made while gradients are needed run the model's own code.
+    `contexts`: where the kernels take calls, any of ``"eager"``, ``"cudagraph"`` (while a
+    CUDA graph captures) and ``"compile"`` (while torch.compile traces); by default every
+    one but those where the verification measured the model slower with them.
     Warns when the GPU, torch or triton differ from those the kernels were verified with.
     `verbose` prints the report."""
     from ._autokernel import deploy
 
-    return deploy.optimize(model, MANIFEST, allow_training=allow_training, verbose=verbose)
+    return deploy.optimize(model, MANIFEST, allow_training=allow_training,
+                           contexts=contexts, verbose=verbose)
 
 
 __all__ = ["optimize", "Report", "MANIFEST"]

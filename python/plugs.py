@@ -82,9 +82,23 @@ def _compiling():
     return getattr(torch.compiler, "is_compiling", lambda: False)()
 
 
+CONTEXTS = ("eager", "cudagraph", "compile")
+"""Where a plug's call can run: plain eager, while a CUDA graph captures, while torch.compile
+traces (``compile`` and ``reduce-overhead`` alike: the plug cannot tell them apart)."""
+
+
+def _context():
+    """The context (:data:`CONTEXTS`) of the call being made."""
+    if _compiling():
+        return "compile"
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        return "cudagraph"
+    return "eager"
+
+
 def _tracing():
     """Whether this call is being captured into a CUDA graph or traced by torch.compile."""
-    return _compiling() or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+    return _context() != "eager"
 
 
 class Plug:
@@ -121,9 +135,29 @@ class Plug:
         # norm kinds: (class, dtype) of modules that compute the target's params at its
         # shapes in another dtype than the target's, which the plug leaves alone (`check_norm`)
         self.other_dtypes = []
+        # the contexts (:data:`CONTEXTS`) in which the plug takes calls; in the others the
+        # model's own code runs (``deploy.optimize`` decides from the verification's modes
+        # table: where the kernels made the model slower, it keeps its own ops)
+        self.contexts = set(CONTEXTS)
+        # problem shapes already run by the kernel in eager mode while eager is not among
+        # `contexts` (:meth:`_mine`)
+        self._warmed = set()
 
     def _mine(self, *problem):
-        return not self.shapes or tuple(int(d) for d in problem) in self.shapes
+        key = tuple(int(d) for d in problem)
+        if self.shapes and key not in self.shapes:
+            return False
+        if len(self.contexts) == len(CONTEXTS):
+            return True
+        context = _context()
+        if context in self.contexts:
+            return True
+        if context == "eager" and "cudagraph" in self.contexts and key not in self._warmed:
+            # the first eager call at a shape runs the kernel all the same: Triton compiles
+            # and loads it then, as it could not while a CUDA graph captures it
+            self._warmed.add(key)
+            return True
+        return False
 
     def _count(self, out):
         # not while torch.compile traces: dynamo guards on the counter's value, so counting

@@ -228,6 +228,7 @@ def verify(model, targets, dtype, device, model_kwargs=None, input_shape=None, l
 
 
 def _verify_plugs(net, call, ref, targets, torch_dtype, on_gpu, deploy, kernel_ops, plugs_module):
+    import deploy as deploy_module
     import model_modes
 
     if deploy not in model_modes.MODES:
@@ -354,6 +355,8 @@ def _verify_plugs(net, call, ref, targets, torch_dtype, on_gpu, deploy, kernel_o
         # the model is deployed in, did not: the model keeps its own ops
         result["excluded"].extend({"target": p.target_id, "reason": slower} for p in good)
         result["included"], good = [], []
+    # where an exported package's plugs will take calls, by the table just measured
+    result["contexts"] = deploy_module._contexts(deploy, result["modes"]) if good else None
     eager = next(r for r in result["modes"] if r["mode"] == "eager")
     result["eager_ms"] = eager["baseline_ms"]
     if good:

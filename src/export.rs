@@ -18,9 +18,6 @@ use serde_json::json;
 use crate::verification::{file_sha256, Excluded, Verification};
 use crate::workspace::Workspace;
 
-/// `deploy.py`: `optimize(model)` and its report, shipped inside the package.
-pub const DEPLOY_PY: &str = include_str!("../python/deploy.py");
-
 /// The exported package's `__init__.py`: `optimize` bound to the package's manifest.
 pub const PACKAGE_INIT_PY: &str = include_str!("../python/package_init.py");
 
@@ -304,6 +301,8 @@ fn write_package(
             // torch.compile
             "deploy": v.deploy,
             "modes": v.modes,
+            // where the plugs take calls (`optimize` reads it; absent: from `modes`)
+            "contexts": v.contexts,
         },
         "targets": entries,
         "left_out": left_out(v),
@@ -321,7 +320,7 @@ fn write_package(
             internals.join("__init__.py"),
             "\"\"\"autokernel's plugs and operators, shipped with the kernels.\"\"\"\n",
         ),
-        (internals.join("deploy.py"), DEPLOY_PY),
+        (internals.join("deploy.py"), crate::services::DEPLOY_PY),
         (internals.join("plugs.py"), crate::services::PLUGS_PY),
         (
             internals.join("call_sites.py"),
@@ -352,7 +351,7 @@ fn pyproject_toml(package: &str, model: &str) -> String {
     format!(
         r#"{EXPORT_MARK}
 [build-system]
-requires = ["setuptools>=61"]
+requires = ["setuptools>=70.1"]
 build-backend = "setuptools.build_meta"
 
 [project]
@@ -379,9 +378,9 @@ fn readme_md(package: &str, model: &str, targets: &[Target]) -> String {
         .collect();
     format!(
         "# {package}\n\nautokernel's verified kernels for {model}, written by `autokernel export`.\n\n\
-         ```python\nimport {package}\nreport = {package}.optimize(model)   # installs the kernels on this model instance\n\
-         model = torch.compile(model)               # optional: the kernels are operators, no graph break\n\
-         report.undo()                              # the model as it was\n```\n\n\
+         ```python\nimport torch, {package}\nreport = {package}.optimize(model)  # installs the kernels on this model instance\n\
+         model = torch.compile(model)  # optional: the kernels are operators, no graph break\n\
+         report.undo()  # the model as it was\n```\n\n\
          Kernels:\n\n{list}\n`manifest.json` lists each kernel's parameters, shapes and dtype, and the GPU, torch \
          and triton it was verified with.\n"
     )

@@ -517,7 +517,8 @@ mod tests {
             median_speedup: 0.992,
             ..h
         };
-        let rule = "0.8% slower over 5 repetitions (spread 2.1%), below the 1.0% threshold";
+        let rule =
+            "0.8% slower over 5 repetitions (spread 2.1%); it must be over 1.0% faster to be kept";
         let line = decision_line(
             &record(Decision::Revert, 13597.35, Some(slower)),
             None,

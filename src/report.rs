@@ -377,10 +377,41 @@ pub fn render_markdown(
                     }
                 }
             }
+            if let Some(line) = contexts_line(v.contexts.as_deref()) {
+                let _ = writeln!(md, "\n{line}");
+            }
         }
     }
     let _ = writeln!(md, "\n![progress](progress.png)\n\nEvery experiment is a row of `results.tsv` and a commit: `git log --all --oneline -- targets` in the workspace.");
     md
+}
+
+/// What report.md says of where an exported package runs the kernels (`contexts`, as
+/// [`Verification::contexts`]), or `None` when every context takes them or it is unknown.
+fn contexts_line(contexts: Option<&[String]>) -> Option<String> {
+    const ALL: [(&str, &str); 3] = [
+        ("eager", "eager"),
+        ("cudagraph", "CUDA graphs"),
+        ("compile", "torch.compile"),
+    ];
+    let contexts = contexts?;
+    fn name(c: &str) -> &str {
+        ALL.iter().find(|(k, _)| *k == c).map_or(c, |(_, n)| n)
+    }
+    let off: Vec<&str> = ALL
+        .iter()
+        .filter(|(k, _)| !contexts.iter().any(|c| c == k))
+        .map(|(_, n)| *n)
+        .collect();
+    if off.is_empty() {
+        return None;
+    }
+    let on: Vec<&str> = contexts.iter().map(|c| name(c)).collect();
+    Some(format!(
+        "An exported package runs these kernels in {}; in {} the model keeps its own ops (the table measured it slower with them there).",
+        if on.is_empty() { "no context".to_string() } else { on.join(" and ") },
+        off.join(" and ")
+    ))
 }
 
 /// Writes `report.md` and `progress.png` into the workspace. `stale`: the targets whose
@@ -589,6 +620,35 @@ mod tests {
             md.contains("- max abs error vs the unmodified model: 2.980e-7\n"),
             "{md}"
         );
+    }
+
+    /// report.md names the contexts where an exported package leaves the model its own ops,
+    /// and says nothing when the kernels run everywhere.
+    #[test]
+    fn report_md_says_where_an_exported_package_keeps_the_models_own_ops() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let render = |contexts: &[&str]| {
+            let v = Verification {
+                included: vec!["01-a".into()],
+                contexts: Some(contexts.iter().map(|c| c.to_string()).collect()),
+                ..Default::default()
+            };
+            render_markdown(
+                &ws,
+                &[target("01-a", 0.5)],
+                &[],
+                &SavedVerification::Saved(v),
+                &[],
+            )
+        };
+        let md = render(&["eager", "cudagraph"]);
+        assert!(
+            md.contains("An exported package runs these kernels in eager and CUDA graphs; in torch.compile the model keeps its own ops"),
+            "{md}"
+        );
+        let md = render(&["eager", "cudagraph", "compile"]);
+        assert!(!md.contains("An exported package runs"), "{md}");
     }
 
     #[test]

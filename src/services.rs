@@ -132,6 +132,10 @@ pub const KERNEL_OPS_PY: &str = include_str!("../python/kernel_ops.py");
 /// and an exported package use it.
 pub const PLUGS_PY: &str = include_str!("../python/plugs.py");
 
+/// `deploy.py`: `optimize(model)` and its report, shipped inside an exported package; the
+/// verification uses its rule of where the kernels run (`_contexts`).
+pub const DEPLOY_PY: &str = include_str!("../python/deploy.py");
+
 /// The deploy modes verification times a model in (`python/model_modes.py`): eager, a
 /// CUDA graph, `torch.compile` and its `reduce-overhead` mode.
 pub const MODEL_MODES_PY: &str = include_str!("../python/model_modes.py");
@@ -152,6 +156,7 @@ pub fn install_scripts(ws: &Workspace) -> anyhow::Result<PathBuf> {
     let mut files = vec![
         (scripts.join("verify_model.py"), VERIFY_PY),
         (scripts.join("plugs.py"), PLUGS_PY),
+        (scripts.join("deploy.py"), DEPLOY_PY),
         (scripts.join("model_modes.py"), MODEL_MODES_PY),
         (
             scripts.join("call_sites.py"),

@@ -59,6 +59,13 @@ pub struct Verification {
     /// row. Empty in a `verify.json` written before this field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub modes: Vec<ModeTiming>,
+    /// Where an exported package's plugs take calls, decided from [`Verification::modes`]
+    /// (`deploy._contexts` in `python/deploy.py`): some of `eager`, `cudagraph` (while a
+    /// CUDA graph captures) and `compile` (while torch.compile traces); in the others the
+    /// model's own code runs. `None` when no kernel went in, or in a `verify.json` written
+    /// before this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contexts: Option<Vec<String>>,
 }
 
 /// One row of a verification's modes table: the model in one deploy mode (`eager`,

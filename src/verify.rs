@@ -258,9 +258,10 @@ pub async fn verify_workspace(
             unjudged.push(Excluded {
                 target: id.clone(),
                 reason: format!(
-                    "`{}` is not the kernel the judge passed (experiment {experiment}, commit {}): a run killed mid-experiment leaves its candidate there, or the file was edited; `autokernel run` on this workspace resumes and restores the best, `autokernel bench` judges the file",
-                    t.kernel_relpath(),
-                    &commit[..commit.len().min(12)]
+                    "`{path}` is not the kernel the judge passed (experiment {experiment}, commit {}): a run killed mid-experiment leaves its candidate there (`autokernel run` on this workspace resumes and restores the best), or the file was edited by hand (`git -C {} restore {path}` brings back the one that passed; `autokernel bench {path}` judges yours)",
+                    &commit[..commit.len().min(12)],
+                    ws.root.display(),
+                    path = t.kernel_relpath(),
                 ),
                 broken: false,
             });

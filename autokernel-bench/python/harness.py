@@ -6,7 +6,9 @@ tolerances, bitwise determinism) happens in Rust on float32 numpy copies, so a c
 cannot change a verdict by patching Python functions. What the harness does check is the
 candidate's conduct around a call (inputs left bitwise unchanged, output a plain tensor that
 aliases no input and is not replayed, no forbidden reference op dispatched); those findings
-go back to Rust as "problems".
+go back to Rust as "problems". Whether the result came from the candidate's own Triton
+kernels (only allowed ops dispatched, a kernel of its file launched) goes back as
+"borrowed", which Rust judges once the outputs are right.
 
 Every function the harness relies on is captured in `_P` when this module is imported, i.e.
 before any candidate is loaded; Rust also keeps its own references and checks them after
@@ -100,6 +102,7 @@ def init(device, catalogue_json, registry_modules_json="[]"):
     catalogue.apply_precision_policy()
     if not use_cuda:
         catalogue.patch_triton_interpreter()
+    _install_launch_counter()
 
     _STATE["device"] = "cuda" if use_cuda else "cpu"
     _STATE["initialised"] = True
@@ -314,6 +317,14 @@ def guarded_namespaces():
         ("math", "callables"),
         ("builtins", "callables"),
         ("triton.testing", "callables"),
+        # the op check reads the profiler's events; the launch counter and the autotuner's
+        # profiler scope (`_install_launch_counter`)
+        ("torch.profiler.profile", "class"),
+        ("torch.profiler.profiler._KinetoProfile", "class"),
+        ("torch.autograd.profiler.profile", "class"),
+        ("triton.runtime.jit.JITFunction", "class"),
+        ("triton.runtime.interpreter.InterpretedFunction", "class"),
+        ("triton.runtime.autotuner.Autotuner", "class"),
         ("torch.cuda.Event", "class"),
         ("statistics", "callables"),
         ("catalogue", "all"),
@@ -321,6 +332,91 @@ def guarded_namespaces():
         ("harness._P", "all"),
     ]
     return json.dumps([{"name": n, "scope": sc} for n, sc in spaces])
+
+
+# ---------------------------------------------------------------------------------------
+# Launches of the candidate's own Triton kernels (issue 21, point 3)
+# ---------------------------------------------------------------------------------------
+
+# Launches per loaded candidate file: path -> count of launches of Triton kernels whose
+# Python function was compiled from that file (a candidate is compiled under its own path).
+_LAUNCHES = {}
+# A profiler scope a candidate cannot name in advance: what runs under it is Triton's
+# autotuner benchmarking configs (triton.testing.do_bench's torch.quantile among it), not
+# the call's own work.
+_AUTOTUNE_SCOPE = f"autokernel::autotune_{os.urandom(8).hex()}"
+# How many times the autotuner's benchmarking opened that scope: a profile holding more of
+# it than were opened had one forged by the candidate around its own work.
+_AUTOTUNE_OPENED = [0]
+
+
+def _install_launch_counter():
+    """Wraps Triton's launch entry point (``JITFunction.run``, and ``InterpretedFunction.run``
+    of the CPU interpreter; Gluon kernels and ``triton.autotune`` end in the former) to
+    count, per loaded candidate file, the launches of the kernels defined in it; and the
+    autotuner's benchmarking in `_AUTOTUNE_SCOPE`. Once per worker, before any candidate:
+    the classes are then guarded (`guarded_namespaces`), so a candidate that unwraps them is
+    TAMPER."""
+    import torch
+    import triton.runtime.jit as jit
+
+    def wrap(cls):
+        original = cls.run
+
+        def run(self, *args, grid, warmup, **kwargs):
+            if not warmup and _LAUNCHES:
+                code = getattr(getattr(self, "fn", None), "__code__", None)
+                path = getattr(code, "co_filename", None)
+                if path in _LAUNCHES:
+                    _LAUNCHES[path] += 1
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+        cls.run = run
+
+    wrap(jit.JITFunction)
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        wrap(InterpretedFunction)
+    except ImportError:
+        pass
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return
+    bench = getattr(Autotuner, "_bench", None)
+    if bench is None:
+        return
+    record_function = torch.profiler.record_function
+
+    def _bench(self, *args, **kwargs):
+        _AUTOTUNE_OPENED[0] += 1
+        with record_function(_AUTOTUNE_SCOPE):
+            return bench(self, *args, **kwargs)
+
+    Autotuner._bench = _bench
+
+
+def _launches(path):
+    """Launches counted so far of the Triton kernels defined in the candidate file `path`."""
+    return _LAUNCHES.get(path, 0)
+
+
+def _own_ops(events, excuse_autotuner=True):
+    """Names of the aten ops among profiler `events` that the code under the profiler
+    dispatched itself: not nested inside another aten op (that is the op's own
+    implementation: `aten::to` calls `aten::copy_`) nor, with `excuse_autotuner`, inside
+    the autotuner's benchmarking."""
+    own = set()
+    for e in events:
+        if not e.name.startswith("aten::"):
+            continue
+        p = e.cpu_parent
+        while p is not None and not (p.name.startswith("aten::")
+                                     or (excuse_autotuner and p.name == _AUTOTUNE_SCOPE)):
+            p = p.cpu_parent
+        if p is None:
+            own.add(e.name)
+    return own
 
 
 # ---------------------------------------------------------------------------------------
@@ -379,6 +475,7 @@ def load(path):
         return json.dumps(result), None
     result["ok"] = True
     result["kind"] = kind
+    _LAUNCHES.setdefault(path, 0)
     return json.dumps(result), Candidate(module, fn, kind, sha, path)
 
 
@@ -386,6 +483,7 @@ def unload(candidate):
     """Drops the candidate's module from sys.modules (its name is never reused)."""
     if candidate is not None:
         sys.modules.pop(candidate.module.__name__, None)
+        _LAUNCHES.pop(candidate.path, None)
     _STATE["last_outputs"] = []
 
 
@@ -516,32 +614,44 @@ def _poison_pool(nbytes):
 
 def _call(fn, inputs, record_ops, kwargs):
     """Calls the candidate on `inputs` and the parameters `kwargs`; with record_ops, under
-    torch.profiler recording the aten ops."""
+    torch.profiler recording the aten ops. Returns (output, ops, own ops): every aten op
+    dispatched, sorted, and the set of those the candidate dispatched itself (`_own_ops`);
+    both None without record_ops."""
     sync = _P["synchronize"]
     if not record_ops:
         out = fn(**inputs, **kwargs)
         sync()
-        return out, None
+        return out, None, None
     prof = _P["profile"](activities=[_P["ProfilerActivity"].CPU], record_shapes=False)
+    opened = _AUTOTUNE_OPENED[0]
     with prof:
         out = fn(**inputs, **kwargs)
         sync()
-    ops = sorted({e.name for e in prof.events() if e.name.startswith("aten::")})
-    return out, ops
+    events = prof.events()
+    ops = sorted({e.name for e in events if e.name.startswith("aten::")})
+    # a scope of the autotuner's name that the autotuner did not open hides the candidate's
+    # own work: then nothing under it is excused
+    forged = sum(1 for e in events if e.name == _AUTOTUNE_SCOPE) > _AUTOTUNE_OPENED[0] - opened
+    return out, ops, _own_ops(events, excuse_autotuner=not forged)
 
 
 def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, forbidden_ops,
-             layout="contiguous", params_json="{}"):
+             layout="contiguous", params_json="{}", allowed_ops=None):
     """Runs one case: fresh inputs, reference on its own copy (output kept alive on the
     host and on the device), then `repeats` calls of the candidate on fresh copies.
 
     Returns (json, outputs, reference): outputs is a list of float32 numpy copies (one per
     call that produced a checkable tensor), reference the float32 numpy reference. The JSON
     holds `out_shape`, `out_dtype` (Rust compares them with the catalogue), `problems` (list of
-    {kind, message}), `error` (the candidate raised: message, traceback, cuda_error),
+    {kind, message}), `borrowed` (the same, for a result that did not come from the
+    candidate's own kernels: an op outside `allowed_ops`, no launch; Rust judges them once
+    the outputs are right), `error` (the candidate raised: message, traceback, cuda_error),
     `ops` (aten ops dispatched, when recorded) and `note` (the catalogue's likely cause).
     `params_json` holds the kind's parameters (a JSON object, defaults filled by Rust), for
     the generator, the reference and `kernel_fn`'s keyword arguments (`_kernel_kwargs`).
+    `allowed_ops` lists the aten ops the candidate may dispatch itself in a recorded call
+    (``KindSpec::allowed_ops``; None: not checked). Every call must launch a Triton kernel
+    defined in the candidate's file unless its output is empty.
     """
     torch = _P["torch"]
     device = _STATE["device"]
@@ -563,8 +673,10 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
         "error": None,
         "ops": None,
         "note": note,
+        "borrowed": [],
     }
     problems = meta["problems"]
+    borrowed = meta["borrowed"]
     _poison_pool(ref.numel() * ref.element_size() * 4)
     cand_inputs = {k: _P["clone"](v) for k, v in gen.items()}
     ranges = {k: _storage_range(v) for k, v in cand_inputs.items()}
@@ -572,10 +684,13 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
     outputs = []
     kept = []  # this case's outputs, alive until it ends
     forbidden = set(forbidden_ops)
+    allowed = None if allowed_ops is None else set(allowed_ops)
     for r in range(int(repeats)):
         try:
             kwargs = _kernel_kwargs(candidate, kind, params)
-            out, ops = _call(candidate.fn, cand_inputs, record_ops and r == 0, kwargs)
+            launched = _launches(candidate.path)
+            out, ops, own = _call(candidate.fn, cand_inputs, record_ops and r == 0, kwargs)
+            launched = _launches(candidate.path) - launched
         except BaseException as e:  # noqa: BLE001 - SystemExit too: a verdict, not a worker exit
             meta["error"] = {
                 "message": _exception_text(e),
@@ -631,6 +746,25 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
                     }
                 )
                 break
+        # judged by Rust after the outputs: a wrong result is FAIL whoever computed it
+        extra = sorted(own - allowed) if own is not None and allowed is not None else []
+        if extra:
+            borrowed.append(
+                {
+                    "kind": "op_not_allowed",
+                    "message": f"the candidate dispatched {', '.join(extra)}, not among the "
+                    f"allocation, view, copy and cast ops a kernel may use; the result must come "
+                    f"from Triton kernels launched by its own file",
+                }
+            )
+        if launched == 0 and out.numel() > 0:
+            borrowed.append(
+                {
+                    "kind": "no_launch",
+                    "message": f"kernel_fn launched no Triton kernel defined in "
+                    f"{os.path.basename(candidate.path)}; the result must come from its own kernels",
+                }
+            )
         meta["out_shape"] = [int(d) for d in out.shape]
         meta["out_dtype"] = _dtype_name(out.dtype)
         kept.append(out)
@@ -709,15 +843,20 @@ class _Rotation:
     a few timed calls, chosen where the candidate cannot see, are kept with a copy of their
     inputs (`keep`) and handed to Rust with the reference of those inputs (`checks`): a
     result right only in the correctness stages, only on the first calls, or only when no
-    timer is on the stack fails where it is timed."""
+    timer is on the stack fails where it is timed. Every timed call must launch a Triton
+    kernel of the candidate's file (`path`), as in the correctness stages: `launchless`
+    counts those that did not."""
 
-    def __init__(self, kind, shape, dt, seed, layout, params, inputs):
+    def __init__(self, kind, shape, dt, seed, layout, params, inputs, path):
         torch = _P["torch"]
-        self.kind, self.params, self.inputs = kind, params, inputs
+        self.kind, self.params, self.inputs, self.path = kind, params, inputs, path
+        self.launchless, self._launches = 0, 0
         other = _make(kind, shape, dt, int(seed) + 1, "normal", layout, params)
         self.pools = {k: torch.cat([_P["contiguous"](v).reshape(-1), _P["contiguous"](other[k]).reshape(-1)])
                       for k, v in inputs.items() if isinstance(v, _P["Tensor"])}
         self.kept, self.snapshot = [], None
+        # whether the timed calls of the next measurement keep outputs for the check
+        self.keeping = True
 
     def before(self, snapshot):
         """Overwrites the inputs with new windows of their pools; with `snapshot`, keeps a
@@ -729,9 +868,13 @@ class _Rotation:
             _P["copy_"](v, pool[j:j + n].view(tuple(v.shape)))
         self.snapshot = {k: _P["clone"](v) if k in self.pools else v for k, v in self.inputs.items()} \
             if snapshot else None
+        self._launches = _launches(self.path)
 
     def keep(self, out):
-        """Keeps `out`, the output of the call just made on the snapshot's inputs."""
+        """Keeps `out`, the output of the call just made on the snapshot's inputs, and
+        counts the call when it launched no kernel of the candidate's file."""
+        if _launches(self.path) == self._launches and not (type(out) is _P["Tensor"] and out.numel() == 0):
+            self.launchless += 1
         if self.snapshot is not None and type(out) is _P["Tensor"]:
             self.kept.append((self.snapshot, out))
         self.snapshot = None
@@ -781,7 +924,7 @@ def _kernel_us(fn, quick, rotation=None):
     n = max(10, min(1000, int(rep_ms / (est_ms + 0.3))))
     starts = [Event(enable_timing=True) for _ in range(n)]
     ends = [Event(enable_timing=True) for _ in range(n)]
-    chosen = _chosen(n, _CHECKED_TIMED_CALLS) if rotation is not None else ()
+    chosen = _chosen(n, _CHECKED_TIMED_CALLS) if rotation is not None and rotation.keeping else ()
     for i in range(n):
         if rotation is not None:
             rotation.before(i in chosen)
@@ -831,7 +974,7 @@ def _measure_us(fn, quick, rotation=None):
     fn()
     samples = []
     n = 2 if quick else 3
-    chosen = _chosen(n, _CHECKED_TIMED_CALLS) if rotation is not None else ()
+    chosen = _chosen(n, _CHECKED_TIMED_CALLS) if rotation is not None and rotation.keeping else ()
     for i in range(n):
         if rotation is not None:
             rotation.before(i in chosen)
@@ -931,7 +1074,8 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="co
     one shape and dtype, with the kind's parameters `params_json` (as `run_case`). Returns
     (json, outputs, references): JSON with latency_us, reference_latency_us,
     compiled_latency_us (or null), compiled_error, peak_vram_mb (null on CPU),
-    config_keys_read (`_config_keys_read` of one untimed call first); and, from the
+    config_keys_read (`_config_keys_read` of one untimed call first), launchless_calls (timed
+    calls that launched no Triton kernel of the candidate's file); and, from the
     candidate's timed calls, each on inputs overwritten before it (`_Rotation`), float32
     host copies of a few outputs with the reference of their inputs, for Rust to compare.
     The reference and torch.compile are timed on the last inputs, not overwritten."""
@@ -946,7 +1090,8 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="co
     def fn(**kw):
         return cfn0(**kw, **kwargs)
     result = {"latency_us": None, "reference_latency_us": None, "compiled_latency_us": None,
-              "compiled_error": None, "peak_vram_mb": None, "config_keys_read": None}
+              "compiled_error": None, "peak_vram_mb": None, "config_keys_read": None,
+              "launchless_calls": 0}
     peak = None
     if device == "cuda":
         _P["cuda_synchronize"]()
@@ -956,8 +1101,9 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="co
         _P["cuda_synchronize"]()
         peak = torch.cuda.max_memory_allocated() / 1e6
     _spin_up()
-    rotation = _Rotation(kind, shape, dt, seed, layout, params, inputs)
+    rotation = _Rotation(kind, shape, dt, seed, layout, params, inputs, candidate.path)
     result["latency_us"] = _measure_us(lambda: fn(**inputs), quick, rotation)
+    result["launchless_calls"] = rotation.launchless
     outputs, references = rotation.checks()
     result["peak_vram_mb"] = peak
     result["reference_latency_us"] = _measure_us(lambda: _eager(kind, inputs, params), quick)
@@ -974,12 +1120,21 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="co
 def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout="contiguous",
             params_json="{}"):
     """Times incumbent and candidate interleaved `repetitions` times (alternating which goes
-    first), with the kind's parameters `params_json` (as `run_case`). Returns JSON lists
-    `incumbent_us` and `candidate_us`, one per repetition."""
+    first), with the kind's parameters `params_json` (as `run_case`). Every timed call is a
+    judged call as in `time_kernel`: its inputs overwritten before it (`_Rotation`), and in
+    one repetition drawn from the operating system's randomness a few outputs of each are
+    kept. Returns (json, incumbent outputs, their references, candidate outputs, their
+    references): JSON lists `incumbent_us` and `candidate_us`, one per repetition, and
+    `incumbent_launchless`, `candidate_launchless` (timed calls that launched no Triton
+    kernel of that file); the
+    outputs and references as `_Rotation.checks` gives them, for Rust to compare."""
     dt = _dtype(dtype)
     params = json.loads(params_json)
     inputs = _make(kind, shape, dt, seed, "normal", layout, params)
     kwargs = {id(c): _kernel_kwargs(c, kind, params) for c in (incumbent, candidate)}
+    rotations = {id(c): _Rotation(kind, shape, dt, seed, layout, params, inputs, c.path)
+                 for c in (incumbent, candidate)}
+    checked = int.from_bytes(_P["urandom"](4), "little") % max(1, int(repetitions))
     inc, cand = [], []
     _spin_up()
     for r in range(int(repetitions)):
@@ -987,9 +1142,15 @@ def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout=
         if r % 2 == 1:
             order.reverse()
         for c, acc in order:
-            fn, kw = c.fn, kwargs[id(c)]
-            acc.append(_measure_us(lambda: fn(**inputs, **kw), True))
-    return json.dumps({"incumbent_us": inc, "candidate_us": cand})
+            fn, kw, rotation = c.fn, kwargs[id(c)], rotations[id(c)]
+            rotation.keeping = r == checked
+            acc.append(_measure_us(lambda: fn(**inputs, **kw), True, rotation))
+    inc_outs, inc_refs = rotations[id(incumbent)].checks()
+    cand_outs, cand_refs = rotations[id(candidate)].checks()
+    meta = {"incumbent_us": inc, "candidate_us": cand,
+            "incumbent_launchless": rotations[id(incumbent)].launchless,
+            "candidate_launchless": rotations[id(candidate)].launchless}
+    return json.dumps(meta), inc_outs, inc_refs, cand_outs, cand_refs
 
 
 # ---------------------------------------------------------------------------------------

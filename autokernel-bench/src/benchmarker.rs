@@ -204,8 +204,11 @@ struct PrivateCopy {
 impl PrivateCopy {
     /// Writes `bytes`, read from `original`, to a fresh private folder.
     fn of(original: &Path, bytes: &[u8]) -> Result<PrivateCopy, BenchError> {
+        use std::os::unix::fs::PermissionsExt;
+        // tempfile creates folders with the umask's mode (0755) unless told
         let dir = tempfile::Builder::new()
             .prefix("autokernel-candidate-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(|source| BenchError::KernelFile {
                 path: original.to_path_buf(),
@@ -279,5 +282,19 @@ mod tests {
             "; last stage started: shape_sweep float16 16x256 normal"
         );
         assert_eq!(last_stage("nothing"), "");
+    }
+
+    #[test]
+    fn a_private_copy_lives_in_a_folder_only_its_user_can_enter_and_goes_with_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let copy =
+            PrivateCopy::of(Path::new("/somewhere/kernel.py"), b"KERNEL_KIND = 'x'\n").unwrap();
+        assert_eq!(copy.path.file_name().unwrap(), "kernel.py");
+        assert_eq!(std::fs::read(&copy.path).unwrap(), b"KERNEL_KIND = 'x'\n");
+        let dir = copy.path.parent().unwrap().to_path_buf();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+        drop(copy);
+        assert!(!dir.exists());
     }
 }

@@ -145,6 +145,112 @@ pub struct Formulas {
     pub min_bytes: fn(&[f64], f64) -> f64,
 }
 
+/// The aten ops any candidate may dispatch at the top level of a profiled call (issue 21,
+/// point 3: an allowlist, not a denylist): allocation, views, copies and casts, which move
+/// or describe data but compute nothing of a reference. Everything else a candidate
+/// dispatches itself (an op not nested inside another aten op, outside Triton's autotuner
+/// benchmarking) is `TAMPER`, named; the result must come from Triton kernels launched by
+/// the candidate's own file. `copy_`, `empty`, `new_empty` and `set_` are also what Triton's
+/// CPU interpreter dispatches around every launch.
+pub const ALLOWED_OPS: &[&str] = &[
+    // allocation and fills
+    "aten::empty",
+    "aten::empty_like",
+    "aten::empty_strided",
+    "aten::new_empty",
+    "aten::new_empty_strided",
+    "aten::zeros",
+    "aten::zeros_like",
+    "aten::new_zeros",
+    "aten::ones",
+    "aten::ones_like",
+    "aten::new_ones",
+    "aten::full",
+    "aten::full_like",
+    "aten::new_full",
+    "aten::scalar_tensor",
+    "aten::fill_",
+    "aten::zero_",
+    "aten::resize_",
+    "aten::set_",
+    "aten::lift_fresh",
+    "aten::lift_fresh_copy",
+    // index data (positions, offsets), never the reference's values
+    "aten::arange",
+    // views
+    "aten::view",
+    "aten::view_as",
+    "aten::view_as_real",
+    "aten::view_as_complex",
+    "aten::reshape",
+    "aten::_reshape_alias",
+    "aten::_unsafe_view",
+    "aten::as_strided",
+    "aten::contiguous",
+    "aten::t",
+    "aten::t_",
+    "aten::numpy_T",
+    "aten::mT",
+    "aten::mH",
+    "aten::adjoint",
+    "aten::transpose",
+    "aten::transpose_",
+    "aten::swapaxes",
+    "aten::swapdims",
+    "aten::permute",
+    "aten::movedim",
+    "aten::moveaxis",
+    "aten::expand",
+    "aten::expand_as",
+    "aten::broadcast_to",
+    "aten::unsqueeze",
+    "aten::unsqueeze_",
+    "aten::squeeze",
+    "aten::squeeze_",
+    "aten::atleast_1d",
+    "aten::atleast_2d",
+    "aten::atleast_3d",
+    "aten::flatten",
+    "aten::unflatten",
+    "aten::ravel",
+    "aten::unfold",
+    "aten::diagonal",
+    "aten::select",
+    "aten::slice",
+    "aten::narrow",
+    "aten::split",
+    "aten::split_with_sizes",
+    "aten::tensor_split",
+    "aten::chunk",
+    "aten::unbind",
+    "aten::detach",
+    "aten::detach_",
+    "aten::alias",
+    "aten::as_strided_",
+    "aten::resolve_conj",
+    "aten::resolve_neg",
+    // copies and casts
+    "aten::copy_",
+    "aten::clone",
+    "aten::cat",
+    "aten::stack",
+    "aten::hstack",
+    "aten::vstack",
+    // data moved or repeated, never combined (padding, grouped-query heads expanded)
+    "aten::pad",
+    "aten::constant_pad_nd",
+    "aten::repeat",
+    "aten::repeat_interleave",
+    "aten::flip",
+    "aten::to",
+    "aten::_to_copy",
+    "aten::type_as",
+    // reading a scalar back, and stream bookkeeping
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::record_stream",
+];
+
 /// Everything the judge and the tools know about one kind, but its Python (reference,
 /// input generator, starter).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -174,6 +280,10 @@ pub struct KindSpec {
     pub tolerances: Tolerances,
     /// Aten ops a candidate may not dispatch (the reference's own operation).
     pub forbidden_ops: Vec<String>,
+    /// Aten ops a candidate of this kind may dispatch beyond [`ALLOWED_OPS`] (none for the
+    /// built-in kinds; a kind added by a registry may need, say, an index op).
+    #[serde(default)]
+    pub allowed_ops: Vec<String>,
     /// Whether rows may hold -inf (attention masks, padded vocabularies): the stability
     /// stage then feeds the `masked` input mode.
     pub masked_rows: bool,
@@ -195,6 +305,16 @@ impl PartialEq for KindSpec {
 }
 
 impl KindSpec {
+    /// The aten ops a candidate of this kind may dispatch at the top level of a profiled
+    /// call: [`ALLOWED_OPS`], then the kind's own [`KindSpec::allowed_ops`].
+    pub fn allowed_ops(&self) -> Vec<&str> {
+        ALLOWED_OPS
+            .iter()
+            .copied()
+            .chain(self.allowed_ops.iter().map(String::as_str))
+            .collect()
+    }
+
     /// `shape` (one of the kind's own, as [`KindSpec::shapes`] gives them) made valid for
     /// the target's `params`: each dim that a given whole-number parameter must divide
     /// ([`ParamSpec::divides`]) rounded up to its next multiple (flash_attention's edge
@@ -517,6 +637,7 @@ mod builtin {
             dtypes: dtypes(),
             tolerances: Tolerances::DEFAULT,
             forbidden_ops: s(forbidden),
+            allowed_ops: Vec::new(),
             masked_rows: false,
             pluggable: true,
             bound,
@@ -1016,6 +1137,12 @@ impl KernelKind {
         self.spec().pluggable
     }
 
+    /// Aten ops a candidate of this kind may dispatch at the top level of a profiled call:
+    /// [`ALLOWED_OPS`] and the kind's own [`KindSpec::allowed_ops`].
+    pub fn allowed_ops(self) -> Vec<&'static str> {
+        self.spec().allowed_ops()
+    }
+
     /// Aten ops a candidate of this kind may not dispatch: computing the result with the
     /// reference's own operation is not a kernel.
     pub fn forbidden_ops(self) -> Vec<&'static str> {
@@ -1111,6 +1238,37 @@ mod tests {
         assert_eq!(&back, c);
         let s = Shape(vec![64, 64, 64]);
         assert_eq!(back.get("matmul").unwrap().flops(&s), 2.0 * 64f64.powi(3));
+    }
+
+    #[test]
+    fn no_kind_allows_an_op_it_forbids_and_a_kinds_own_allowed_ops_come_after_the_common_ones() {
+        for kind in KernelKind::ALL {
+            let allowed = kind.allowed_ops();
+            assert_eq!(
+                allowed,
+                ALLOWED_OPS,
+                "{}: the built-ins add none",
+                kind.name()
+            );
+            for op in kind.forbidden_ops() {
+                assert!(
+                    !allowed.contains(&op),
+                    "{} allows {op}, which it forbids",
+                    kind.name()
+                );
+            }
+        }
+        // a kind read from JSON may add its own, after the common list
+        let mut spec = KernelKind::Reduce.spec().clone();
+        spec.allowed_ops = vec!["aten::arange".into()];
+        let allowed = spec.allowed_ops();
+        assert_eq!(allowed.len(), ALLOWED_OPS.len() + 1);
+        assert_eq!(allowed.last(), Some(&"aten::arange"));
+        // and JSON written before the field existed reads as no extra ops
+        let mut json: serde_json::Value = serde_json::to_value(KernelKind::Reduce.spec()).unwrap();
+        json.as_object_mut().unwrap().remove("allowed_ops");
+        let old: KindSpec = serde_json::from_value(json).unwrap();
+        assert!(old.allowed_ops.is_empty());
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub use benchmarker::{
 };
 pub use catalogue::{
     eval_dims, Catalogue, DTypes, ElementType, Formulas, InputRole, InputSpec, KindSpec,
-    OutputSpec, ShapeSets, Tolerances,
+    OutputSpec, ShapeSets, Tolerances, ALLOWED_OPS,
 };
 pub use gpu::{lookup_gpu, GpuLookup, GpuSpec};
 pub use kernel::{Bound, DType, KernelKind, ParseError, Shape, ShapeSet, Tolerance};

@@ -72,18 +72,27 @@ pub struct VerifyArgs {
 pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let ws = Workspace::open_existing(&args.workspace.dir)?;
     // the workspace is checked before the spinner starts: its errors stand alone
-    autokernel::verify::model_and_plan(&ws, args.device)?;
+    let (spec, _) = autokernel::verify::model_and_plan(&ws, args.device)?;
+    let deploy = args.deploy.or_else(|| {
+        ws.settings
+            .deploy
+            .as_deref()
+            .and_then(DeployMode::from_name)
+    });
+    // so is a GPU-only mode on a device named as the CPU (`auto` is known only once the
+    // worker has started, where verification says the same)
+    if let Some(mode) = deploy.filter(|m| m.gpu_only() && spec.device == Device::Cpu) {
+        anyhow::bail!(
+            "--deploy {} needs a GPU (CUDA graphs) and this verification runs on the CPU; use --deploy eager or compile",
+            mode.name()
+        );
+    }
     let options = VerifyOptions {
         device: args.device,
         python: args.python.clone(),
         timeout: Duration::from_secs(args.timeout),
         // the mode `run --deploy` chose for this workspace, unless told otherwise
-        deploy: args.deploy.or_else(|| {
-            ws.settings
-                .deploy
-                .as_deref()
-                .and_then(DeployMode::from_name)
-        }),
+        deploy,
     };
     let bar = spinner(global, "verifying the kept kernels inside the model");
     // dropping the verification on a signal drops its worker, which stops the process

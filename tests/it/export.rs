@@ -161,7 +161,7 @@ fn an_exported_package_installs_offline_and_optimizes_a_fresh_model_in_eager_for
         .arg(&out)
         .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"));
     assert!(ok, "{log}");
-    for check in ["use", "wrong"] {
+    for check in ["use", "contexts", "wrong"] {
         let (ok, log) = run(Command::new(&python)
             .arg(root().join("tests/python/export_check.py"))
             .arg(check)

@@ -316,6 +316,13 @@ fn verify_times_the_model_in_the_deploy_mode_it_is_asked_for() {
         .map(|m| m["mode"].as_str().unwrap())
         .collect();
     assert_eq!(modes, ["eager", "compile"], "{saved}");
+    // where an exported package will run it: deployed compiled and nothing measured slower
+    // in another context, so every context
+    assert_eq!(
+        saved["contexts"],
+        serde_json::json!(["eager", "cudagraph", "compile"]),
+        "{saved}"
+    );
     for m in saved["modes"].as_array().unwrap() {
         assert!(m["error"].is_null(), "{m}");
         assert!(m["baseline_ms"].as_f64().unwrap() > 0.0, "{m}");
@@ -336,6 +343,8 @@ fn verify_times_the_model_in_the_deploy_mode_it_is_asked_for() {
         stderr.contains("--deploy cudagraph needs a GPU"),
         "{stderr}"
     );
+    // with --device cpu the refusal comes before any progress line or worker
+    assert!(!stderr.contains("verifying"), "{stderr}");
 
     // `run --deploy` records the mode in the workspace's settings, and a later `verify`
     // without --deploy decides in it (the CPU's own default is eager)
@@ -352,4 +361,11 @@ fn verify_times_the_model_in_the_deploy_mode_it_is_asked_for() {
 #[test]
 fn kernels_slower_together_in_the_deploy_mode_stay_out() {
     python_check("verify_rules_check.py", "slower_together");
+}
+
+/// An exported package leaves CUDA graphs and torch.compile the model's own ops where the
+/// verification measured the kernels slower there (`verify_rules_check.py contexts`).
+#[test]
+fn an_exported_package_runs_the_kernels_only_where_they_did_not_lose() {
+    python_check("verify_rules_check.py", "contexts");
 }

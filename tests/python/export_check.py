@@ -11,6 +11,12 @@ verification's, less those that would patch torch for the whole process). CHECK 
   from one call to the next; every installed
   target takes calls; a call that needs gradients runs the model's own code; undo restores
   the model; a model in training mode is left as it is, with a warning.
+- `contexts`: the installed manifest now says the verification measured the model slower
+  with the kernels under torch.compile: eager calls still take the kernels, while the graph
+  torch.compile builds holds none of our operators (the model's own ops, for inductor to
+  fuse) and its output matches; slower in eager and deployed compiled: eager keeps the
+  kernels and the compiled graph holds them; told to leave eager out, only the first eager
+  call at a shape takes each kernel; told every context, the graph holds them.
 - `wrong`: the installed copy of one kernel now returns 1.5 times its answer: forced
   through the kernels, the model's output no longer matches (the forced path runs the
   package's kernel files, so a wrong kernel fails this test).
@@ -60,6 +66,16 @@ if CHECK == "use":
     # the verification's deploy mode and its table travel with the package (CPU: eager only)
     assert report.deploy == "eager" and [m["mode"] for m in report.modes] == ["eager"], report.to_dict()
     assert "chosen for eager; the verification measured the model with them at eager " in str(report), report
+    # each kernel's line names the problem shapes it takes (the manifest's), since a call at
+    # any other shape runs the model's own code
+    import json
+
+    with open(pkg.MANIFEST, encoding="utf-8") as f:
+        planned = {t["id"]: t.get("shapes") or [] for t in json.load(f)["targets"]}
+    for r in report.to_dict()["replaced"]:
+        assert r["shapes"] == planned[r["target"]] and r["shapes"], (r, planned)
+        at = ", ".join("x".join(str(d) for d in s) for s in r["shapes"])
+        assert f"replaced {r['target']} ({r['kind']}) at {at}" in str(report), str(report)
     with torch.no_grad():
         out = model(ids)
     assert rel_l2(out, ref) < MAX_REL_L2, rel_l2(out, ref)
@@ -101,8 +117,26 @@ if CHECK == "use":
             counted(ids)
     assert len(compiles) == 1, f"compiled {len(compiles)} times for 3 calls"
 
+    # once per model instance: a second optimize before undo is refused, saying what to do
+    try:
+        pkg.optimize(model, verbose=False)
+        raise AssertionError("a second optimize of one model was accepted")
+    except RuntimeError as e:
+        assert "already holds the kernels" in str(e) and "undo()" in str(e), e
+    try:
+        pkg.optimize(lambda x: x, verbose=False)
+        raise AssertionError("optimize took a function")
+    except TypeError as e:
+        assert "torch.nn.Module" in str(e), e
+
     report.undo()
     assert all("forward" not in m.__dict__ for m in model.modules()), "undo left a replaced forward"
+    # undone, it may be optimized again
+    pkg.optimize(model, verbose=False).undo()
+    # a model in another dtype than the kernels': no module computes the target, said so
+    other = pkg.optimize(build().to(torch.float64), verbose=False)
+    assert other.replaced == [] and all("no module of this model computes" in e["reason"]
+                                        for e in other.left if e["target"] in EXPECTED), other.left
     after = report.calls()
     with torch.no_grad():
         model(ids)
@@ -115,6 +149,89 @@ if CHECK == "use":
         left = pkg.optimize(trainee, verbose=False)
     assert left.replaced == [] and any("training mode" in str(w.message) for w in caught), caught
     assert all("forward" not in m.__dict__ for m in trainee.modules())
+elif CHECK == "contexts":
+    import json
+
+    with open(pkg.MANIFEST, encoding="utf-8") as f:
+        original = f.read()
+
+    def verified(deploy, eager, compiled):
+        """The installed manifest, as if the verification had measured these speedups."""
+        manifest = json.loads(original)
+        manifest["verification"]["deploy"] = deploy
+        # what the CPU verification recorded (every context: its table has eager only); here
+        # `optimize` decides from the table below
+        assert manifest["verification"].pop("contexts") == ["eager", "cudagraph", "compile"], manifest
+        manifest["verification"]["modes"] = [
+            {"mode": "eager", "baseline_ms": 1.0, "kernels_ms": 1.0 / eager, "speedup": eager, "error": None},
+            {"mode": "compile", "baseline_ms": 1.0, "kernels_ms": 1.0 / compiled, "speedup": compiled,
+             "error": None},
+        ]
+        with open(pkg.MANIFEST, "w", encoding="utf-8") as f:
+            json.dump(manifest, f)
+
+    def ours_in_graph(m):
+        """Our operators in the graph torch.compile builds for m, and its output."""
+        seen = []
+
+        def backend(gm, example_inputs):
+            seen.extend(str(n.target) for n in gm.graph.nodes if str(n.target).startswith("autokernel."))
+            return gm.forward
+
+        torch._dynamo.reset()
+        with torch.no_grad():
+            out = torch.compile(m, backend=backend, fullgraph=True)(ids)
+        return seen, out
+
+    def forward_calls(report):
+        with torch.no_grad():
+            out = model(ids)
+        assert rel_l2(out, ref) < MAX_REL_L2, rel_l2(out, ref)
+        return report.calls()
+
+    try:
+        # slower under torch.compile: eager calls take the kernels, a compiled graph holds
+        # none of our operators (the model's own ops, for inductor to fuse)
+        verified("eager", 2.0, 0.5)
+        report = pkg.optimize(model, verbose=False)
+        assert sorted(r["target"] for r in report.replaced) == sorted(EXPECTED), report
+        assert report.contexts == ["eager", "cudagraph"], report.contexts
+        assert "in torch.compile the model's own code runs" in str(report), str(report)
+        assert all(c > 0 for c in forward_calls(report).values()), report.calls()
+        seen, out = ours_in_graph(model)
+        assert seen == [], seen
+        assert rel_l2(out, ref) < MAX_REL_L2, rel_l2(out, ref)
+        report.undo()
+
+        # slower in eager and deployed compiled: eager keeps the kernels (the plugs' host time
+        # is paid either way), and a compiled graph holds the operators
+        verified("compile", 0.5, 2.0)
+        report = pkg.optimize(model, verbose=False)
+        assert report.contexts == ["eager", "cudagraph", "compile"], report.contexts
+        seen, out = ours_in_graph(model)
+        assert len(set(seen)) == len(EXPECTED), (seen, EXPECTED)
+        assert rel_l2(out, ref) < MAX_REL_L2, rel_l2(out, ref)
+        report.undo()
+
+        # told to leave eager to the model: the first eager call at a shape runs each kernel
+        # (compiled and loaded before any CUDA graph capture), later ones the model's own code
+        report = pkg.optimize(model, contexts=("cudagraph", "compile"), verbose=False)
+        assert "in eager the model's own code runs" in str(report), str(report)
+        assert pkg.optimize(build(), contexts="compile", verbose=False).contexts == ["compile"]
+        first = forward_calls(report)
+        assert all(c > 0 for c in first.values()), first
+        assert forward_calls(report) == first, (first, report.calls())
+        report.undo()
+
+        # told where: every context, whatever was measured
+        report = pkg.optimize(model, contexts=("eager", "cudagraph", "compile"), verbose=False)
+        assert repr(report).startswith("<autokernel Report tiny_kernels:"), repr(report)
+        seen, _ = ours_in_graph(model)
+        assert len(set(seen)) == len(EXPECTED), (seen, EXPECTED)
+        report.undo()
+    finally:
+        with open(pkg.MANIFEST, "w", encoding="utf-8") as f:
+            f.write(original)
 elif CHECK == "wrong":
     root = os.path.dirname(pkg.MANIFEST)
     victim = os.path.join(root, "kernels", f"{EXPECTED[0]}.py")

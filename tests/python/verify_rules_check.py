@@ -3,7 +3,12 @@
 
 CHECK `slower_together`: kernels that each made the model faster alone but, timed together
 in the mode table, make it slower in the deploy mode are all left out, with the figures;
-the same kernels faster together, or slower only in another mode, stay in. Prints `ok`.
+the same kernels faster together, or slower only in another mode, stay in.
+
+CHECK `contexts`: where an exported package's plugs take calls (`deploy._contexts`), from
+the verification's deploy mode and its table: CUDA graphs and torch.compile keep the
+model's own ops where a mode of theirs measured it slower with the kernels or failed, unless
+deployed there; eager always takes them. Prints `ok`.
 """
 
 import os
@@ -11,6 +16,7 @@ import sys
 
 CHECK, OPS_DIR, ROOT = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "autokernel-profiler", "python"))  # call_sites, for deploy
 sys.path.insert(0, OPS_DIR)
 import kernel_ops  # noqa: E402
 
@@ -33,6 +39,23 @@ if CHECK == "slower_together":
     # no kernels (nothing to time) or no row for the mode: nothing to say
     assert vm._slower_together([row("eager", 5.8, None)], "eager") is None
     assert vm._slower_together([row("eager", 5.8, 6.0)], "cudagraph") is None
+elif CHECK == "contexts":
+    import deploy
+
+    # HF GPT-2 on the H200, 2026-12-02 (cudagraph deciding): eager 0.96x, cudagraph 1.35x,
+    # compile 1.69x, reduce-overhead 0.95x -> torch.compile (both its modes) keeps its own ops
+    gpt2 = [row("eager", 4.79, 5.0), row("cudagraph", 2.37, 1.76), row("compile", 3.76, 2.23),
+            row("reduce-overhead", 0.96, 1.02)]
+    assert deploy._contexts("cudagraph", gpt2) == ["eager", "cudagraph"], deploy._contexts("cudagraph", gpt2)
+    # deployed compiled: that context keeps them, whatever its other mode measured
+    assert deploy._contexts("compile", gpt2) == ["eager", "cudagraph", "compile"]
+    # a CUDA graph slower with them, deployed eager: captures keep the model's own ops
+    assert deploy._contexts("eager", [row("eager", 2.0, 1.0), row("cudagraph", 1.0, 2.0)]) == ["eager", "compile"]
+    # a mode that failed with the kernels counts as slower; eager always keeps them
+    failed = dict(row("compile", 1.0, None), error="compile with 01-a: TypeError")
+    assert deploy._contexts("eager", [row("eager", 1.0, 2.0), failed]) == ["eager", "cudagraph"]
+    # nothing measured (the CPU's table has eager only): every context
+    assert deploy._contexts("eager", [row("eager", 1.0, 11.0)]) == ["eager", "cudagraph", "compile"]
 else:
     raise SystemExit(f"unknown check {CHECK}")
 print("ok")

@@ -71,7 +71,7 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
                    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, IEEE: tl.constexpr,
-                   HAS_BIAS: tl.constexpr):
+                   HAS_BIAS: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -86,8 +86,14 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    rm = tl.max_contiguous(tl.multiple_of(offs_m % M, BLOCK_M), BLOCK_M)
-    rn = tl.max_contiguous(tl.multiple_of(offs_n % N, BLOCK_N), BLOCK_N)
+    rm = offs_m % M
+    rn = offs_n % N
+    # the hints hold only where no tile wraps around its dim (a false one let the compiler
+    # vectorize misaligned loads)
+    if EVEN_M:
+        rm = tl.max_contiguous(tl.multiple_of(rm, BLOCK_M), BLOCK_M)
+    if EVEN_N:
+        rn = tl.max_contiguous(tl.multiple_of(rn, BLOCK_N), BLOCK_N)
     a_ptrs = a_ptr + rm.to(tl.int64)[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + rn.to(tl.int64)[None, :] * stride_bn
 
@@ -253,5 +259,5 @@ def kernel_fn(A, B, bias=None, has_bias=False):
                          A.stride(0), A.stride(1), B.stride(0), B.stride(1), C.stride(0), C.stride(1),
                          BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=CONFIG["GROUP_M"],
                          EVEN_K=K % bk == 0, IEEE=ieee, HAS_BIAS=bias is not None,
-                         num_warps=warps, num_stages=stages)
+                         EVEN_M=M % bm == 0, EVEN_N=N % bn == 0, num_warps=warps, num_stages=stages)
     return C

@@ -26,6 +26,10 @@ struct CaseMeta {
     out_shape: Option<Vec<usize>>,
     out_dtype: Option<String>,
     problems: Vec<Problem>,
+    /// Findings that the result did not come from the candidate's own Triton kernels (an
+    /// op outside the allowlist, no launch): TAMPER, once the outputs are right.
+    #[serde(default)]
+    borrowed: Vec<Problem>,
     error: Option<CandidateError>,
     note: Option<String>,
 }
@@ -57,6 +61,9 @@ struct TimingMeta {
     peak_vram_mb: Option<f64>,
     #[serde(default)]
     config_keys_read: Option<Vec<String>>,
+    /// Timed calls that launched no Triton kernel of the candidate's file.
+    #[serde(default)]
+    launchless_calls: u32,
 }
 
 /// The last component of `path` (`kernel.py` when it has none), for messages.
@@ -182,6 +189,7 @@ pub(super) fn bench(
         spec,
         seed: 1000,
         forbidden: spec.forbidden_ops.clone(),
+        allowed: spec.allowed_ops().into_iter().map(String::from).collect(),
         layout: job.layout.name(),
         params,
         file: file_name(&job.kernel_path),
@@ -199,6 +207,62 @@ pub(super) fn bench(
         (v, _) => result.correctness = v,
     }
     Ok((result, restart))
+}
+
+/// Compares the outputs the harness kept from timed calls (`harness._Rotation`) with the
+/// references of their inputs, at the kind `spec`'s tolerance for `dtype`: Ok(Err(reason))
+/// for the first that differs or has another shape than the catalogue's; Err when the
+/// harness kept more outputs than references, or returned something other than float32
+/// arrays.
+pub(crate) fn check_timed_outputs(
+    spec: &KindSpec,
+    shape: &Shape,
+    dtype: DType,
+    outputs: Vec<Bound<'_, PyAny>>,
+    references: Vec<Bound<'_, PyAny>>,
+) -> Result<Result<(), String>, Failure> {
+    if outputs.len() != references.len() {
+        return Err(Failure::Harness(format!(
+            "the harness kept {} timed outputs but {} references",
+            outputs.len(),
+            references.len()
+        )));
+    }
+    let (expected_shape, expected_dtype) =
+        spec.output_for(shape, dtype).map_err(Failure::Harness)?;
+    let expected_shape: Vec<usize> = expected_shape.iter().map(|&d| d as usize).collect();
+    let out_dt: DType = expected_dtype.parse().unwrap_or(dtype);
+    let tol = spec.tolerance(dtype);
+    let ctx = CaseContext {
+        kind: &spec.name,
+        stage: Stage::Timing,
+        shape,
+        dtype,
+        mode: InputMode::Normal.name(),
+        note: None,
+    };
+    for (out, reference) in outputs.into_iter().zip(references) {
+        let out = out.cast_into::<PyArrayDyn<f32>>().map_err(PyErr::from)?;
+        let reference = reference
+            .cast_into::<PyArrayDyn<f32>>()
+            .map_err(PyErr::from)?;
+        let (out, reference) = (out.readonly(), reference.readonly());
+        let (out, reference) = (out.as_array(), reference.as_array());
+        if out.shape() != expected_shape.as_slice() {
+            return Ok(Err(format!(
+                "a timed call at {dtype} {shape} returned shape {:?}, not {expected_shape:?}",
+                out.shape()
+            )));
+        }
+        if let Err(reason) = judge::compare_outputs(out.view(), reference.view(), out_dt, tol, &ctx)
+        {
+            return Ok(Err(format!(
+                "a timed call's output (its inputs overwritten with another seed's before \
+                 the call) differs from the reference: {reason}"
+            )));
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// The reason of a verdict for a harness that failed while a candidate was loaded: its
@@ -257,6 +321,8 @@ struct Run<'a, 'py> {
     spec: &'a KindSpec,
     seed: u64,
     forbidden: Vec<String>,
+    /// The aten ops the candidate may dispatch itself ([`KindSpec::allowed_ops`]).
+    allowed: Vec<String>,
     /// How the inputs are laid out (`Layout::name`), for every case and the timing.
     layout: &'static str,
     /// Every parameter of the kind (the request's, defaults filled), as a JSON object, for
@@ -333,12 +399,29 @@ impl Run<'_, '_> {
             serde_json::from_str(&timed).map_err(|e| Failure::Harness(e.to_string()))?;
         // timing calls are judged calls: a few of them, on inputs overwritten in place
         // before each call, checked against the reference of those inputs
-        if let Err(reason) =
-            self.check_timed_outputs(timing_shape, timing_dtype, timed_outputs, timed_references)?
-        {
+        if let Err(reason) = check_timed_outputs(
+            self.spec,
+            timing_shape,
+            timing_dtype,
+            timed_outputs,
+            timed_references,
+        )? {
             let v = Correctness::Fail {
                 stage: Stage::Timing,
                 reason,
+            };
+            self.fail_report(Stage::Timing, &v);
+            return Ok((v, None));
+        }
+        // right, and as in every checked call: the time must be of the candidate's own kernels
+        if t.launchless_calls > 0 {
+            self.restart = true;
+            let v = Correctness::Tamper {
+                reason: format!(
+                    "{timing_dtype} {timing_shape}: {} timed call(s) launched no Triton kernel \
+                     defined in {}; the result must come from its own kernels",
+                    t.launchless_calls, self.file
+                ),
             };
             self.fail_report(Stage::Timing, &v);
             return Ok((v, None));
@@ -546,62 +629,6 @@ impl Run<'_, '_> {
         }
     }
 
-    /// Compares the outputs the harness kept from timed calls with the references of their
-    /// inputs (`harness._Rotation`): Ok(Err(reason)) for the first that differs.
-    fn check_timed_outputs(
-        &self,
-        shape: &Shape,
-        dtype: DType,
-        outputs: Vec<Bound<'_, PyAny>>,
-        references: Vec<Bound<'_, PyAny>>,
-    ) -> Result<Result<(), String>, Failure> {
-        if outputs.len() != references.len() {
-            return Err(Failure::Harness(format!(
-                "the harness kept {} timed outputs but {} references",
-                outputs.len(),
-                references.len()
-            )));
-        }
-        let (expected_shape, expected_dtype) = self
-            .spec
-            .output_for(shape, dtype)
-            .map_err(Failure::Harness)?;
-        let expected_shape: Vec<usize> = expected_shape.iter().map(|&d| d as usize).collect();
-        let out_dt: DType = expected_dtype.parse().unwrap_or(dtype);
-        let tol = self.spec.tolerance(dtype);
-        let ctx = CaseContext {
-            kind: &self.spec.name,
-            stage: Stage::Timing,
-            shape,
-            dtype,
-            mode: InputMode::Normal.name(),
-            note: None,
-        };
-        for (out, reference) in outputs.into_iter().zip(references) {
-            let out = out.cast_into::<PyArrayDyn<f32>>().map_err(PyErr::from)?;
-            let reference = reference
-                .cast_into::<PyArrayDyn<f32>>()
-                .map_err(PyErr::from)?;
-            let (out, reference) = (out.readonly(), reference.readonly());
-            let (out, reference) = (out.as_array(), reference.as_array());
-            if out.shape() != expected_shape.as_slice() {
-                return Ok(Err(format!(
-                    "a timed call at {dtype} {shape} returned shape {:?}, not {expected_shape:?}",
-                    out.shape()
-                )));
-            }
-            if let Err(reason) =
-                judge::compare_outputs(out.view(), reference.view(), out_dt, tol, &ctx)
-            {
-                return Ok(Err(format!(
-                    "a timed call's output (its inputs overwritten with another seed's before \
-                     the call) differs from the reference: {reason}"
-                )));
-            }
-        }
-        Ok(Ok(()))
-    }
-
     /// Runs one case: Ok(Ok(rel_l2)) when it passed, Ok(Err(verdict)) when not.
     fn case(&mut self, stage: Stage, c: &Case) -> Result<Result<f64, Correctness>, Failure> {
         let py = self.py;
@@ -618,6 +645,7 @@ impl Run<'_, '_> {
             self.forbidden.clone(),
             self.layout,
             self.params.as_str(),
+            self.allowed.clone(),
         ));
         let res = match res {
             Ok(r) => r,
@@ -733,6 +761,13 @@ impl Run<'_, '_> {
             if let Err(reason) = judge::check_bitwise_identical(&views, &ctx) {
                 return Ok(Err(Correctness::Fail { stage, reason }));
             }
+        }
+        // a right result, but not computed by the candidate's own kernels (issue 21, point 3)
+        if let Some(p) = meta.borrowed.first() {
+            self.restart = true;
+            return Ok(Err(Correctness::Tamper {
+                reason: format!("{where_}: {}", p.message),
+            }));
         }
         Ok(Ok(agreement.rel_l2))
     }

@@ -18,6 +18,11 @@ use crate::protocol::{CompareJob, ReplyBody, Request};
 struct CompareMeta {
     incumbent_us: Vec<f64>,
     candidate_us: Vec<f64>,
+    /// Timed calls of each that launched no Triton kernel of its own file.
+    #[serde(default)]
+    incumbent_launchless: u32,
+    #[serde(default)]
+    candidate_launchless: u32,
 }
 
 /// Answers `request`: the reply's body, and whether the worker must exit after sending it
@@ -31,14 +36,6 @@ pub(super) fn handle(h: &Harness, py: Python<'_>, request: Request) -> (ReplyBod
                 .map_err(|e| Failure::Harness(e.to_string()))
         }),
         Request::Compare(job) => compare(h, py, &job).and_then(|c| {
-            // both kernels' module code ran again here: no verdict was taken after it
-            let changed = h.guards.changed(py);
-            if !changed.is_empty() {
-                return Err(Failure::Tampered(format!(
-                    "during the head-to-head timing, a kernel changed what the judge relies on: {}",
-                    changed.join(", ")
-                )));
-            }
             serde_json::to_value(&c)
                 .map(|v| (v, false))
                 .map_err(|e| Failure::Harness(e.to_string()))
@@ -119,7 +116,8 @@ fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, 
         }
     }
     let reps = job.repetitions.max(1);
-    let text: String = h
+    type Kept<'py> = Vec<Bound<'py, PyAny>>;
+    let (text, inc_outs, inc_refs, cand_outs, cand_refs): (String, Kept, Kept, Kept, Kept) = h
         .func(py, "compare")
         .call1((
             &loaded[0],
@@ -136,8 +134,42 @@ fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, 
     for c in &loaded {
         let _ = h.func(py, "unload").call1((c,));
     }
+    // both kernels' module code ran again here: no verdict was taken after it; and the
+    // references of the outputs checked below are computed with what the guards watch
+    let changed = h.guards.changed(py);
+    if !changed.is_empty() {
+        return Err(Failure::Tampered(format!(
+            "during the head-to-head timing, a kernel changed what the judge relies on: {}",
+            changed.join(", ")
+        )));
+    }
+    // the head-to-head's calls are judged calls too: a kernel right when benched alone and
+    // wrong beside the incumbent (or at this CONFIG only here) gets no comparison
+    for (role, outs, refs) in [
+        ("incumbent", inc_outs, inc_refs),
+        ("candidate", cand_outs, cand_refs),
+    ] {
+        if let Err(reason) = execute::check_timed_outputs(spec, shape, *dtype, outs, refs)? {
+            // a kernel that behaves only when judged alone: its process is not reused
+            return Err(Failure::Tampered(format!(
+                "the {role} went wrong in the head-to-head: {reason}"
+            )));
+        }
+    }
     let m: CompareMeta =
         serde_json::from_str(&text).map_err(|e| Failure::Harness(e.to_string()))?;
+    for (role, path, launchless) in [
+        ("incumbent", &job.incumbent, m.incumbent_launchless),
+        ("candidate", &job.candidate, m.candidate_launchless),
+    ] {
+        if launchless > 0 {
+            return Err(Failure::Tampered(format!(
+                "the {role} launched no Triton kernel defined in `{}` in {launchless} timed \
+                 call(s) of the head-to-head",
+                path.display()
+            )));
+        }
+    }
     Ok(comparison_from(&m.incumbent_us, &m.candidate_us))
 }
 

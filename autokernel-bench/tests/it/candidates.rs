@@ -26,6 +26,15 @@ async fn verdicts(bodies: &[(&str, &str)]) -> Vec<(String, Correctness)> {
 
 #[tokio::test]
 async fn integrity_violations_are_tamper_and_bad_outputs_fail() {
+    // these compute with a kernel of their own (`SOFTMAX_KERNEL`): only the trick fails them
+    let replays = format!(
+        "{SOFTMAX_KERNEL}_cache = {{}}\ndef kernel_fn(x):\n    if 'y' not in _cache:\n        _cache['y'] = _softmax(x)\n    return _cache['y']\n"
+    );
+    let subclass = format!(
+        "{SOFTMAX_KERNEL}class T(torch.Tensor):\n    pass\ndef kernel_fn(x):\n    return _softmax(x).as_subclass(T)\n"
+    );
+    let wrong_dtype =
+        format!("{SOFTMAX_KERNEL}def kernel_fn(x):\n    return _softmax(x, torch.float32)\n");
     let got = verdicts(&[
         // computes the answer with the reference's own op
         ("calls_reference", "def kernel_fn(x):\n    return torch.softmax(x.float(), dim=-1).to(x.dtype)\n"),
@@ -34,11 +43,11 @@ async fn integrity_violations_are_tamper_and_bad_outputs_fail() {
         // patches a function the harness compares with
         ("patches_equal", "torch.equal = lambda a, b: True\ndef kernel_fn(x):\n    return torch.zeros_like(x)\n"),
         // caches its first output and returns it again
-        ("replays", "_cache = {}\ndef kernel_fn(x):\n    if 'y' not in _cache:\n        e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n        _cache['y'] = (e / e.sum(-1, keepdim=True)).to(x.dtype)\n    return _cache['y']\n"),
+        ("replays", &replays),
         // a subclass is not a plain tensor
-        ("subclass", "class T(torch.Tensor):\n    pass\ndef kernel_fn(x):\n    e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n    return (e / e.sum(-1, keepdim=True)).to(x.dtype).as_subclass(T)\n"),
+        ("subclass", &subclass),
         // always float32, whatever the input dtype
-        ("wrong_dtype", "def kernel_fn(x):\n    e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n    return e / e.sum(-1, keepdim=True)\n"),
+        ("wrong_dtype", &wrong_dtype),
     ])
     .await;
     let reason = |i: usize| got[i].1.reason().unwrap_or_default().to_string();
@@ -98,6 +107,7 @@ async fn integrity_violations_are_tamper_and_bad_outputs_fail() {
 async fn a_candidate_that_rewires_the_references_torch_is_tamper_and_the_worker_recovers() {
     // each answers zeros and makes the reference answer zeros too, in another way
     let zeros = "def kernel_fn(x):\n    return torch.zeros_like(x)\n";
+    let honest = format!("{SOFTMAX_KERNEL}def kernel_fn(x):\n    return _softmax(x)\n");
     let got = verdicts(&[
         ("rebinds_softmax", &format!("torch.softmax = lambda x, dim=-1, **k: torch.zeros_like(x)\n{zeros}")),
         ("rebinds_functional", &format!("import torch.nn.functional as F\nF.softmax = lambda x, dim=-1, **k: torch.zeros_like(x)\n{zeros}")),
@@ -106,7 +116,7 @@ async fn a_candidate_that_rewires_the_references_torch_is_tamper_and_the_worker_
         ("leaves_a_mode_active", &format!("from torch.overrides import TorchFunctionMode\nclass Z(TorchFunctionMode):\n    def __torch_function__(self, func, types, args=(), kwargs=None):\n        return func(*args, **(kwargs or {{}}))\nZ().__enter__()\n{zeros}")),
         ("overrides_aten", &format!("_lib = torch.library.Library('aten', 'IMPL')\n_lib.impl('_softmax', lambda x, d, h: torch.zeros_like(x), 'CPU')\n{zeros}")),
         // and the next, honest candidate on the same benchmarker still passes
-        ("honest", "def kernel_fn(x):\n    e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))\n    return (e / e.sum(-1, keepdim=True)).to(x.dtype)\n"),
+        ("honest", &honest),
     ])
     .await;
     let expect = [
@@ -131,19 +141,28 @@ async fn a_candidate_that_rewires_the_references_torch_is_tamper_and_the_worker_
 
 #[tokio::test]
 async fn a_kernel_that_is_wrong_only_at_non_power_of_two_widths_fails_edge() {
-    // correct where cols is a power of two; leaves the tail of other rows unnormalised
+    // correct where cols is a power of two; elsewhere its block is the power of two below
+    // cols, unmasked: each row's head normalised alone, its tail left zero
     let body = r#"import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n_cols + offs).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * n_cols + offs, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty))
+
+
 def kernel_fn(x):
+    x = x.contiguous()
     cols = x.shape[-1]
     p = triton.next_power_of_2(cols)
-    if p == cols:
-        e = torch.exp(x.float() - x.float().amax(-1, keepdim=True))
-        return (e / e.sum(-1, keepdim=True)).to(x.dtype)
-    half = p // 2
-    y = torch.zeros_like(x, dtype=torch.float32)
-    e = torch.exp(x[:, :half].float() - x[:, :half].float().amax(-1, keepdim=True))
-    y[:, :half] = e / e.sum(-1, keepdim=True)
-    return y.to(x.dtype)
+    y = torch.zeros_like(x)
+    _softmax_kernel[(x.numel() // cols,)](x, y, cols, BLOCK=p if p == cols else p // 2)
+    return y
 "#;
     let got = verdicts(&[("masking", body)]).await;
     let Correctness::Fail { stage, reason } = &got[0].1 else {
@@ -156,24 +175,56 @@ def kernel_fn(x):
     );
 }
 
-/// A softmax right on finite rows that walks rows wider than 256 in chunks of 64 with a
-/// running max that starts at -inf (no shift while it is -inf), first to last chunk or last
-/// to first.
+/// A softmax kernel right on finite rows that walks rows wider than 256 in chunks of 64 with
+/// a running max that starts at -inf (no shift while it is -inf), first to last chunk or
+/// last to first.
 fn chunked_softmax(reverse: bool) -> String {
-    let order = if reverse { "[::-1]" } else { "" };
+    let reverse = if reverse { "True" } else { "False" };
     format!(
-        r#"def kernel_fn(x):
-    xf = x.float()
-    if x.shape[-1] <= 256:
-        e = torch.exp(xf - xf.amax(-1, keepdim=True))
-        return (e / e.sum(-1, keepdim=True)).to(x.dtype)
-    m = torch.full(x.shape[:-1], float("-inf"))
-    s = torch.zeros(x.shape[:-1])
-    for c in list(xf.split(64, dim=-1)){order}:
-        m_new = torch.maximum(m, c.amax(-1))
-        s = s * torch.exp(m - m_new) + torch.exp(c - m_new[:, None]).sum(-1)
-        m = m_new
-    return (torch.exp(xf - m[:, None]) / s[:, None]).to(x.dtype)
+        r#"import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax_kernel(x_ptr, y_ptr, n_cols, n_chunks, CHUNKED: tl.constexpr,
+                    REVERSE: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * n_cols
+    y_row = y_ptr + row * n_cols
+    offs = tl.arange(0, BLOCK)
+    if CHUNKED:
+        m = tl.full([], float("-inf"), tl.float32)
+        s = tl.full([], 0.0, tl.float32)
+        for i in range(0, n_chunks):
+            if REVERSE:
+                c = n_chunks - 1 - i
+            else:
+                c = i
+            cols = c * BLOCK + offs
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+            m_new = tl.maximum(m, tl.max(x, axis=0))
+            s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+            m = m_new
+        for c in range(0, n_chunks):
+            cols = c * BLOCK + offs
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+            tl.store(y_row + cols, (tl.exp(x - m) / s).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+    else:
+        mask = offs < n_cols
+        x = tl.load(x_row + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        e = tl.exp(x - tl.max(x, axis=0))
+        tl.store(y_row + offs, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def kernel_fn(x):
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    n_cols = x.shape[-1]
+    chunked = n_cols > 256
+    block = 64 if chunked else triton.next_power_of_2(n_cols)
+    _softmax_kernel[(x.numel() // n_cols,)](x, y, n_cols, triton.cdiv(n_cols, block),
+                                            CHUNKED=chunked, REVERSE={reverse}, BLOCK=block)
+    return y
 "#
     )
 }
@@ -215,10 +266,27 @@ async fn softmaxes_that_turn_masked_rows_into_nan_fail_stability_at_the_shapes_t
 #[tokio::test]
 async fn a_softmax_that_gives_masked_columns_weight_fails_with_the_masked_cause() {
     // -inf read as 0: finite, wrong, and only on masked rows
-    let body = r#"def kernel_fn(x):
-    xf = torch.where(torch.isinf(x), torch.zeros_like(x), x).float()
-    e = torch.exp(xf - xf.amax(-1, keepdim=True))
-    return (e / e.sum(-1, keepdim=True)).to(x.dtype)
+    let body = r#"import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * n_cols + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    x = tl.where(mask & (tl.abs(x) == float("inf")), 0.0, x)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * n_cols + offs, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def kernel_fn(x):
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    n_cols = x.shape[-1]
+    _softmax_kernel[(x.numel() // n_cols,)](x, y, n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return y
 "#;
     let (stage, reason) = masked_failure(body, &[]).await;
     assert_eq!(stage, Stage::Stability, "{reason}");
@@ -238,15 +306,33 @@ async fn a_softmax_wrong_on_large_values_only_at_wide_rows_fails_at_the_timing_s
     // every exponent carries the shift's rounding, up to half an ulp of |m|·log2 e (the
     // softmax starter's shared-memory rows once did this). Normal values and the narrow
     // rows are right, so only `large` at the timing shape shows it.
-    let body = r#"def kernel_fn(x):
-    xf = x.float()
-    m = xf.amax(-1, keepdim=True)
-    if x.shape[-1] > 256:
+    let body = r#"import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax_kernel(x_ptr, y_ptr, n_cols, WIDE: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * n_cols + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    if WIDE:
         shift = m * 1.4426950408889634
-        e = torch.exp2((xf.double() * 1.4426950408889634 - shift.double()).float())
+        log2e = tl.full([], 1.4426950408889634, tl.float64)
+        e = tl.exp2((x.to(tl.float64) * log2e - shift.to(tl.float64)).to(tl.float32))
     else:
-        e = torch.exp(xf - m)
-    return (e / e.sum(-1, keepdim=True)).to(x.dtype)
+        e = tl.exp(x - m)
+    tl.store(y_ptr + row * n_cols + offs, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def kernel_fn(x):
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    n_cols = x.shape[-1]
+    _softmax_kernel[(x.numel() // n_cols,)](x, y, n_cols, WIDE=n_cols > 256,
+                                            BLOCK=triton.next_power_of_2(n_cols))
+    return y
 "#;
     let (stage, reason) = masked_failure(body, &[&[4, 300]]).await;
     assert_eq!(stage, Stage::Stability, "{reason}");

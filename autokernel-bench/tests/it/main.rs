@@ -5,6 +5,7 @@ mod candidates;
 mod code_swaps;
 mod config_reads;
 mod harness_cases;
+mod ops;
 mod params;
 mod poisoning;
 mod robustness;
@@ -102,7 +103,55 @@ pub async fn bench(
     b.bench(&r).await.expect("the harness runs")
 }
 
+/// A head-to-head of `candidate` against the softmax starter on the CPU at 8x128 float32,
+/// `repetitions` interleaved.
+pub fn softmax_compare(candidate: PathBuf, repetitions: u32) -> autokernel_core::CompareRequest {
+    autokernel_core::CompareRequest {
+        layout: Default::default(),
+        params: Default::default(),
+        incumbent: starter_path("softmax"),
+        candidate,
+        kind: autokernel_core::KernelKind::Softmax,
+        device: Device::Cpu,
+        timing: (
+            autokernel_core::Shape(vec![8, 128]),
+            autokernel_core::DType::Float32,
+        ),
+        repetitions,
+        timeout: Duration::from_secs(120),
+    }
+}
+
 /// The softmax starter, for "the next request succeeds" checks.
 pub fn good_softmax() -> PathBuf {
     starter_path("softmax")
 }
+
+/// Python defining `_softmax(x, dtype=None)`: the softmax of x's rows by a Triton kernel of
+/// the file it is pasted into (one program per row), in `dtype` (x's by default). The judge
+/// requires every call to launch a kernel of the candidate's own file and to dispatch no
+/// computing torch op itself, so a test candidate that should be judged on its trick alone
+/// computes with this. Needs `import torch` before it.
+pub const SOFTMAX_KERNEL: &str = r#"import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * n_cols + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * n_cols + offs, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _softmax(x, dtype=None):
+    x = x.contiguous()
+    y = torch.empty(x.shape, dtype=dtype or x.dtype, device=x.device)
+    n_cols = x.shape[-1]
+    _softmax_kernel[(x.numel() // n_cols,)](x, y, n_cols, BLOCK=triton.next_power_of_2(n_cols))
+    return y
+
+
+"#;

@@ -53,6 +53,7 @@ fn spec() -> KindSpec {
         },
         tolerances: Tolerances::DEFAULT,
         forbidden_ops: vec!["aten::mul".into()],
+        allowed_ops: Vec::new(),
         masked_rows: false,
         pluggable: false,
         bound: Bound::Memory,

@@ -79,17 +79,7 @@ async fn a_kernel_that_tampers_only_when_loaded_for_the_comparison_gets_no_compa
     let b = PyWorkerBenchmarker::with_worker(worker());
     let r = bench(&b, &k, true, 120).await;
     assert!(r.correctness.is_pass(), "{:?}", r.correctness);
-    let request = |candidate: PathBuf| CompareRequest {
-        layout: Default::default(),
-        params: Default::default(),
-        incumbent: starter_path("softmax"),
-        candidate,
-        kind: KernelKind::Softmax,
-        device: Device::Cpu,
-        timing: (Shape(vec![8, 128]), DType::Float32),
-        repetitions: 1,
-        timeout: Duration::from_secs(120),
-    };
+    let request = |candidate: PathBuf| softmax_compare(candidate, 1);
     let err = b.compare(&request(k.clone())).await.unwrap_err();
     assert!(
         err.to_string()

@@ -31,3 +31,23 @@ async fn a_kernel_wrong_from_the_fourth_call_on_an_input_fails_at_timing() {
 async fn a_kernel_wrong_while_a_timer_is_on_the_stack_fails_at_timing() {
     fails_where_it_is_timed("wrong_while_a_timer_is_on_the_stack.py").await;
 }
+
+#[tokio::test]
+async fn a_kernel_wrong_only_beside_the_incumbent_gets_no_head_to_head() {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let sly = cases_dir("timing").join("wrong_beside_another_kernel.py");
+    // alone, it is right everywhere it is judged and timed
+    let r = bench(&b, &sly, true, 300).await;
+    assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+    let request = |candidate| softmax_compare(candidate, 3);
+    let err = b.compare(&request(sly.clone())).await.unwrap_err();
+    let err = err.to_string();
+    assert!(
+        err.contains("the candidate went wrong in the head-to-head")
+            && err.contains("differs from the reference"),
+        "{err}"
+    );
+    // the starter against itself: both right, a comparison
+    let c = b.compare(&request(starter_path("softmax"))).await.unwrap();
+    assert_eq!(c.repetitions, 3);
+}

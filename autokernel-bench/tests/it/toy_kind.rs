@@ -45,6 +45,7 @@ fn toy_spec() -> KindSpec {
         },
         tolerances: Tolerances::DEFAULT,
         forbidden_ops: vec!["aten::mul".into()],
+        allowed_ops: Vec::new(),
         masked_rows: false,
         pluggable: false,
         bound: Bound::Memory,

@@ -65,12 +65,20 @@ pub fn decide(
             speedup: c.median_speedup,
         }
     } else {
+        // "slower, below the threshold" reads as if a slower kernel nearly made it
+        let why = if c.median_speedup < 1.0 {
+            format!(
+                "; it must be over {:.1}% faster to be kept",
+                threshold * 100.0
+            )
+        } else {
+            format!(", below the {:.1}% threshold", threshold * 100.0)
+        };
         KeepVerdict::Revert {
             reason: format!(
-                "{change} over {} repetitions (spread {:.1}%), below the {:.1}% threshold",
+                "{change} over {} repetitions (spread {:.1}%){why}",
                 c.repetitions,
                 c.spread * 100.0,
-                threshold * 100.0
             ),
         }
     }
@@ -199,6 +207,11 @@ mod tests {
                     "{reason}"
                 );
                 assert!(!reason.contains("-"), "{reason}");
+                assert!(
+                    reason.ends_with("; it must be over 1.0% faster to be kept")
+                        && !reason.contains("below the"),
+                    "{reason}"
+                );
             }
             other => panic!("kept a slower candidate: {other:?}"),
         }

@@ -1,0 +1,74 @@
+//! An allowlist, not a denylist (issue 21, point 3): a candidate whose result does not come
+//! from Triton kernels of its own file (a composite of ops that are not the reference's
+//! own, a token launch beside torch ops, a kernel only while the profiler or no timer is
+//! watching) is TAMPER, naming what it did (`tests/cases/ops/`, see its README). Before,
+//! each of these PASSed. On the CPU.
+
+use autokernel_bench::PyWorkerBenchmarker;
+use autokernel_core::{Correctness, Stage};
+
+use super::*;
+
+/// (file, the stage it fails at, what the reason must say)
+const CASES: &[(&str, Stage, &str)] = &[
+    (
+        "composes_logsumexp.py",
+        Stage::Smoke,
+        "the candidate dispatched aten::exp, aten::logsumexp, aten::sub, not among",
+    ),
+    ("launches_a_token_kernel.py", Stage::Smoke, "aten::nansum"),
+    (
+        "honest_only_under_the_profiler.py",
+        Stage::Smoke,
+        "kernel_fn launched no Triton kernel defined in honest_only_under_the_profiler.py",
+    ),
+    (
+        "composes_when_timed.py",
+        Stage::Timing,
+        "timed call(s) launched no Triton kernel defined in composes_when_timed.py",
+    ),
+    (
+        "hides_ops_in_the_autotuners_scope.py",
+        Stage::Smoke,
+        "the candidate dispatched aten::amax, aten::div, aten::exp, aten::sub, aten::sum, not among",
+    ),
+    (
+        "hides_ops_from_the_profiler.py",
+        Stage::Load,
+        "torch.profiler.profile",
+    ),
+];
+
+#[tokio::test]
+async fn a_result_not_computed_by_the_candidates_own_kernels_is_tamper() {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let mut wrong = Vec::new();
+    for (name, stage, fragment) in CASES {
+        let r = bench(&b, &cases_dir("ops").join(name), true, 300).await;
+        let failed_at = r.failed_stage();
+        match &r.correctness {
+            Correctness::Tamper { reason }
+                if reason.contains(fragment) && failed_at == Some(*stage) => {}
+            other => wrong.push(format!("{name}: {other:?} (failed at {failed_at:?})")),
+        }
+        let honest = bench(&b, &good_softmax(), true, 300).await;
+        if !honest.correctness.is_pass() {
+            wrong.push(format!(
+                "the starter after {name}: {:?}",
+                honest.correctness
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Glue that moves or describes data (padding, transposes, a scalar built with
+/// `torch.tensor`) around a kernel of the candidate's own passes: the allowlist is not a
+/// ban on torch.
+#[tokio::test]
+async fn an_honest_kernel_with_padding_and_transposes_around_it_passes() {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let name = "pads_and_transposes_around_its_kernel.py";
+    let r = bench(&b, &cases_dir("ops").join(name), true, 300).await;
+    assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+}
