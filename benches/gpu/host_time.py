@@ -18,7 +18,14 @@ against kernel_fn's (bit for bit for the launcher and the operator). On the CPU 
 kernels run in Triton's interpreter (TRITON_INTERPRET=1, set here), the operator with
 kernel_ops.force_kernel(), and the figures only show that the script runs.
 
-Prints a Markdown table on stdout (the one docs/benchmarks.md keeps); `--json PATH` also
+Where the launcher's time goes, for each kind whose launcher replays (a second table):
+`replay` is the recorded plan run without the cache key and lookup, `launches` only its
+Triton launches on tensors allocated once (no allocation), `triton_run` Triton's own
+`CompiledKernel.run` with every argument built beforehand (the floor of a launch from
+Python; GPU only), `empty` the plan's allocations alone (`torch.empty_strided`). These read
+the launcher's private plan (`Launcher._plans`): a benchmark of its parts, not an API.
+
+Prints Markdown tables on stdout (the ones docs/benchmarks.md keeps); `--json PATH` also
 writes one object per kind.
 """
 
@@ -32,6 +39,49 @@ import time
 KINDS = ["matmul", "softmax", "layernorm", "rmsnorm", "flash_attention", "fused_mlp", "cross_entropy",
          "rotary_embedding", "reduce"]
 WAYS = ["kernel_fn", "launcher", "operator", "pytorch"]
+PARTS = ["replay", "launches", "triton_run", "empty"]
+
+
+def launcher_parts(torch, launcher, tensors):
+    """{part: callable} timing the pieces of one replayed call (module docstring), or {}
+    when the launcher holds no plan for these tensors."""
+    plan = launcher._plans.get(launcher.key(tensors))
+    if plan is None or not hasattr(plan, "replay"):
+        return {}
+    env = list(tensors)
+    allocs = []
+    for ev in plan.events:
+        if ev[0] == "alloc":
+            _, _, size, stride, dtype, device, _ = ev
+            allocs.append((size, stride, dtype, device))
+            env.append(torch.empty_strided(size, stride, dtype=dtype, device=device))
+    launches = [ev[1] for ev in plan.events if ev[0] == "launch"]
+
+    def run_launches():
+        for launch in launches:
+            launch(env)
+
+    def run_empty():
+        for size, stride, dtype, device in allocs:
+            torch.empty_strided(size, stride, dtype=dtype, device=device)
+
+    parts = {"replay": lambda: plan.replay(tensors), "launches": run_launches, "empty": run_empty}
+    compiled = [la for la in launches if la.compiled is not None]
+    if compiled:
+        # every argument built once: what is left is Triton's C launcher and its packing
+        calls = []
+        for la in compiled:
+            args = list(la.args)
+            for i, get in la.dyn:
+                args[i] = get(env)
+            stream = la.get_stream(la.device)
+            calls.append((la.run, (la.g0, la.g1, la.g2, stream, la.function, la.packed, None, None, None, *args)))
+
+        def run_triton():
+            for run, args in calls:
+                run(*args)
+        parts["triton_run"] = run_triton
+    return parts
 
 
 def parse_args():
@@ -97,15 +147,19 @@ def main():
                     if not torch.equal(got, want):
                         raise SystemExit(f"{kind}: the {way} gave another output than kernel_fn")
             replayed = op.launcher.replays > 0 and not op.launcher.reasons
-            times = {w: [] for w in WAYS}
+            parts = launcher_parts(torch, op.launcher, tensors) if replayed else {}
+            ways.update({f"part:{p}": fn for p, fn in parts.items()})
+            times = {w: [] for w in ways}
             for _ in range(args.rounds):
-                for w in WAYS:
+                for w in ways:
                     times[w].append(host_us(ways[w]))
             us = {w: statistics.median(t) for w, t in times.items()}
+            part_us = {p: us.get(f"part:{p}") for p in PARTS}
             row = {"kind": kind, "shape": shape, "dtype": str(dtype).replace("torch.", ""),
                    "device": torch.cuda.get_device_name() if on_gpu else "cpu (interpreter)",
                    "replayed": replayed, "reasons": [str(r) for r in op.launcher.reasons.values()],
-                   "calls": args.calls, "rounds": args.rounds, **{f"{w}_us": us[w] for w in WAYS}}
+                   "calls": args.calls, "rounds": args.rounds, **{f"{w}_us": us[w] for w in WAYS},
+                   "parts_us": part_us}
             rows.append(row)
             print(f"{kind}: " + ", ".join(f"{w} {us[w]:.1f} µs" for w in WAYS), file=sys.stderr)
 
@@ -117,6 +171,14 @@ def main():
         print(f"| {r['kind']} {'×'.join(map(str, r['shape']))}{note} | {r['kernel_fn_us']:.1f} µs | "
               f"{r['launcher_us']:.1f} µs | {r['operator_us']:.1f} µs | {r['pytorch_us']:.1f} µs | "
               f"{r['launcher_us'] / r['kernel_fn_us']:.2f} | {r['operator_us'] / r['kernel_fn_us']:.2f} |")
+    print()
+    print("| kind | launcher | replay (no key) | launches only | Triton's run alone | allocations alone |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        p = r["parts_us"]
+        cell = lambda v: "—" if v is None else f"{v:.1f} µs"  # noqa: E731
+        print(f"| {r['kind']} | {r['launcher_us']:.1f} µs | {cell(p['replay'])} | {cell(p['launches'])} | "
+              f"{cell(p['triton_run'])} | {cell(p['empty'])} |")
     if args.json:
         with open(args.json, "w") as f:
             for r in rows:

@@ -60,7 +60,8 @@ fn the_launcher_replays_a_key_without_calling_kernel_fn_again() {
 
 /// `benches/gpu/host_time.py` (the host time of one call per kind: kernel_fn, the cached
 /// launcher, the operator, PyTorch) runs on the CPU under the interpreter, one call per way,
-/// and tables every kind with its launcher replaying.
+/// and tables every kind with its launcher replaying, and the launcher's parts (Triton's
+/// compiled launch alone exists only on a GPU).
 #[test]
 fn the_host_time_benchmark_runs_on_the_cpu() {
     let dir = tempfile::tempdir().unwrap();
@@ -84,8 +85,8 @@ fn the_host_time_benchmark_runs_on_the_cpu() {
         .lines()
         .filter(|l| l.starts_with("| ") && !l.starts_with("| ---"))
         .collect();
-    // the header, then one row per kind
-    assert_eq!(rows.len(), 1 + 9, "{stdout}");
+    // per table, the header, then one row per kind: the ways, then the launcher's parts
+    assert_eq!(rows.len(), 2 * (1 + 9), "{stdout}");
     assert!(!stdout.contains("not replayed"), "{stdout}");
     let figures = std::fs::read_to_string(&json).unwrap();
     for line in figures.lines() {
@@ -94,5 +95,10 @@ fn the_host_time_benchmark_runs_on_the_cpu() {
         for way in ["kernel_fn_us", "launcher_us", "operator_us", "pytorch_us"] {
             assert!(v[way].as_f64().is_some_and(|us| us > 0.0), "{way}: {line}");
         }
+        for part in ["replay", "launches", "empty"] {
+            let us = v["parts_us"][part].as_f64();
+            assert!(us.is_some_and(|us| us > 0.0), "{part}: {line}");
+        }
+        assert!(v["parts_us"]["triton_run"].is_null(), "{line}");
     }
 }
