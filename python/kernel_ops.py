@@ -297,10 +297,18 @@ class _Recorder(TorchDispatchMode):
             # a copy without the recorded call's tensor, which it must not keep alive
             proto = copy.copy(value)
             proto.base = None
+            state = getattr(proto, "__dict__", None)
+            cls, new_object = type(proto), object.__new__
 
             def rebuilt(env, desc=proto, get=get_base):
                 b = get(env)
-                new = copy.copy(desc)
+                if state is None:  # a descriptor class with __slots__
+                    new = copy.copy(desc)
+                else:
+                    # its fields copied straight: copy.copy (pickle's protocol) cost ~2.4 µs
+                    # of host time per descriptor per call (docs/benchmarks.md, host time)
+                    new = new_object(cls)
+                    new.__dict__.update(state)
                 new.base = _Pointer(b) if isinstance(b, int) else b
                 return new
             return value, rebuilt
@@ -352,10 +360,20 @@ class _Launch:
             return
         stream = self.get_stream(self.device)
         hooks = self.knobs
-        enter = hooks.launch_enter_hook
-        meta = None if enter is None else self.compiled.launch_metadata((self.g0, self.g1, self.g2), stream, *args)
-        self.run(self.g0, self.g1, self.g2, stream, self.function, self.packed, meta,
-                 enter, hooks.launch_exit_hook, *args)
+        enter, leave = _active_hook(hooks.launch_enter_hook), _active_hook(hooks.launch_exit_hook)
+        meta = None if enter is None and leave is None else \
+            self.compiled.launch_metadata((self.g0, self.g1, self.g2), stream, *args)
+        self.run(self.g0, self.g1, self.g2, stream, self.function, self.packed, meta, enter, leave, *args)
+
+
+def _active_hook(hook):
+    """`hook`, or None when it would do nothing: Triton 3.6's launch hooks are chains
+    (``knobs.HookChain``) that are never None, even empty, and a launch that has hooks also
+    builds their metadata; skipping both for an empty chain saves host time per launch
+    (docs/benchmarks.md, host time), while a profiler's added hook still runs."""
+    if hook is not None and not getattr(hook, "calls", True):
+        return None
+    return hook
 
 
 class _Plan:

@@ -265,6 +265,50 @@ def check_launcher():
     assert launcher.replays == 0 and launcher.direct == 1, (launcher.replays, launcher.direct)
     assert "another output" in next(iter(launcher.reasons.values())), launcher.reasons
 
+    # a host TMA descriptor among a launch's arguments (the matmul and fused-MLP starters
+    # make them on Hopper GPUs) is rebuilt per call around the new call's tensor, at the
+    # recorded offset, with the recorded fields, a new object each call
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    a, b = torch.zeros(64, 32), torch.ones(64, 32)
+    rec = kernel_ops._Recorder([a])
+    with rec:
+        rows = a[16:]  # a view the recording traces back to input 0
+    desc = TensorDescriptor.from_tensor(rows, [16, 16])
+    fields = (list(desc.shape), list(desc.strides), list(desc.block_shape), desc.padding)
+    for interpreted in (False, True):
+        _, get = rec.template(desc, interpreted)
+        first, second = get([b]), get([b])
+        assert type(first) is TensorDescriptor and first is not second, interpreted
+        assert first.base.data_ptr() == b.data_ptr() + 16 * 32 * 4, interpreted
+        assert isinstance(first.base, torch.Tensor) == interpreted, (interpreted, first.base)
+        assert (list(first.shape), list(first.strides), list(first.block_shape), first.padding) == fields
+    assert desc.base is rows  # the recorded descriptor is left as it was
+
+    # a compiled launch (GPU only; here with a stand-in for Triton's compiled kernel) passes
+    # no hooks and builds no launch metadata while Triton's hook chains are empty, and
+    # passes both once a hook is added (a profiler's)
+    from types import SimpleNamespace
+
+    from triton.knobs import HookChain
+
+    launched, metadata_built = [], []
+    launch = object.__new__(kernel_ops._Launch)
+    launch.args, launch.dyn, launch.device = [None], [(0, lambda env: env[0])], 0
+    launch.g0, launch.g1, launch.g2 = 4, 1, 1
+    launch.compiled = SimpleNamespace(launch_metadata=lambda *a: metadata_built.append(a) or "metadata")
+    launch.get_stream, launch.function, launch.packed = (lambda device: 7), "function", "packed"
+    launch.run = lambda *a: launched.append(a)
+    launch.knobs = SimpleNamespace(launch_enter_hook=HookChain(), launch_exit_hook=HookChain(reversed=True))
+    launch(["x"])
+    assert launched[-1] == (4, 1, 1, 7, "function", "packed", None, None, None, "x"), launched
+    assert not metadata_built
+    launch.knobs.launch_enter_hook.add(print)
+    launch(["y"])
+    assert launched[-1][6:8] == ("metadata", launch.knobs.launch_enter_hook), launched[-1]
+    assert launched[-1][8] is None and launched[-1][9] == "y", launched[-1]
+    assert metadata_built == [((4, 1, 1), 7, "y")], metadata_built
+
     # through the operator: its forced CPU path runs the same launcher
     op = OPS["softmax"]
     i = inputs("softmax", seed=5)
