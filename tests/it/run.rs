@@ -411,7 +411,7 @@ fn sigterm_during_the_verification_cuts_it_short_and_says_so() {
     let plan: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(ws.join("plan.json")).unwrap()).unwrap();
     let target = plan[0]["id"].as_str().unwrap();
-    let kernel = ws.join(format!("targets/{target}/kernel.py"));
+    let kernel = crate::util::kernel_or_starter(&ws, &plan, 0);
     let source = std::fs::read_to_string(&kernel).unwrap();
     // it marks the moment it starts hanging, for the signal to come after
     let hanging = ws.with_file_name("hanging");

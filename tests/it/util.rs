@@ -225,6 +225,20 @@ pub fn tiny_workspace(ws: &Path, top: u32) -> serde_json::Value {
     tiny_workspace_with(ws, top, &[])
 }
 
+/// The kernel.py of target `i` of `plan` in `ws`: the one the run kept, or, when its
+/// experiment kept none (it did not pass, as on a loaded machine: seen in clean-clone CI
+/// runs), the kind's starter made the judged best with [`judged`].
+pub fn kernel_or_starter(ws: &Path, plan: &serde_json::Value, i: usize) -> PathBuf {
+    let id = plan[i]["id"].as_str().expect("a planned target");
+    let path = ws.join(format!("targets/{id}/kernel.py"));
+    if !path.exists() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        new_kernel(plan[i]["kind"].as_str().expect("its kind"), &path);
+        judged(ws, id, &std::fs::read_to_string(&path).unwrap());
+    }
+    path
+}
+
 /// [`tiny_workspace`] with more `run` flags (a resumed run when `ws` has a plan already).
 pub fn tiny_workspace_with(ws: &Path, top: u32, extra: &[&str]) -> serde_json::Value {
     let out = autokernel()

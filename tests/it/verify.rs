@@ -34,7 +34,7 @@ fn a_kernel_that_breaks_the_model_cannot_load_or_kills_the_worker_fails_verify_w
     let (_dir, ws) = tempdir();
     let plan = tiny_workspace(&ws, 1);
     let target = plan[0]["id"].as_str().unwrap().to_string();
-    let kernel = ws.join(format!("targets/{target}/kernel.py"));
+    let kernel = crate::util::kernel_or_starter(&ws, &plan, 0);
     let source = std::fs::read_to_string(&kernel).unwrap();
 
     // as it is, the kernel is plugged in and the model matches
