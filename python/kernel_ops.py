@@ -305,8 +305,8 @@ class _Recorder(TorchDispatchMode):
                 if state is None:  # a descriptor class with __slots__
                     new = copy.copy(desc)
                 else:
-                    # its fields copied straight: copy.copy (pickle's protocol) cost ~2.4 µs
-                    # of host time per descriptor per call (docs/benchmarks.md, host time)
+                    # its fields copied straight: copy.copy goes through pickle's protocol,
+                    # host time per descriptor per call (docs/benchmarks.md, host time)
                     new = new_object(cls)
                     new.__dict__.update(state)
                 new.base = _Pointer(b) if isinstance(b, int) else b

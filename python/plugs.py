@@ -91,7 +91,10 @@ def _context():
     """The context (:data:`CONTEXTS`) of the call being made."""
     if _compiling():
         return "compile"
-    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+    # no capture without an initialised CUDA: is_initialized reads a flag, where
+    # is_available reads the environment and counts devices, in every plugged call of a
+    # plug that takes calls in some contexts only
+    if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
         return "cudagraph"
     return "eager"
 
