@@ -127,6 +127,23 @@ pub fn good_softmax() -> PathBuf {
     starter_path("softmax")
 }
 
+/// Benches the softmax starter after case `name` on the same worker (quick, `timeout_s`)
+/// and adds a line to `wrong` unless it passes: a trick must harm no later candidate.
+pub async fn the_starter_passes_after(
+    b: &PyWorkerBenchmarker,
+    name: &str,
+    timeout_s: u64,
+    wrong: &mut Vec<String>,
+) {
+    let honest = bench(b, &good_softmax(), true, timeout_s).await;
+    if !honest.correctness.is_pass() {
+        wrong.push(format!(
+            "the starter after {name}: {:?}",
+            honest.correctness
+        ));
+    }
+}
+
 /// Python defining `_softmax(x, dtype=None)`: the softmax of x's rows by a Triton kernel of
 /// the file it is pasted into (one program per row), in `dtype` (x's by default). The judge
 /// requires every call to launch a kernel of the candidate's own file and to dispatch no

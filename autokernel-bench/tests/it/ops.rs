@@ -51,13 +51,7 @@ async fn a_result_not_computed_by_the_candidates_own_kernels_is_tamper() {
                 if reason.contains(fragment) && failed_at == Some(*stage) => {}
             other => wrong.push(format!("{name}: {other:?} (failed at {failed_at:?})")),
         }
-        let honest = bench(&b, &good_softmax(), true, 300).await;
-        if !honest.correctness.is_pass() {
-            wrong.push(format!(
-                "the starter after {name}: {:?}",
-                honest.correctness
-            ));
-        }
+        the_starter_passes_after(&b, name, 300, &mut wrong).await;
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -101,13 +101,7 @@ async fn every_trick_is_a_verdict_and_the_next_honest_kernel_passes() {
             }
             Err(e) => wrong.push(format!("{name}: harness error {e}")),
         }
-        let honest = bench(&b, &good_softmax(), true, 120).await;
-        if !honest.correctness.is_pass() {
-            wrong.push(format!(
-                "the starter after {name}: {:?}",
-                honest.correctness
-            ));
-        }
+        the_starter_passes_after(&b, name, 120, &mut wrong).await;
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
