@@ -117,19 +117,18 @@ CONTEXT_MODES = {"eager": ("eager",), "cudagraph": ("cudagraph",), "compile": ("
 
 def _contexts(deploy, modes):
     """Where the kernels take calls (a list of ``plugs.CONTEXTS``), from the verification's
-    `deploy` mode and its `modes` table (rows ``{"mode", "speedup", "error"}``): eager
-    always; the context of the deploy mode (the kernels were chosen there); CUDA graphs and
-    torch.compile unless one of their modes measured the model slower with the kernels
-    (speedup < 1) or failed with them, so that compiling or capturing the optimized model is
-    not slower than doing so to the model alone (under torch.compile, inductor fuses the ops
-    an opaque operator hides). Eager keeps the kernels because the plugs' host time is paid
-    there either way: handing eager calls back to the model's own code did not bring an
-    eager model back to its own speed (docs/benchmarks.md)."""
+    `deploy` mode and its `modes` table (rows ``{"mode", "speedup", "error"}``): the context
+    of the deploy mode (the kernels were chosen there); every other context unless one of
+    its modes measured the model slower with the kernels (speedup < 1) or failed with them,
+    so that running, capturing or compiling the optimized model is not slower than doing so
+    to the model alone (in eager, a host-paced model pays each plugged call's host time;
+    under torch.compile, inductor fuses the ops an opaque operator hides). A plug that is
+    off in a context hands its calls on before anything else (``plugs.Plug._off``)."""
     out = []
     for context, names in CONTEXT_MODES.items():
         rows = [m for m in modes if m.get("mode") in names]
         lost = any(m.get("error") or (m.get("speedup") or 1.0) < 1.0 for m in rows)
-        if context == "eager" or deploy in names or not lost:
+        if deploy in names or not lost:
             out.append(context)
     return out
 

@@ -631,7 +631,11 @@ class KernelOp:
     ``overload`` (``torch.ops.autokernel.<name>.default``), ``launcher`` (the
     :class:`Launcher` its CUDA path, and the forced CPU path, run), ``module`` (the kernel).
     Calling a ``KernelOp`` with the kind's inputs, by keyword or in order, calls the
-    operator.
+    operator; in plain eager calls (:func:`_eager_plain`: no torch.compile tracing, no
+    torch function or dispatch mode active, plain tensors on one device, no gradient
+    needed) it runs the implementation the dispatcher would pick for the device without
+    going through the dispatcher, and counts them in ``direct_calls``. ``overload(...)``
+    always goes through the dispatcher.
     """
 
     def __init__(self, name: str, module, spec: dict, catalogue, params: Optional[dict] = None):
@@ -650,10 +654,16 @@ class KernelOp:
         op.register_fake(self._fake)
         self.op = op
         self.overload = getattr(getattr(torch.ops, NAMESPACE), name).default
+        self.direct_calls = 0
 
     def __call__(self, *args, **kwargs):
         if kwargs:
             args = args + tuple(kwargs[n] for n in self.input_names[len(args):])
+        if _eager_plain(args):
+            # what the dispatcher would run, without its host time (about 15 µs a call on
+            # the H200's host, as much as the launcher's replay; docs/benchmarks.md)
+            self.direct_calls += 1
+            return self._run_kernel(*args) if args[0].is_cuda else self._run_cpu(*args)
         return self.overload(*args)
 
     def _out_dtype(self, args):
@@ -708,6 +718,27 @@ class KernelOp:
             dim, div = _parse_dim(expr)
             shape.append(dims[dim] // div)
         return args[0].new_empty(shape, dtype=self._out_dtype(args))
+
+
+def _eager_plain(args) -> bool:
+    """Whether a call on `args` may skip the dispatcher and run the operator's
+    implementation for their device straight away: nothing but the dispatcher would see the
+    difference. Not while torch.compile traces (the graph must hold the operator), under a
+    torch function or dispatch mode (such a mode, FakeTensorMode among them, must see the
+    operator), under torch.profiler (a profile shows the operator by name), on tensor
+    subclasses, on inputs spread over device types, or when gradients are needed (the
+    dispatcher raises there: the kernels have no backward)."""
+    if not args or torch.compiler.is_compiling() or torch._C._len_torch_function_stack() \
+            or torch._C._len_torch_dispatch_stack() or torch._C._autograd._profiler_enabled():
+        return False
+    device = args[0].device.type if type(args[0]) is torch.Tensor else None
+    if device not in ("cuda", "cpu"):
+        return False
+    grad = torch.is_grad_enabled()
+    for a in args:
+        if type(a) is not torch.Tensor or a.device.type != device or (grad and a.requires_grad):
+            return False
+    return True
 
 
 _REGISTERED: dict = {}

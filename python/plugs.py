@@ -145,6 +145,8 @@ class Plug:
         # problem shapes already run by the kernel in eager mode while eager is not among
         # `contexts` (:meth:`_mine`)
         self._warmed = set()
+        # whether every one of `shapes` is in `_warmed` (never, without shapes)
+        self._all_warmed = False
 
     def _mine(self, *problem):
         key = tuple(int(d) for d in problem)
@@ -159,8 +161,21 @@ class Plug:
             # the first eager call at a shape runs the kernel all the same: Triton compiles
             # and loads it then, as it could not while a CUDA graph captures it
             self._warmed.add(key)
+            self._all_warmed = bool(self.shapes) and len(self._warmed) == len(set(self.shapes))
             return True
         return False
+
+    def _off(self):
+        """Whether this call goes to the model's own code whatever its shape: the plug
+        takes no call in this context, and (eager beside CUDA graphs) every shape of the
+        target has had its first eager call. Checked before anything else in a replaced
+        forward, so that the model pays the least host time where the kernels are off."""
+        if len(self.contexts) == len(CONTEXTS):
+            return False
+        context = _context()
+        if context in self.contexts:
+            return False
+        return context != "eager" or "cudagraph" not in self.contexts or self._all_warmed
 
     def _count(self, out):
         # not while torch.compile traces: dynamo guards on the counter's value, so counting
@@ -189,9 +204,10 @@ class Plug:
         had = "forward" in module.__dict__
         old = module.__dict__.get("forward")
         previous = module.forward
+        plug = self
 
         def replaced(self, *a, **kw):
-            if _grad_needed(a, self.parameters()):
+            if plug._off() or _grad_needed(a, self.parameters()):
                 return previous(*a, **kw)
             return forward(self, *a, previous=previous, **kw)
 
@@ -270,7 +286,7 @@ class Plug:
         def wrapper(original):
             def softmax(input, dim=None, *args, **kwargs):
                 extra = kwargs.get("dtype") is not None or (args and args[0] is not None)
-                if isinstance(input, torch.Tensor) and dim in (-1, input.dim() - 1) and not extra \
+                if not plug._off() and isinstance(input, torch.Tensor) and dim in (-1, input.dim() - 1) and not extra \
                         and input.dim() > 0 and plug._mine(input.numel() // input.shape[-1], input.shape[-1]):
                     return plug._count(plug.fn(x=_rows(input))).reshape(input.shape)
                 return original(input, dim, *args, **kwargs)
@@ -312,6 +328,8 @@ class Plug:
 
         def make(original):
             def attention(module, query, key, value, attention_mask, *args, **kwargs):
+                if plug._off():
+                    return original(module, query, key, value, attention_mask, *args, **kwargs)
                 named = dict(zip(("dropout", "scaling"), args), **kwargs)
                 mask, dropout, causal, scale, reason = call_sites._hf_call(
                     module, query, key, value, attention_mask, **named)
@@ -331,7 +349,7 @@ class Plug:
 
         def wrapper(original):
             def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
-                if set(kw) <= {"enable_gqa"} and (kw.get("enable_gqa", False) or k.shape[1] == q.shape[1]):
+                if not plug._off() and set(kw) <= {"enable_gqa"} and (kw.get("enable_gqa", False) or k.shape[1] == q.shape[1]):
                     mine, padding = plug._takes_attention(q, k, v, attn_mask, dropout_p, is_causal, scale)
                     if mine:
                         return plug._count(plug._attention_call(q, k, v, padding))
@@ -347,7 +365,7 @@ class Plug:
         def wrapper(original):
             def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                               reduction="mean", label_smoothing=0.0):
-                simple = (weight is None and size_average is None and reduce is None and reduction == "mean"
+                simple = (not plug._off() and weight is None and size_average is None and reduce is None and reduction == "mean"
                           and label_smoothing == 0.0 and input.dim() == 2 and target.dim() == 1
                           and not bool((target == ignore_index).any()) and plug._mine(*input.shape))
                 if simple:
@@ -529,7 +547,7 @@ class _RotaryDispatch:
 
     def __call__(self, q, k, cos, sin, *args, **kwargs):
         running = _running_model()
-        plugs = [p for owner, p in self.members if owner == running] if running is not None else []
+        plugs = [p for owner, p in self.members if owner == running and not p._off()] if running is not None else []
         extra = dict(zip(("unsqueeze_dim",), args), **kwargs)
         if not plugs or any(v != 1 for v in extra.values()) or not isinstance(cos, torch.Tensor):
             return self.original(q, k, cos, sin, *args, **kwargs)

@@ -1,7 +1,9 @@
 """Host time of one kernel call, per kind: the starter's kernel_fn called directly, the same
 kernel through kernel_ops' cached launcher, through its registered operator
-(torch.ops.autokernel.<kind>, eager), and PyTorch's own eager op beside them, in µs, with
-the ratios to kernel_fn, all in one run (issue 20, point 1; docs/deploy.md).
+(torch.ops.autokernel.<kind>, eager, through the dispatcher), through the operator's
+``KernelOp`` as a plug calls it (eager: its direct path, past the dispatcher), and PyTorch's
+own eager op beside them, in µs, with the ratios to kernel_fn, all in one run (issue 20,
+point 1; docs/deploy.md).
 
 Usage (repository root; OPS_DIR holds kernel_ops.py, catalogue.py and catalogue.json, as
 `cargo run --example kernel_ops_files -- OPS_DIR` writes them):
@@ -11,11 +13,11 @@ Usage (repository root; OPS_DIR holds kernel_ops.py, catalogue.py and catalogue.
 
 Each kind runs at its catalogue tiny shape, where a kernel's GPU time is a few µs and the
 host sets the pace. A figure is the wall time of `--calls` calls in a plain loop (the GPU
-synchronised before and after, not inside), divided by the calls; the four ways are timed
+synchronised before and after, not inside), divided by the calls; the five ways are timed
 in turns, round after round, and each reports its median over the rounds, so that drift of
 a shared host falls on all of them alike. Before timing, each way's output is checked
-against kernel_fn's (bit for bit for the launcher and the operator). On the CPU the
-kernels run in Triton's interpreter (TRITON_INTERPRET=1, set here), the operator with
+against kernel_fn's (bit for bit for the launcher and the operator's two paths). On the CPU
+the kernels run in Triton's interpreter (TRITON_INTERPRET=1, set here), the operator with
 kernel_ops.force_kernel(), and the figures only show that the script runs.
 
 Where the launcher's time goes, for each kind whose launcher replays (a second table):
@@ -38,7 +40,7 @@ import time
 
 KINDS = ["matmul", "softmax", "layernorm", "rmsnorm", "flash_attention", "fused_mlp", "cross_entropy",
          "rotary_embedding", "reduce"]
-WAYS = ["kernel_fn", "launcher", "operator", "pytorch"]
+WAYS = ["kernel_fn", "launcher", "operator", "op_call", "pytorch"]
 PARTS = ["replay", "launches", "triton_run", "empty"]
 
 
@@ -138,10 +140,11 @@ def main():
                 "kernel_fn": lambda: op.module.kernel_fn(**inputs),
                 "launcher": lambda: op.launcher(*tensors),
                 "operator": lambda: op.overload(*tensors),
+                "op_call": lambda: op(*tensors),
                 "pytorch": lambda: cat.eager(kind, inputs),
             }
             want = ways["kernel_fn"]()
-            for way in ("launcher", "operator"):
+            for way in ("launcher", "operator", "op_call"):
                 for _ in range(2):  # the first call at the key records, the second replays
                     got = ways[way]()
                     if not torch.equal(got, want):
@@ -163,14 +166,15 @@ def main():
             rows.append(row)
             print(f"{kind}: " + ", ".join(f"{w} {us[w]:.1f} µs" for w in WAYS), file=sys.stderr)
 
-    print(f"| kind, tiny shape | kernel_fn | cached launcher | operator (eager) | PyTorch eager | "
-          f"launcher / kernel_fn | operator / kernel_fn |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print(f"| kind, tiny shape | kernel_fn | cached launcher | operator (dispatcher) | KernelOp call (direct) | "
+          f"PyTorch eager | launcher / kernel_fn | operator / kernel_fn | direct / kernel_fn |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         note = "" if r["replayed"] else " (not replayed: calls kernel_fn)"
         print(f"| {r['kind']} {'×'.join(map(str, r['shape']))}{note} | {r['kernel_fn_us']:.1f} µs | "
-              f"{r['launcher_us']:.1f} µs | {r['operator_us']:.1f} µs | {r['pytorch_us']:.1f} µs | "
-              f"{r['launcher_us'] / r['kernel_fn_us']:.2f} | {r['operator_us'] / r['kernel_fn_us']:.2f} |")
+              f"{r['launcher_us']:.1f} µs | {r['operator_us']:.1f} µs | {r['op_call_us']:.1f} µs | "
+              f"{r['pytorch_us']:.1f} µs | {r['launcher_us'] / r['kernel_fn_us']:.2f} | "
+              f"{r['operator_us'] / r['kernel_fn_us']:.2f} | {r['op_call_us'] / r['kernel_fn_us']:.2f} |")
     print()
     print("| kind | launcher | replay (no key) | launches only | Triton's run alone | allocations alone |")
     print("| --- | --- | --- | --- | --- | --- |")

@@ -1,9 +1,13 @@
-"""Host time of an exported package's plugs in a Hugging Face BERT model, eager, on a GPU:
-the forward with and without the package (a plain loop of 20 forwards under
-`torch.no_grad()`, three times; the time to enqueue beside the total, to show whether the
-host sets the pace), one `LayerNorm` module called 1 000 times on a [8, 512, 768] input with
-and without its plug, then a `torch.profiler` table of three forwards each (docs/benchmarks.md,
-"BERT-base after the contexts rule").
+"""Host time of an exported package's plugs in a Hugging Face BERT model, eager, on a GPU.
+
+Three instances of the same model (weights shared by copy): the model alone; optimized with
+the kernels taking eager calls (``contexts`` every context: each plugged call runs the
+kernel, through the operator's direct eager path); optimized with eager handed back to the
+model's own code (``contexts=("cudagraph", "compile")``: what ``optimize`` chooses when the
+verification measured eager slower with the kernels). For each: the forward (a plain loop of
+20 forwards under ``torch.no_grad()``, three times; the time to enqueue beside the total,
+to show whether the host sets the pace) and one ``LayerNorm`` module called 1 000 times on
+a [8, 512, 768] input (docs/benchmarks.md, "BERT-base after the contexts rule" and after).
 
 Usage (repository root, on the GPU machine; PKG a folder `autokernel export` wrote for
 BertModel at 8×512 float16, as benches/gpu/e2e.sh leaves it):
@@ -16,7 +20,6 @@ import sys
 import time
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 from transformers import BertConfig, BertModel
 
 
@@ -27,10 +30,14 @@ def main():
     package = importlib.import_module(names[0])
     torch.manual_seed(0)
     plain = BertModel(BertConfig()).cuda().half().eval()
-    plugged = BertModel(BertConfig()).cuda().half().eval()
-    plugged.load_state_dict(plain.state_dict())
+    models = {"alone": plain}
+    for name, contexts in (("kernels in eager", ("eager", "cudagraph", "compile")),
+                           ("eager handed back", ("cudagraph", "compile"))):
+        m = BertModel(BertConfig()).cuda().half().eval()
+        m.load_state_dict(plain.state_dict())
+        print(name, package.optimize(m, contexts=contexts), sep=": ", flush=True)
+        models[name] = m
     ids = torch.randint(0, 30522, (8, 512), device="cuda")
-    print(package.optimize(plugged), flush=True)
 
     def forward_ms(model, n=20):
         """(total, enqueue) ms per forward of a plain loop."""
@@ -47,9 +54,8 @@ def main():
         return round((done - t0) / n * 1e3, 3), round((enqueued - t0) / n * 1e3, 3)
 
     for _ in range(3):
-        print("forward ms (total, enqueue): plain", forward_ms(plain), "with the package", forward_ms(plugged),
+        print("forward ms (total, enqueue):", "; ".join(f"{k} {forward_ms(m)}" for k, m in models.items()),
               flush=True)
-    norm, norm_plugged = plain.encoder.layer[0].output.LayerNorm, plugged.encoder.layer[0].output.LayerNorm
     x = torch.randn(8, 512, 768, device="cuda", dtype=torch.half)
 
     def call_us(f, n=1000):
@@ -66,15 +72,9 @@ def main():
         return round((done - t0) / n * 1e6, 1), round((enqueued - t0) / n * 1e6, 1)
 
     for _ in range(3):
-        print("LayerNorm call µs (total, enqueue): plain", call_us(norm), "plugged", call_us(norm_plugged),
+        print("LayerNorm call µs (total, enqueue):",
+              "; ".join(f"{k} {call_us(m.encoder.layer[0].output.LayerNorm)}" for k, m in models.items()),
               flush=True)
-    for name, model in (("plain", plain), ("with the package", plugged)):
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(3):
-                model(ids)
-            torch.cuda.synchronize()
-        print(name)
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=22), flush=True)
 
 
 if __name__ == "__main__":

@@ -58,8 +58,13 @@ fn the_launcher_replays_a_key_without_calling_kernel_fn_again() {
     check("launcher");
 }
 
+#[test]
+fn a_plain_eager_call_skips_the_dispatcher_and_a_mode_or_the_profiler_sees_the_operator() {
+    check("direct");
+}
+
 /// `benches/gpu/host_time.py` (the host time of one call per kind: kernel_fn, the cached
-/// launcher, the operator, PyTorch) runs on the CPU under the interpreter, one call per way,
+/// launcher, the operator through the dispatcher and past it, PyTorch) runs on the CPU under the interpreter, one call per way,
 /// and tables every kind with its launcher replaying, and the launcher's parts (Triton's
 /// compiled launch alone exists only on a GPU).
 #[test]
@@ -92,7 +97,13 @@ fn the_host_time_benchmark_runs_on_the_cpu() {
     for line in figures.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(v["replayed"], true, "{line}");
-        for way in ["kernel_fn_us", "launcher_us", "operator_us", "pytorch_us"] {
+        for way in [
+            "kernel_fn_us",
+            "launcher_us",
+            "operator_us",
+            "op_call_us",
+            "pytorch_us",
+        ] {
             assert!(v[way].as_f64().is_some_and(|us| us > 0.0), "{way}: {line}");
         }
         for part in ["replay", "launches", "empty"] {

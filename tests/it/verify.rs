@@ -316,13 +316,16 @@ fn verify_times_the_model_in_the_deploy_mode_it_is_asked_for() {
         .map(|m| m["mode"].as_str().unwrap())
         .collect();
     assert_eq!(modes, ["eager", "compile"], "{saved}");
-    // where an exported package will run it: deployed compiled and nothing measured slower
-    // in another context, so every context
-    assert_eq!(
-        saved["contexts"],
-        serde_json::json!(["eager", "cudagraph", "compile"]),
-        "{saved}"
-    );
+    // where an exported package will run it: compile (deployed there), cudagraph (not
+    // measured on the CPU), eager only if the CPU's eager row did not lose
+    let eager = &saved["modes"][0];
+    let eager_won = eager["error"].is_null() && eager["speedup"].as_f64().unwrap_or(1.0) >= 1.0;
+    let want: &[&str] = if eager_won {
+        &["eager", "cudagraph", "compile"]
+    } else {
+        &["cudagraph", "compile"]
+    };
+    assert_eq!(saved["contexts"], serde_json::json!(want), "{saved}");
     for m in saved["modes"].as_array().unwrap() {
         assert!(m["error"].is_null(), "{m}");
         assert!(m["baseline_ms"].as_f64().unwrap() > 0.0, "{m}");
@@ -363,8 +366,8 @@ fn kernels_slower_together_in_the_deploy_mode_stay_out() {
     python_check("verify_rules_check.py", "slower_together");
 }
 
-/// An exported package leaves CUDA graphs and torch.compile the model's own ops where the
-/// verification measured the kernels slower there (`verify_rules_check.py contexts`).
+/// An exported package leaves eager, CUDA graphs and torch.compile the model's own ops where
+/// the verification measured the kernels slower there (`verify_rules_check.py contexts`).
 #[test]
 fn an_exported_package_runs_the_kernels_only_where_they_did_not_lose() {
     python_check("verify_rules_check.py", "contexts");

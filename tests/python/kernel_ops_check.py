@@ -318,6 +318,53 @@ def check_launcher():
     assert (op.launcher.records, op.launcher.replays) == (1, 1), (op.launcher.records, op.launcher.replays)
 
 
+def check_direct():
+    """A plain eager call runs the device's implementation without the dispatcher; a
+    dispatch mode, the profiler or a call needing gradients goes through it."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    op = OPS["rmsnorm"]
+    i = inputs("rmsnorm")
+    ref = expected("rmsnorm", i)
+    n = op.direct_calls
+    plain = op(**i)
+    assert op.direct_calls == n + 1, "a plain eager call went through the dispatcher"
+    assert mismatch("rmsnorm", plain, ref, torch.float32) is None
+    with Seen() as seen:
+        moded = op(**i)
+    assert op.direct_calls == n + 1 and "autokernel.rmsnorm.default" in seen.ops, seen.ops
+    assert torch.equal(moded, plain)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        op(**i)
+    assert op.direct_calls == n + 1
+    assert "autokernel::rmsnorm" in {e.name for e in prof.events()}, sorted({e.name for e in prof.events()})
+    # forced through the kernel, the direct path runs the launcher as the operator's CPU path does
+    records, replays = op.launcher.records, op.launcher.replays
+    with kernel_ops.force_kernel():
+        forced = op(**i)
+    assert op.direct_calls == n + 2 and (op.launcher.records, op.launcher.replays) != (records, replays)
+    assert mismatch("rmsnorm", forced, ref, torch.float32) is None
+    # gradients needed: the dispatcher's call, which has no autograd kernel to run
+    x = i["x"].clone().requires_grad_(True)
+    try:
+        op(x, i["weight"]).sum().backward()
+    except RuntimeError:
+        pass
+    assert op.direct_calls == n + 2, "a call needing gradients skipped the dispatcher"
+    with torch.no_grad():
+        op(x, i["weight"])
+    assert op.direct_calls == n + 3
+
+
 {"outputs": check_outputs, "wrong_kernel": check_wrong_kernel, "compile": check_compile,
- "launcher": check_launcher}[CHECK]()
+ "launcher": check_launcher, "direct": check_direct}[CHECK]()
 print("ok")
