@@ -142,6 +142,7 @@ def init(device, catalogue_json, registry_modules_json="[]"):
         cuda_synchronize=torch.cuda.synchronize,
         profile=torch.profiler.profile,
         ProfilerActivity=torch.profiler.ProfilerActivity,
+        record_function=torch.profiler.record_function,
         float32=torch.float32,
     )
     kinds = _exercise_references(json.loads(catalogue_json))
@@ -348,6 +349,9 @@ _AUTOTUNE_SCOPE = f"autokernel::autotune_{os.urandom(8).hex()}"
 # How many times the autotuner's benchmarking opened that scope: a profile holding more of
 # it than were opened had one forged by the candidate around its own work.
 _AUTOTUNE_OPENED = [0]
+# The profiler scope around each timed call of a candidate (`_TimedOps`): the aten ops
+# under it are the call's, those outside it on the harness's thread the harness's own.
+_CALL_SCOPE = f"autokernel::call_{os.urandom(8).hex()}"
 
 
 def _install_launch_counter():
@@ -612,6 +616,62 @@ def _poison_pool(nbytes):
     del junk
 
 
+class _TimedOps:
+    """The op check of the correctness stages, over every timed call (issue 21, point 2):
+    one profiler session (CPU activity only: no device-side tracing) spans a whole
+    measurement, and each of the candidate's calls runs in `_CALL_SCOPE` (`call`). On the
+    GPU the profiler's host time per op falls inside the slack before each timed call, so
+    the events still time the device's work (docs/benchmarks.md). `ops()` gives (every
+    aten op dispatched in the calls, nested ones included; the ops the calls dispatched
+    themselves: not nested inside another aten op nor, unless forged, the autotuner's
+    benchmarking) as sorted lists. Ops on another thread than the calls' count as the
+    calls' own (a candidate's thread); the harness's own work between calls (flush,
+    rotation) is outside the scope on the calls' thread, and not counted.
+
+    Events are read from the profiler's raw results, not `profile.events()`, whose
+    Python tree costs about 0.1 ms per event (2000 calls: 0.5 s on a 2-core CPU)."""
+
+    def __init__(self):
+        self._prof = _P["profile"](activities=[_P["ProfilerActivity"].CPU], record_shapes=False)
+        self._opened = 0
+
+    def __enter__(self):
+        self._opened = _AUTOTUNE_OPENED[0]
+        self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._prof.__exit__(*exc)
+
+    @staticmethod
+    def call(fn):
+        with _P["record_function"](_CALL_SCOPE):
+            return fn()
+
+    def ops(self):
+        rows = sorted(((e.start_thread_id(), e.start_ns(), -(e.start_ns() + e.duration_ns()), e.name())
+                       for e in self._prof.profiler.kineto_results.events()))
+        scope_threads = {r[0] for r in rows if r[3] == _CALL_SCOPE}
+        forged = sum(1 for r in rows if r[3] == _AUTOTUNE_SCOPE) > _AUTOTUNE_OPENED[0] - self._opened
+        every, own = set(), set()
+        # per thread, the open events: (end, in a call, inside an aten op, in the autotuner)
+        stack, thread = [], None
+        for tid, start, neg_end, name in rows:
+            end = -neg_end
+            if tid != thread:
+                stack, thread = [], tid
+            while stack and stack[-1][0] <= start:
+                stack.pop()
+            call, in_aten, tuned = stack[-1][1:] if stack else (tid not in scope_threads, False, False)
+            is_aten = name.startswith("aten::")
+            if is_aten and call:
+                every.add(name)
+                if not in_aten and (forged or not tuned):
+                    own.add(name)
+            stack.append((end, call or name == _CALL_SCOPE, in_aten or is_aten, tuned or name == _AUTOTUNE_SCOPE))
+        return sorted(every), sorted(own)
+
+
 def _call(fn, inputs, record_ops, kwargs):
     """Calls the candidate on `inputs` and the parameters `kwargs`; with record_ops, under
     torch.profiler recording the aten ops. Returns (output, ops, own ops): every aten op
@@ -839,13 +899,16 @@ class _Rotation:
     the timed window) every input tensor is overwritten in place with a window of a pool
     twice its size (its own values, then another seed's), at an offset drawn per call from
     the operating system's randomness: values change everywhere and almost never repeat, so
-    a cache keyed on the input's address, version or sampled values misses. The outputs of
-    a few timed calls, chosen where the candidate cannot see, are kept with a copy of their
-    inputs (`keep`) and handed to Rust with the reference of those inputs (`checks`): a
-    result right only in the correctness stages, only on the first calls, or only when no
-    timer is on the stack fails where it is timed. Every timed call must launch a Triton
-    kernel of the candidate's file (`path`), as in the correctness stages: `launchless`
-    counts those that did not."""
+    a cache keyed on the input's address, version or sampled values misses. Which outputs
+    are checked is drawn only after each call has returned (`keep`): a reservoir of
+    `_CHECKED_TIMED_CALLS` calls drawn uniformly from all of a measurement's timed calls,
+    and the last call; each kept output is copied at once, with the offsets its inputs were
+    taken at, and `checks` hands Rust the copies with the reference of those inputs rebuilt
+    from the pools. So nothing in the harness's frames tells a call whether it will be
+    checked: a result right only in the correctness stages, only on the first calls, only
+    when no timer is on the stack, or only where it sees a check coming fails where it is
+    timed. Every timed call must launch a Triton kernel of the candidate's file (`path`),
+    as in the correctness stages: `launchless` counts those that did not."""
 
     def __init__(self, kind, shape, dt, seed, layout, params, inputs, path):
         torch = _P["torch"]
@@ -854,48 +917,59 @@ class _Rotation:
         other = _make(kind, shape, dt, int(seed) + 1, "normal", layout, params)
         self.pools = {k: torch.cat([_P["contiguous"](v).reshape(-1), _P["contiguous"](other[k]).reshape(-1)])
                       for k, v in inputs.items() if isinstance(v, _P["Tensor"])}
-        self.kept, self.snapshot = [], None
+        # (offsets, output copy) of the reservoir's calls, and of the last call
+        self.kept, self.last = [], None
+        self._offsets, self._calls = {}, 0
         # whether the timed calls of the next measurement keep outputs for the check
         self.keeping = True
 
-    def before(self, snapshot):
-        """Overwrites the inputs with new windows of their pools; with `snapshot`, keeps a
-        copy of them for the check of this call's output."""
+    def before(self):
+        """Overwrites the inputs with new windows of their pools."""
         for k, pool in self.pools.items():
             v = self.inputs[k]
             n = v.numel()
             j = int.from_bytes(_P["urandom"](4), "little") % (n + 1)
             _P["copy_"](v, pool[j:j + n].view(tuple(v.shape)))
-        self.snapshot = {k: _P["clone"](v) if k in self.pools else v for k, v in self.inputs.items()} \
-            if snapshot else None
+            self._offsets[k] = j
         self._launches = _launches(self.path)
 
-    def keep(self, out):
-        """Keeps `out`, the output of the call just made on the snapshot's inputs, and
-        counts the call when it launched no kernel of the candidate's file."""
+    def keep(self, out, last=False):
+        """After a call on the inputs `before` set: counts it when it launched no kernel of
+        the candidate's file, and draws whether its output joins the reservoir; `last`: the
+        measurement's last timed call, always kept."""
         if _launches(self.path) == self._launches and not (type(out) is _P["Tensor"] and out.numel() == 0):
             self.launchless += 1
-        if self.snapshot is not None and type(out) is _P["Tensor"]:
-            self.kept.append((self.snapshot, out))
-        self.snapshot = None
+        if not self.keeping or type(out) is not _P["Tensor"]:
+            return
+        self._calls += 1
+        slot = len(self.kept) if len(self.kept) < _CHECKED_TIMED_CALLS else \
+            int.from_bytes(_P["urandom"](4), "little") % self._calls
+        if slot >= _CHECKED_TIMED_CALLS and not last:
+            return
+        entry = (dict(self._offsets), _P["clone"](out))
+        if slot == len(self.kept):
+            self.kept.append(entry)
+        elif slot < _CHECKED_TIMED_CALLS:
+            self.kept[slot] = entry
+        if last:
+            self.last = entry
+
+    def _inputs_at(self, offsets):
+        """The inputs as `before` set them at `offsets`."""
+        return {k: self.pools[k][offsets[k]:offsets[k] + v.numel()].view(tuple(v.shape)) if k in self.pools else v
+                for k, v in self.inputs.items()}
 
     def checks(self):
-        """(outputs, references): float32 host copies of the kept outputs and, in the same
-        order, the reference on the inputs each was computed from."""
+        """(outputs, references): float32 host copies of the kept outputs (the reservoir's
+        and the last call's) and, in the same order, the reference on the inputs each was
+        computed from."""
         _P["synchronize"]()
-        outs = [_to_host(out) for _, out in self.kept]
-        refs = [_to_host(_reference(self.kind, inputs, self.params)) for inputs, _ in self.kept]
-        self.kept = []
+        kept = self.kept + ([self.last] if self.last is not None and all(self.last is not e for e in self.kept)
+                            else [])
+        outs = [_to_host(out) for _, out in kept]
+        refs = [_to_host(_reference(self.kind, self._inputs_at(offsets), self.params)) for offsets, _ in kept]
+        self.kept, self.last, self._calls = [], None, 0
         return outs, refs
-
-
-def _chosen(n, count):
-    """`count` distinct indices of range(n), the last call always among them, from the
-    operating system's randomness (a candidate can seed Python's own generator)."""
-    picked = {n - 1}
-    while len(picked) < min(count, n):
-        picked.add(int.from_bytes(_P["urandom"](4), "little") % n)
-    return picked
 
 
 def _kernel_us(fn, quick, rotation=None):
@@ -924,10 +998,9 @@ def _kernel_us(fn, quick, rotation=None):
     n = max(10, min(1000, int(rep_ms / (est_ms + 0.3))))
     starts = [Event(enable_timing=True) for _ in range(n)]
     ends = [Event(enable_timing=True) for _ in range(n)]
-    chosen = _chosen(n, _CHECKED_TIMED_CALLS) if rotation is not None and rotation.keeping else ()
     for i in range(n):
         if rotation is not None:
-            rotation.before(i in chosen)
+            rotation.before()
         flush.zero_()
         if sleep is not None:
             sleep(_SLACK_CYCLES)
@@ -935,7 +1008,7 @@ def _kernel_us(fn, quick, rotation=None):
         out = fn()
         ends[i].record()
         if rotation is not None:
-            rotation.keep(out)
+            rotation.keep(out, last=i == n - 1)
     sync()
     return float(statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))) * 1000.0
 
@@ -974,15 +1047,14 @@ def _measure_us(fn, quick, rotation=None):
     fn()
     samples = []
     n = 2 if quick else 3
-    chosen = _chosen(n, _CHECKED_TIMED_CALLS) if rotation is not None and rotation.keeping else ()
     for i in range(n):
         if rotation is not None:
-            rotation.before(i in chosen)
+            rotation.before()
         t0 = clock()
         out = fn()
         samples.append((clock() - t0) * 1e6)
         if rotation is not None:
-            rotation.keep(out)
+            rotation.keep(out, last=i == n - 1)
     return float(statistics.median(samples))
 
 
@@ -1075,7 +1147,8 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="co
     (json, outputs, references): JSON with latency_us, reference_latency_us,
     compiled_latency_us (or null), compiled_error, peak_vram_mb (null on CPU),
     config_keys_read (`_config_keys_read` of one untimed call first), launchless_calls (timed
-    calls that launched no Triton kernel of the candidate's file); and, from the
+    calls that launched no Triton kernel of the candidate's file), ops and own_ops (the aten
+    ops of the candidate's timed calls, all and its own: `_TimedOps`); and, from the
     candidate's timed calls, each on inputs overwritten before it (`_Rotation`), float32
     host copies of a few outputs with the reference of their inputs, for Rust to compare.
     The reference and torch.compile are timed on the last inputs, not overwritten."""
@@ -1102,7 +1175,10 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="co
         peak = torch.cuda.max_memory_allocated() / 1e6
     _spin_up()
     rotation = _Rotation(kind, shape, dt, seed, layout, params, inputs, candidate.path)
-    result["latency_us"] = _measure_us(lambda: fn(**inputs), quick, rotation)
+    monitor = _TimedOps()
+    with monitor:
+        result["latency_us"] = _measure_us(lambda: monitor.call(lambda: fn(**inputs)), quick, rotation)
+    result["ops"], result["own_ops"] = monitor.ops()
     result["launchless_calls"] = rotation.launchless
     outputs, references = rotation.checks()
     result["peak_vram_mb"] = peak
@@ -1126,7 +1202,8 @@ def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout=
     kept. Returns (json, incumbent outputs, their references, candidate outputs, their
     references): JSON lists `incumbent_us` and `candidate_us`, one per repetition, and
     `incumbent_launchless`, `candidate_launchless` (timed calls that launched no Triton
-    kernel of that file); the
+    kernel of that file), `incumbent_ops`, `incumbent_own_ops`, `candidate_ops`,
+    `candidate_own_ops` (the aten ops of each one's timed calls, as `_TimedOps` gives them); the
     outputs and references as `_Rotation.checks` gives them, for Rust to compare."""
     dt = _dtype(dtype)
     params = json.loads(params_json)
@@ -1136,6 +1213,7 @@ def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout=
                  for c in (incumbent, candidate)}
     checked = int.from_bytes(_P["urandom"](4), "little") % max(1, int(repetitions))
     inc, cand = [], []
+    ops = {id(c): (set(), set()) for c in (incumbent, candidate)}
     _spin_up()
     for r in range(int(repetitions)):
         order = [(incumbent, inc), (candidate, cand)]
@@ -1144,12 +1222,19 @@ def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout=
         for c, acc in order:
             fn, kw, rotation = c.fn, kwargs[id(c)], rotations[id(c)]
             rotation.keeping = r == checked
-            acc.append(_measure_us(lambda: fn(**inputs, **kw), True, rotation))
+            monitor = _TimedOps()
+            with monitor:
+                acc.append(_measure_us(lambda: monitor.call(lambda: fn(**inputs, **kw)), True, rotation))
+            every, own = monitor.ops()
+            ops[id(c)][0].update(every)
+            ops[id(c)][1].update(own)
     inc_outs, inc_refs = rotations[id(incumbent)].checks()
     cand_outs, cand_refs = rotations[id(candidate)].checks()
     meta = {"incumbent_us": inc, "candidate_us": cand,
             "incumbent_launchless": rotations[id(incumbent)].launchless,
             "candidate_launchless": rotations[id(candidate)].launchless}
+    for role, c in (("incumbent", incumbent), ("candidate", candidate)):
+        meta[f"{role}_ops"], meta[f"{role}_own_ops"] = sorted(ops[id(c)][0]), sorted(ops[id(c)][1])
     return json.dumps(meta), inc_outs, inc_refs, cand_outs, cand_refs
 
 

@@ -201,10 +201,15 @@ fn write_python_files() -> Result<PathBuf, String> {
         if std::fs::read_to_string(&path).is_ok_and(|t| t == text) {
             continue;
         }
-        let tmp = dir.join(format!(".{name}.{}", std::process::id()));
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+        // a temporary file of a unique name, not one named by the pid: sandboxed workers
+        // starting together each have a pid namespace, where their pids are the same
+        let write = || -> std::io::Result<()> {
+            let mut tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).tempfile_in(&dir)?;
+            std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+            tmp.persist(&path).map_err(|e| e.error)?;
+            Ok(())
+        };
+        write().map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
     }
     Ok(dir)
 }

@@ -64,6 +64,12 @@ struct TimingMeta {
     /// Timed calls that launched no Triton kernel of the candidate's file.
     #[serde(default)]
     launchless_calls: u32,
+    /// Aten ops dispatched in the timed calls, nested ones included (`harness._TimedOps`).
+    #[serde(default)]
+    ops: Vec<String>,
+    /// Those the timed calls dispatched themselves.
+    #[serde(default)]
+    own_ops: Vec<String>,
 }
 
 /// The last component of `path` (`kernel.py` when it has none), for messages.
@@ -207,6 +213,41 @@ pub(super) fn bench(
         (v, _) => result.correctness = v,
     }
     Ok((result, restart))
+}
+
+/// Why the ops of a candidate's timed calls (`every` dispatched, `own` dispatched by the
+/// calls themselves, as `harness._TimedOps` reports them) say its time is not its own
+/// kernels': one of the kind's forbidden ops (the reference's own operation), or an op of
+/// its own outside the allowlist ([`autokernel_core::KindSpec::allowed_ops`]). `None` when
+/// neither; the same rules as the correctness stages' recorded calls.
+pub(crate) fn borrowed_in_timed_calls(
+    spec: &KindSpec,
+    every: &[String],
+    own: &[String],
+) -> Option<String> {
+    let forbidden: Vec<&str> = every
+        .iter()
+        .filter(|op| spec.forbidden_ops.contains(op))
+        .map(String::as_str)
+        .collect();
+    if !forbidden.is_empty() {
+        return Some(format!(
+            "the timed calls dispatched {}, the reference's own operation; a kernel must compute the result itself",
+            forbidden.join(", ")
+        ));
+    }
+    let allowed = spec.allowed_ops();
+    let extra: Vec<&str> = own
+        .iter()
+        .map(String::as_str)
+        .filter(|op| !allowed.contains(op))
+        .collect();
+    (!extra.is_empty()).then(|| {
+        format!(
+            "the timed calls dispatched {}, not among the allocation, view, copy and cast ops a kernel may use; the time must be of Triton kernels launched by its own file",
+            extra.join(", ")
+        )
+    })
 }
 
 /// Compares the outputs the harness kept from timed calls (`harness._Rotation`) with the
@@ -422,6 +463,14 @@ impl Run<'_, '_> {
                      defined in {}; the result must come from its own kernels",
                     t.launchless_calls, self.file
                 ),
+            };
+            self.fail_report(Stage::Timing, &v);
+            return Ok((v, None));
+        }
+        if let Some(why) = borrowed_in_timed_calls(self.spec, &t.ops, &t.own_ops) {
+            self.restart = true;
+            let v = Correctness::Tamper {
+                reason: format!("{timing_dtype} {timing_shape}: {why}"),
             };
             self.fail_report(Stage::Timing, &v);
             return Ok((v, None));

@@ -23,6 +23,15 @@ struct CompareMeta {
     incumbent_launchless: u32,
     #[serde(default)]
     candidate_launchless: u32,
+    /// Aten ops of each one's timed calls, all and its own (`harness._TimedOps`).
+    #[serde(default)]
+    incumbent_ops: Vec<String>,
+    #[serde(default)]
+    incumbent_own_ops: Vec<String>,
+    #[serde(default)]
+    candidate_ops: Vec<String>,
+    #[serde(default)]
+    candidate_own_ops: Vec<String>,
 }
 
 /// Answers `request`: the reply's body, and whether the worker must exit after sending it
@@ -167,6 +176,16 @@ fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, 
                 "the {role} launched no Triton kernel defined in `{}` in {launchless} timed \
                  call(s) of the head-to-head",
                 path.display()
+            )));
+        }
+    }
+    for (role, every, own) in [
+        ("incumbent", &m.incumbent_ops, &m.incumbent_own_ops),
+        ("candidate", &m.candidate_ops, &m.candidate_own_ops),
+    ] {
+        if let Some(why) = execute::borrowed_in_timed_calls(spec, every, own) {
+            return Err(Failure::Tampered(format!(
+                "the {role} in the head-to-head: {why}"
             )));
         }
     }

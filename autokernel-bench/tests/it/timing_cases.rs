@@ -33,6 +33,11 @@ async fn a_kernel_wrong_while_a_timer_is_on_the_stack_fails_at_timing() {
 }
 
 #[tokio::test]
+async fn a_kernel_right_only_where_it_sees_a_check_coming_fails_at_timing() {
+    fails_where_it_is_timed("right_only_where_it_sees_a_check.py").await;
+}
+
+#[tokio::test]
 async fn a_kernel_wrong_only_beside_the_incumbent_gets_no_head_to_head() {
     let b = PyWorkerBenchmarker::with_worker(worker());
     let sly = cases_dir("timing").join("wrong_beside_another_kernel.py");
