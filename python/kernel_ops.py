@@ -660,8 +660,8 @@ class KernelOp:
         if kwargs:
             args = args + tuple(kwargs[n] for n in self.input_names[len(args):])
         if _eager_plain(args):
-            # what the dispatcher would run, without its host time (about 15 µs a call on
-            # the H200's host, as much as the launcher's replay; docs/benchmarks.md)
+            # what the dispatcher would run, without the dispatcher's host time, which is
+            # of the launcher's own order (docs/benchmarks.md)
             self.direct_calls += 1
             return self._run_kernel(*args) if args[0].is_cuda else self._run_cpu(*args)
         return self.overload(*args)

@@ -286,8 +286,9 @@ class Plug:
         def wrapper(original):
             def softmax(input, dim=None, *args, **kwargs):
                 extra = kwargs.get("dtype") is not None or (args and args[0] is not None)
-                if not plug._off() and isinstance(input, torch.Tensor) and dim in (-1, input.dim() - 1) and not extra \
-                        and input.dim() > 0 and plug._mine(input.numel() // input.shape[-1], input.shape[-1]):
+                if not plug._off() and isinstance(input, torch.Tensor) and dim in (-1, input.dim() - 1) \
+                        and not extra and input.dim() > 0 \
+                        and plug._mine(input.numel() // input.shape[-1], input.shape[-1]):
                     return plug._count(plug.fn(x=_rows(input))).reshape(input.shape)
                 return original(input, dim, *args, **kwargs)
             return softmax

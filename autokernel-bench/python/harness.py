@@ -628,8 +628,8 @@ class _TimedOps:
     calls' own (a candidate's thread); the harness's own work between calls (flush,
     rotation) is outside the scope on the calls' thread, and not counted.
 
-    Events are read from the profiler's raw results, not `profile.events()`, whose
-    Python tree costs about 0.1 ms per event (2000 calls: 0.5 s on a 2-core CPU)."""
+    Events are read from the profiler's raw results, not `profile.events()`: its tree of
+    Python objects costs far more per event, and a measurement has thousands."""
 
     def __init__(self):
         self._prof = _P["profile"](activities=[_P["ProfilerActivity"].CPU], record_shapes=False)
