@@ -204,7 +204,9 @@ fn write_python_files() -> Result<PathBuf, String> {
         // a temporary file of a unique name, not one named by the pid: sandboxed workers
         // starting together each have a pid namespace, where their pids are the same
         let write = || -> std::io::Result<()> {
-            let mut tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).tempfile_in(&dir)?;
+            let mut tmp = tempfile::Builder::new()
+                .prefix(&format!(".{name}."))
+                .tempfile_in(&dir)?;
             std::io::Write::write_all(&mut tmp, text.as_bytes())?;
             tmp.persist(&path).map_err(|e| e.error)?;
             Ok(())
