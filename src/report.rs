@@ -380,6 +380,9 @@ pub fn render_markdown(
             if let Some(line) = contexts_line(v.contexts.as_deref()) {
                 let _ = writeln!(md, "\n{line}");
             }
+            if charted_modes(&v.modes) > 0 {
+                let _ = writeln!(md, "\n![time per forward in each deploy mode](modes.png)");
+            }
         }
     }
     let _ = writeln!(md, "\n![progress](progress.png)\n\nEvery experiment is a row of `results.tsv` and a commit: `git log --all --oneline -- targets` in the workspace.");
@@ -414,11 +417,13 @@ fn contexts_line(contexts: Option<&[String]>) -> Option<String> {
     ))
 }
 
-/// Writes `report.md` and `progress.png` into the workspace. `stale`: the targets whose
-/// kernel.py changed after `verification` ([`Workspace::stale_kernels`]).
+/// Writes `report.md` and `progress.png` into the workspace, and `modes.png` when the
+/// verification timed the model in some deploy mode (else an earlier `modes.png` is
+/// removed, so the chart never shows another verification than report.md). `stale`: the
+/// targets whose kernel.py changed after `verification` ([`Workspace::stale_kernels`]).
 ///
 /// # Errors
-/// When either file cannot be written.
+/// When a file cannot be written or the stale chart removed.
 pub fn write(
     ws: &Workspace,
     targets: &[Target],
@@ -429,7 +434,120 @@ pub fn write(
     let md = render_markdown(ws, targets, rows, verification, stale);
     let path = ws.path("report.md");
     std::fs::write(&path, md).with_context(|| format!("cannot write `{}`", path.display()))?;
+    let modes = verification.get().map_or(&[][..], |v| &v.modes[..]);
+    let chart = ws.path("modes.png");
+    if charted_modes(modes) > 0 {
+        draw_modes(&chart, modes)?;
+    } else if chart.exists() {
+        std::fs::remove_file(&chart)
+            .with_context(|| format!("cannot remove `{}`", chart.display()))?;
+    }
     draw_progress(&ws.path("progress.png"), targets, rows)
+}
+
+/// Colour of the model's own time per forward in `modes.png`.
+const WITHOUT_KERNELS: (u8, u8, u8) = (230, 85, 13);
+/// Colour of the time per forward with the kernels in `modes.png`.
+const WITH_KERNELS: (u8, u8, u8) = (49, 130, 189);
+
+/// The modes `modes.png` draws: those timed both without and with the kernels.
+fn charted_modes(modes: &[crate::verification::ModeTiming]) -> usize {
+    modes
+        .iter()
+        .filter(|m| m.baseline_ms.is_some() && m.kernels_ms.is_some())
+        .count()
+}
+
+/// Draws `modes.png`: per deploy mode of the verification's table (`eager`, `cudagraph`,
+/// `compile`, `reduce-overhead`), the model's time per forward in ms without (orange) and
+/// with (blue) the included kernels, side by side; a mode that failed or was not timed
+/// both ways is left out.
+///
+/// # Errors
+/// When the file cannot be written.
+pub fn draw_modes(path: &Path, modes: &[crate::verification::ModeTiming]) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    let root = BitMapBackend::new(path, (800, 480)).into_drawing_area();
+    draw_modes_on(&root, modes)?;
+    root.present()
+        .with_context(|| format!("cannot write `{}`", path.display()))?;
+    Ok(())
+}
+
+/// [`draw_modes`] on any drawing area (the tests draw into a pixel buffer).
+fn draw_modes_on<DB: plotters::prelude::DrawingBackend>(
+    root: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    modes: &[crate::verification::ModeTiming],
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    use plotters::prelude::*;
+    let font = crate::fonts::register();
+    let timed: Vec<(&str, f64, f64)> = modes
+        .iter()
+        .filter_map(|m| Some((m.mode.as_str(), m.baseline_ms?, m.kernels_ms?)))
+        .collect();
+    let max_ms = timed
+        .iter()
+        .map(|(_, a, b)| a.max(*b))
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    root.fill(&WHITE)?;
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(56);
+    if font {
+        builder.caption(
+            "time per forward: the model alone (orange), with the kernels (blue)",
+            ("sans-serif", 18),
+        );
+    }
+    let n = timed.len() as u32;
+    let mut chart = builder.build_cartesian_2d((0u32..n.max(1)).into_segmented(), 0f64..max_ms)?;
+    let mode_label = |v: &SegmentValue<u32>| match v {
+        SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => timed
+            .get(*i as usize)
+            .map(|(name, a, b)| format!("{name} {:.2}x", a / b))
+            .unwrap_or_default(),
+        SegmentValue::Last => String::new(),
+    };
+    let mut mesh = chart.configure_mesh();
+    mesh.disable_x_mesh();
+    if font {
+        mesh.y_desc("ms per forward").x_label_formatter(&mode_label);
+    } else {
+        mesh.disable_y_mesh().x_labels(0).y_labels(0);
+    }
+    mesh.draw()?;
+    let (wr, wg, wb) = WITHOUT_KERNELS;
+    let (kr, kg, kb) = WITH_KERNELS;
+    for (i, (_, without_ms, with_ms)) in timed.iter().enumerate() {
+        let i = i as u32;
+        let bars = [
+            (
+                SegmentValue::Exact(i),
+                SegmentValue::CenterOf(i),
+                *without_ms,
+                RGBColor(wr, wg, wb),
+            ),
+            (
+                SegmentValue::CenterOf(i),
+                SegmentValue::Exact(i + 1),
+                *with_ms,
+                RGBColor(kr, kg, kb),
+            ),
+        ];
+        chart.draw_series(bars.into_iter().map(|(left, right, ms, color)| {
+            let mut bar = Rectangle::new([(left, ms), (right, 0.0)], color.filled());
+            bar.set_margin(0, 0, 6, 6);
+            bar
+        }))?;
+    }
+    Ok(())
 }
 
 /// One point of the progress chart.
@@ -543,7 +661,7 @@ pub fn draw_progress(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verification::{file_sha256, verification_summary, Verification};
+    use crate::verification::{file_sha256, verification_summary, ModeTiming, Verification};
     use autokernel_core::testing::pass_row as row;
     use autokernel_core::{DType, KernelKind, Shape};
 
@@ -787,6 +905,60 @@ mod tests {
         );
         let md = render_markdown(&ws, &targets, &[], &SavedVerification::Saved(old), &[]);
         assert!(md.contains("predates the kernel hashes"), "{md}");
+    }
+
+    fn mode(name: &str, baseline_ms: f64, kernels_ms: Option<f64>) -> ModeTiming {
+        ModeTiming {
+            mode: name.into(),
+            baseline_ms: Some(baseline_ms),
+            kernels_ms,
+            speedup: kernels_ms.map(|k| baseline_ms / k),
+            error: None,
+        }
+    }
+
+    /// Pixels of each bar colour in a `modes.png` of `modes`, drawn into a buffer.
+    fn bar_pixels(modes: &[ModeTiming]) -> (usize, usize) {
+        use plotters::prelude::*;
+        let (w, h) = (800u32, 480u32);
+        let mut buf = vec![0u8; (w * h * 3) as usize];
+        {
+            let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+            draw_modes_on(&root, modes).unwrap();
+            root.present().unwrap();
+        }
+        let count = |(r, g, b): (u8, u8, u8)| buf.chunks(3).filter(|p| p == &[r, g, b]).count();
+        (count(WITHOUT_KERNELS), count(WITH_KERNELS))
+    }
+
+    /// Each mode's two bars are as tall as its times: with the same widths, the areas of
+    /// the two colours are in the ratio of the summed times.
+    #[test]
+    fn modes_chart_draws_each_modes_two_times_to_scale() {
+        let (without, with) = bar_pixels(&[
+            mode("eager", 4.0, Some(2.0)),
+            mode("cudagraph", 2.0, Some(1.0)),
+        ]);
+        let ratio = without as f64 / with as f64;
+        assert!(
+            (ratio - 2.0).abs() < 0.05,
+            "{without} orange and {with} blue pixels: {ratio}"
+        );
+        // a mode timed one way only is not drawn: the same pixels as without it
+        let failed = ModeTiming {
+            error: Some("compile with 01-a: TypeError".into()),
+            ..mode("compile", 3.0, None)
+        };
+        assert_eq!(charted_modes(&[failed.clone()]), 0);
+        let (w2, k2) = bar_pixels(&[
+            mode("eager", 4.0, Some(2.0)),
+            mode("cudagraph", 2.0, Some(1.0)),
+            failed,
+        ]);
+        assert_eq!(
+            ((w2 as f64) / (k2 as f64) * 100.0).round(),
+            (ratio * 100.0).round()
+        );
     }
 
     #[test]

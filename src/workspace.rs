@@ -9,7 +9,7 @@
 //!   results.tsv       one row per experiment
 //!   targets/<id>/kernel.py   the experiments (git: one commit each)
 //!   profiles/trace.json      the torch.profiler trace
-//!   verify.json, report.md, progress.png, autokernel.log, .autokernel/ (scratch)
+//!   verify.json, report.md, progress.png, modes.png, autokernel.log, .autokernel/ (scratch)
 //! ```
 
 use std::path::{Path, PathBuf};

@@ -19,6 +19,7 @@ pub const EXCLUDES: &[&str] = &[
     "/logs/",
     "/report.md",
     "/progress.png",
+    "/modes.png",
     "/profiles/",
     "/traces/",
     "/autokernel.toml",

@@ -6,7 +6,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::util::{
-    autokernel, judged, python_check, report, tempdir, tiny_workspace, tiny_workspace_with,
+    autokernel, git, judged, python_check, report, tempdir, tiny_workspace, tiny_workspace_with,
 };
 
 /// `verify -w ws --device cpu`: (exit code, stdout, stderr).
@@ -339,6 +339,11 @@ fn verify_times_the_model_in_the_deploy_mode_it_is_asked_for() {
         md.contains("(ms; `compile` decided which kernels went in)") && md.contains("| compile | "),
         "{md}"
     );
+    // and its chart beside progress.png, a PNG that git does not see
+    assert!(md.contains("](modes.png)"), "{md}");
+    let png = std::fs::read(ws.join("modes.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(!git(&ws, &["status", "--porcelain"]).contains("modes.png"));
 
     let (code, stdout, stderr) = verify_with(&ws, &["--deploy", "cudagraph"]);
     assert_eq!(code, Some(2), "{stdout}{stderr}");

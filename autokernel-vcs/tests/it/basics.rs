@@ -164,6 +164,7 @@ async fn excludes_keep_workspace_files_out_of_git_status() {
         "logs/x.txt",
         "report.md",
         "progress.png",
+        "modes.png",
         "profiles/trace.json",
         "traces/t.json",
         "autokernel.toml",
