@@ -949,7 +949,7 @@ mod tests {
             error: Some("compile with 01-a: TypeError".into()),
             ..mode("compile", 3.0, None)
         };
-        assert_eq!(charted_modes(&[failed.clone()]), 0);
+        assert_eq!(charted_modes(std::slice::from_ref(&failed)), 0);
         let (w2, k2) = bar_pixels(&[
             mode("eager", 4.0, Some(2.0)),
             mode("cudagraph", 2.0, Some(1.0)),
