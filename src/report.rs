@@ -446,9 +446,9 @@ pub fn write(
 }
 
 /// Colour of the model's own time per forward in `modes.png`.
-const WITHOUT_KERNELS: (u8, u8, u8) = (230, 85, 13);
+const WITHOUT_KERNELS: plotters::style::RGBColor = plotters::style::RGBColor(230, 85, 13);
 /// Colour of the time per forward with the kernels in `modes.png`.
-const WITH_KERNELS: (u8, u8, u8) = (49, 130, 189);
+const WITH_KERNELS: plotters::style::RGBColor = plotters::style::RGBColor(49, 130, 189);
 
 /// The modes `modes.png` draws: those timed both without and with the kernels.
 fn charted_modes(modes: &[crate::verification::ModeTiming]) -> usize {
@@ -523,8 +523,6 @@ where
         mesh.disable_y_mesh().x_labels(0).y_labels(0);
     }
     mesh.draw()?;
-    let (wr, wg, wb) = WITHOUT_KERNELS;
-    let (kr, kg, kb) = WITH_KERNELS;
     for (i, (_, without_ms, with_ms)) in timed.iter().enumerate() {
         let i = i as u32;
         let bars = [
@@ -532,13 +530,13 @@ where
                 SegmentValue::Exact(i),
                 SegmentValue::CenterOf(i),
                 *without_ms,
-                RGBColor(wr, wg, wb),
+                WITHOUT_KERNELS,
             ),
             (
                 SegmentValue::CenterOf(i),
                 SegmentValue::Exact(i + 1),
                 *with_ms,
-                RGBColor(kr, kg, kb),
+                WITH_KERNELS,
             ),
         ];
         chart.draw_series(bars.into_iter().map(|(left, right, ms, color)| {
@@ -927,7 +925,7 @@ mod tests {
             draw_modes_on(&root, modes).unwrap();
             root.present().unwrap();
         }
-        let count = |(r, g, b): (u8, u8, u8)| buf.chunks(3).filter(|p| p == &[r, g, b]).count();
+        let count = |c: RGBColor| buf.chunks(3).filter(|p| p == &[c.0, c.1, c.2]).count();
         (count(WITHOUT_KERNELS), count(WITH_KERNELS))
     }
 

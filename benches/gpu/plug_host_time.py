@@ -39,41 +39,29 @@ def main():
         models[name] = m
     ids = torch.randint(0, 30522, (8, 512), device="cuda")
 
-    def forward_ms(model, n=20):
-        """(total, enqueue) ms per forward of a plain loop."""
+    def per_call(f, arg, n, warmup, scale, digits):
+        """(total, enqueue) time per call of a plain loop of `n` calls of f(arg) under
+        `torch.no_grad()`, after `warmup` calls, in seconds times `scale`, rounded."""
         with torch.no_grad():
-            for _ in range(3):
-                model(ids)
+            for _ in range(warmup):
+                f(arg)
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             for _ in range(n):
-                model(ids)
+                f(arg)
             enqueued = time.perf_counter()
             torch.cuda.synchronize()
             done = time.perf_counter()
-        return round((done - t0) / n * 1e3, 3), round((enqueued - t0) / n * 1e3, 3)
+        return round((done - t0) / n * scale, digits), round((enqueued - t0) / n * scale, digits)
 
     for _ in range(3):
-        print("forward ms (total, enqueue):", "; ".join(f"{k} {forward_ms(m)}" for k, m in models.items()),
-              flush=True)
+        print("forward ms (total, enqueue):",
+              "; ".join(f"{k} {per_call(m, ids, 20, 3, 1e3, 3)}" for k, m in models.items()), flush=True)
     x = torch.randn(8, 512, 768, device="cuda", dtype=torch.half)
-
-    def call_us(f, n=1000):
-        """(total, enqueue) µs per call of a plain loop."""
-        with torch.no_grad():
-            f(x)
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                f(x)
-            enqueued = time.perf_counter()
-            torch.cuda.synchronize()
-            done = time.perf_counter()
-        return round((done - t0) / n * 1e6, 1), round((enqueued - t0) / n * 1e6, 1)
-
     for _ in range(3):
         print("LayerNorm call µs (total, enqueue):",
-              "; ".join(f"{k} {call_us(m.encoder.layer[0].output.LayerNorm)}" for k, m in models.items()),
+              "; ".join(f"{k} {per_call(m.encoder.layer[0].output.LayerNorm, x, 1000, 1, 1e6, 1)}"
+                        for k, m in models.items()),
               flush=True)
 
 
