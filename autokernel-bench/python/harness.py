@@ -103,6 +103,7 @@ def init(device, catalogue_json, registry_modules_json="[]"):
     if not use_cuda:
         catalogue.patch_triton_interpreter()
     _install_launch_counter()
+    _warm_triton(torch, triton, "cuda" if use_cuda else "cpu")
 
     _STATE["device"] = "cuda" if use_cuda else "cpu"
     _STATE["initialised"] = True
@@ -159,6 +160,35 @@ def init(device, catalogue_json, registry_modules_json="[]"):
             "kinds": kinds,
         }
     )
+
+
+def _warm_triton(torch, triton, device):
+    """Compiles and launches a one-block copy kernel of the harness's own on `device`, before
+    any candidate is loaded, and checks its output. Each candidate's worker has an empty
+    private Triton cache, so on the GPU its first compile also builds Triton's C helpers
+    with the host compiler (`cuda_utils`, a launcher) and sets up the compiler: done here,
+    that happens while the worker waits as a spare instead of inside the first candidate's
+    judged time (docs/benchmarks.md, "H200: where a fresh worker's time goes"). A Triton that
+    cannot compile or run this is the installation's fault, never a candidate's: SetupError.
+    On the CPU (Triton's interpreter) nothing is compiled; the check still runs."""
+    tl = triton.language
+
+    @triton.jit
+    def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+    try:
+        x = torch.arange(13, dtype=torch.float32, device=device)
+        y = torch.zeros(16, dtype=torch.float32, device=device)
+        _copy[(1,)](x, y, x.numel(), BLOCK=16)
+        ok = bool(torch.equal(y[:13], x)) and not bool(y[13:].any())
+    except Exception as e:  # noqa: BLE001 - reported: the worker refuses to start
+        raise SetupError(f"Triton cannot compile and run a copy kernel on {device}: "
+                         f"{type(e).__name__}: {e}") from e
+    if not ok:
+        raise SetupError(f"Triton's copy kernel gave wrong values on {device}: {y.tolist()}")
 
 
 def _exercise_references(catalogue_spec):
@@ -403,24 +433,6 @@ def _install_launch_counter():
 def _launches(path):
     """Launches counted so far of the Triton kernels defined in the candidate file `path`."""
     return _LAUNCHES.get(path, 0)
-
-
-def _own_ops(events, excuse_autotuner=True):
-    """Names of the aten ops among profiler `events` that the code under the profiler
-    dispatched itself: not nested inside another aten op (that is the op's own
-    implementation: `aten::to` calls `aten::copy_`) nor, with `excuse_autotuner`, inside
-    the autotuner's benchmarking."""
-    own = set()
-    for e in events:
-        if not e.name.startswith("aten::"):
-            continue
-        p = e.cpu_parent
-        while p is not None and not (p.name.startswith("aten::")
-                                     or (excuse_autotuner and p.name == _AUTOTUNE_SCOPE)):
-            p = p.cpu_parent
-        if p is None:
-            own.add(e.name)
-    return own
 
 
 # ---------------------------------------------------------------------------------------
@@ -672,46 +684,40 @@ class _TimedOps:
         return sorted(every), sorted(own)
 
 
-def _call(fn, inputs, record_ops, kwargs):
-    """Calls the candidate on `inputs` and the parameters `kwargs`; with record_ops, under
-    torch.profiler recording the aten ops. Returns (output, ops, own ops): every aten op
-    dispatched, sorted, and the set of those the candidate dispatched itself (`_own_ops`);
-    both None without record_ops."""
-    sync = _P["synchronize"]
-    if not record_ops:
+def _call(fn, inputs, kwargs, monitored):
+    """Calls the candidate on `inputs` and the parameters `kwargs`; when `monitored`, under
+    the op check (`_TimedOps`, as every timed call). Returns (output, ops, own ops): the
+    aten ops the call dispatched, nested ones included, and those it dispatched itself, as
+    sorted lists (empty when not monitored)."""
+    if not monitored:
         out = fn(**inputs, **kwargs)
-        sync()
-        return out, None, None
-    prof = _P["profile"](activities=[_P["ProfilerActivity"].CPU], record_shapes=False)
-    opened = _AUTOTUNE_OPENED[0]
-    with prof:
-        out = fn(**inputs, **kwargs)
-        sync()
-    events = prof.events()
-    ops = sorted({e.name for e in events if e.name.startswith("aten::")})
-    # a scope of the autotuner's name that the autotuner did not open hides the candidate's
-    # own work: then nothing under it is excused
-    forged = sum(1 for e in events if e.name == _AUTOTUNE_SCOPE) > _AUTOTUNE_OPENED[0] - opened
-    return out, ops, _own_ops(events, excuse_autotuner=not forged)
+        _P["synchronize"]()
+        return out, [], []
+    with _TimedOps() as monitor:
+        out = monitor.call(lambda: fn(**inputs, **kwargs))
+        _P["synchronize"]()
+    every, own = monitor.ops()
+    return out, every, own
 
 
-def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, forbidden_ops,
-             layout="contiguous", params_json="{}", allowed_ops=None):
+def run_case(candidate, kind, shape, dtype, seed, mode, repeats, layout="contiguous", params_json="{}"):
     """Runs one case: fresh inputs, reference on its own copy (output kept alive on the
-    host and on the device), then `repeats` calls of the candidate on fresh copies.
+    host and on the device), then `repeats` calls of the candidate on fresh copies: the
+    first under the op check (`_call`), the repeats not, so that a kernel honest only while
+    it sees the profiler is caught by the launch count and the bitwise-identical outputs.
 
     Returns (json, outputs, reference): outputs is a list of float32 numpy copies (one per
     call that produced a checkable tensor), reference the float32 numpy reference. The JSON
     holds `out_shape`, `out_dtype` (Rust compares them with the catalogue), `problems` (list of
-    {kind, message}), `borrowed` (the same, for a result that did not come from the
-    candidate's own kernels: an op outside `allowed_ops`, no launch; Rust judges them once
-    the outputs are right), `error` (the candidate raised: message, traceback, cuda_error),
-    `ops` (aten ops dispatched, when recorded) and `note` (the catalogue's likely cause).
-    `params_json` holds the kind's parameters (a JSON object, defaults filled by Rust), for
-    the generator, the reference and `kernel_fn`'s keyword arguments (`_kernel_kwargs`).
-    `allowed_ops` lists the aten ops the candidate may dispatch itself in a recorded call
-    (``KindSpec::allowed_ops``; None: not checked). Every call must launch a Triton kernel
-    defined in the candidate's file unless its output is empty.
+    {kind, message}: the candidate's conduct around a call), `error` (the candidate raised:
+    message, traceback, cuda_error), `ops` and `own_ops` (the aten ops the call dispatched,
+    nested ones included, and those it dispatched itself, in the first call),
+    `launchless_calls` (calls with a non-empty output that launched no Triton
+    kernel defined in the candidate's file) and `note` (the catalogue's likely cause). Rust
+    judges the ops and the launches (`execute::borrowed`): the harness reports, it does not
+    rule. `params_json` holds the kind's parameters (a JSON object, defaults filled by
+    Rust), for the generator, the reference and `kernel_fn`'s keyword arguments
+    (`_kernel_kwargs`).
     """
     torch = _P["torch"]
     device = _STATE["device"]
@@ -731,25 +737,24 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
         "out_dtype": None,
         "problems": [],
         "error": None,
-        "ops": None,
+        "ops": [],
+        "own_ops": [],
+        "launchless_calls": 0,
         "note": note,
-        "borrowed": [],
     }
     problems = meta["problems"]
-    borrowed = meta["borrowed"]
+    every_op, own_op = set(), set()
     _poison_pool(ref.numel() * ref.element_size() * 4)
     cand_inputs = {k: _P["clone"](v) for k, v in gen.items()}
     ranges = {k: _storage_range(v) for k, v in cand_inputs.items()}
     ranges.update({f"{k} (generator copy)": _storage_range(v) for k, v in gen.items()})
     outputs = []
     kept = []  # this case's outputs, alive until it ends
-    forbidden = set(forbidden_ops)
-    allowed = None if allowed_ops is None else set(allowed_ops)
     for r in range(int(repeats)):
         try:
             kwargs = _kernel_kwargs(candidate, kind, params)
             launched = _launches(candidate.path)
-            out, ops, own = _call(candidate.fn, cand_inputs, record_ops and r == 0, kwargs)
+            out, ops, own = _call(candidate.fn, cand_inputs, kwargs, r == 0)
             launched = _launches(candidate.path) - launched
         except BaseException as e:  # noqa: BLE001 - SystemExit too: a verdict, not a worker exit
             meta["error"] = {
@@ -759,17 +764,9 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
                 "cuda_error": _is_cuda_error(e),
             }
             break
-        if ops is not None:
-            meta["ops"] = ops
-            hit = sorted(forbidden.intersection(ops))
-            if hit:
-                problems.append(
-                    {
-                        "kind": "forbidden_op",
-                        "message": f"the candidate dispatched {', '.join(hit)}, the reference's own "
-                        f"operation; a kernel must compute the result itself",
-                    }
-                )
+        every_op.update(ops)
+        own_op.update(own)
+        meta["ops"], meta["own_ops"] = sorted(every_op), sorted(own_op)
         # inputs bitwise unchanged
         for k, v in cand_inputs.items():
             if not _bits_equal(v, gen[k]):
@@ -806,25 +803,8 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, record_ops, for
                     }
                 )
                 break
-        # judged by Rust after the outputs: a wrong result is FAIL whoever computed it
-        extra = sorted(own - allowed) if own is not None and allowed is not None else []
-        if extra:
-            borrowed.append(
-                {
-                    "kind": "op_not_allowed",
-                    "message": f"the candidate dispatched {', '.join(extra)}, not among the "
-                    f"allocation, view, copy and cast ops a kernel may use; the result must come "
-                    f"from Triton kernels launched by its own file",
-                }
-            )
         if launched == 0 and out.numel() > 0:
-            borrowed.append(
-                {
-                    "kind": "no_launch",
-                    "message": f"kernel_fn launched no Triton kernel defined in "
-                    f"{os.path.basename(candidate.path)}; the result must come from its own kernels",
-                }
-            )
+            meta["launchless_calls"] += 1
         meta["out_shape"] = [int(d) for d in out.shape]
         meta["out_dtype"] = _dtype_name(out.dtype)
         kept.append(out)

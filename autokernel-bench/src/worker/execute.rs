@@ -26,16 +26,18 @@ struct CaseMeta {
     out_shape: Option<Vec<usize>>,
     out_dtype: Option<String>,
     problems: Vec<Problem>,
-    /// Findings that the result did not come from the candidate's own Triton kernels (an
-    /// op outside the allowlist, no launch): TAMPER, once the outputs are right.
-    #[serde(default)]
-    borrowed: Vec<Problem>,
     error: Option<CandidateError>,
     note: Option<String>,
+    /// Aten ops the calls dispatched, nested ones included (`harness._TimedOps`).
+    ops: Vec<String>,
+    /// Those the calls dispatched themselves.
+    own_ops: Vec<String>,
+    /// Calls with a non-empty output that launched no Triton kernel of the candidate's file.
+    launchless_calls: u32,
 }
 
 /// The candidate's conduct around a call, as the harness found it (inputs modified, an
-/// aliased or replayed output, a forbidden op, …).
+/// aliased or replayed output, not a tensor, …).
 #[derive(Deserialize)]
 struct Problem {
     kind: String,
@@ -194,8 +196,6 @@ pub(super) fn bench(
         cand: cand.clone(),
         spec,
         seed: 1000,
-        forbidden: spec.forbidden_ops.clone(),
-        allowed: spec.allowed_ops().into_iter().map(String::from).collect(),
         layout: job.layout.name(),
         params,
         file: file_name(&job.kernel_path),
@@ -215,37 +215,58 @@ pub(super) fn bench(
     Ok((result, restart))
 }
 
-/// Why the ops of a candidate's timed calls (`every` dispatched, `own` dispatched by the
-/// calls themselves, as `harness._TimedOps` reports them) say its time is not its own
-/// kernels': one of the kind's forbidden ops (the reference's own operation), or an op of
-/// its own outside the allowlist ([`autokernel_core::KindSpec::allowed_ops`]). `None` when
-/// neither; the same rules as the correctness stages' recorded calls.
-pub(crate) fn borrowed_in_timed_calls(
-    spec: &KindSpec,
-    every: &[String],
-    own: &[String],
-) -> Option<String> {
-    let forbidden: Vec<&str> = every
+/// The kind's forbidden ops (the reference's own operation) among `every` op that calls
+/// dispatched, nested ones included: why `who` ("the candidate", "the timed calls") is
+/// TAMPER whatever its outputs, or `None`.
+pub(crate) fn forbidden_in_calls(spec: &KindSpec, who: &str, every: &[String]) -> Option<String> {
+    let hit: Vec<&str> = every
         .iter()
         .filter(|op| spec.forbidden_ops.contains(op))
         .map(String::as_str)
         .collect();
-    if !forbidden.is_empty() {
-        return Some(format!(
-            "the timed calls dispatched {}, the reference's own operation; a kernel must compute the result itself",
-            forbidden.join(", ")
-        ));
-    }
+    (!hit.is_empty()).then(|| {
+        format!(
+            "{who} dispatched {}, the reference's own operation; a kernel must compute the result itself",
+            hit.join(", ")
+        )
+    })
+}
+
+/// Why a right result of calls did not come from the candidate's own Triton kernels (issue
+/// 21, point 3), or `None`: an op the calls dispatched themselves (`own`) outside the
+/// kind's allowlist ([`autokernel_core::KindSpec::allowed_ops`]), or calls with an output
+/// that launched no Triton kernel defined in `file` (`launchless`). One rule for the checked
+/// calls of every stage (`who` = "the candidate") and the timed ones ("the timed calls");
+/// judged once the outputs are right, so that a wrong result is FAIL whoever computed it.
+pub(crate) fn borrowed_in_calls(
+    spec: &KindSpec,
+    who: &str,
+    own: &[String],
+    launchless: u32,
+    file: &str,
+) -> Option<String> {
     let allowed = spec.allowed_ops();
     let extra: Vec<&str> = own
         .iter()
         .map(String::as_str)
         .filter(|op| !allowed.contains(op))
         .collect();
-    (!extra.is_empty()).then(|| {
-        format!(
-            "the timed calls dispatched {}, not among the allocation, view, copy and cast ops a kernel may use; the time must be of Triton kernels launched by its own file",
+    let mut why = Vec::new();
+    if !extra.is_empty() {
+        why.push(format!(
+            "{who} dispatched {}, not among the allocation, view, copy and cast ops a kernel may use",
             extra.join(", ")
+        ));
+    }
+    if launchless > 0 {
+        why.push(format!(
+            "{who} launched no Triton kernel defined in {file} in {launchless} call(s)"
+        ));
+    }
+    (!why.is_empty()).then(|| {
+        format!(
+            "{}; the result must come from Triton kernels launched by its own file",
+            why.join("; ")
         )
     })
 }
@@ -361,9 +382,6 @@ struct Run<'a, 'py> {
     /// The kind's catalogue entry.
     spec: &'a KindSpec,
     seed: u64,
-    forbidden: Vec<String>,
-    /// The aten ops the candidate may dispatch itself ([`KindSpec::allowed_ops`]).
-    allowed: Vec<String>,
     /// How the inputs are laid out (`Layout::name`), for every case and the timing.
     layout: &'static str,
     /// Every parameter of the kind (the request's, defaults filled), as a JSON object, for
@@ -455,19 +473,10 @@ impl Run<'_, '_> {
             return Ok((v, None));
         }
         // right, and as in every checked call: the time must be of the candidate's own kernels
-        if t.launchless_calls > 0 {
-            self.restart = true;
-            let v = Correctness::Tamper {
-                reason: format!(
-                    "{timing_dtype} {timing_shape}: {} timed call(s) launched no Triton kernel \
-                     defined in {}; the result must come from its own kernels",
-                    t.launchless_calls, self.file
-                ),
-            };
-            self.fail_report(Stage::Timing, &v);
-            return Ok((v, None));
-        }
-        if let Some(why) = borrowed_in_timed_calls(self.spec, &t.ops, &t.own_ops) {
+        let who = "the timed calls";
+        if let Some(why) = forbidden_in_calls(self.spec, who, &t.ops).or_else(|| {
+            borrowed_in_calls(self.spec, who, &t.own_ops, t.launchless_calls, &self.file)
+        }) {
             self.restart = true;
             let v = Correctness::Tamper {
                 reason: format!("{timing_dtype} {timing_shape}: {why}"),
@@ -690,11 +699,8 @@ impl Run<'_, '_> {
             seed,
             c.mode.name(),
             c.repeats,
-            c.record_ops,
-            self.forbidden.clone(),
             self.layout,
             self.params.as_str(),
-            self.allowed.clone(),
         ));
         let res = match res {
             Ok(r) => r,
@@ -732,6 +738,12 @@ impl Run<'_, '_> {
                 format!(" {} inputs", c.mode.name())
             }
         );
+        if let Some(why) = forbidden_in_calls(self.spec, "kernel_fn", &meta.ops) {
+            self.restart = true;
+            return Ok(Err(Correctness::Tamper {
+                reason: format!("{where_}: {why}"),
+            }));
+        }
         if let Some(p) = meta.problems.first() {
             let reason = format!("{where_}: {}", p.message);
             return Ok(Err(match p.kind.as_str() {
@@ -806,17 +818,25 @@ impl Run<'_, '_> {
                 Ok(a) => a,
                 Err(reason) => return Ok(Err(Correctness::Fail { stage, reason })),
             };
+        // a right result, but not computed by the candidate's own kernels (issue 21, point
+        // 3); before the repeats' bitwise check, which a kernel that computes its repeats
+        // some other way fails too, with a less telling reason
+        if let Some(why) = borrowed_in_calls(
+            self.spec,
+            "kernel_fn",
+            &meta.own_ops,
+            meta.launchless_calls,
+            &self.file,
+        ) {
+            self.restart = true;
+            return Ok(Err(Correctness::Tamper {
+                reason: format!("{where_}: {why}"),
+            }));
+        }
         if views.len() > 1 {
             if let Err(reason) = judge::check_bitwise_identical(&views, &ctx) {
                 return Ok(Err(Correctness::Fail { stage, reason }));
             }
-        }
-        // a right result, but not computed by the candidate's own kernels (issue 21, point 3)
-        if let Some(p) = meta.borrowed.first() {
-            self.restart = true;
-            return Ok(Err(Correctness::Tamper {
-                reason: format!("{where_}: {}", p.message),
-            }));
         }
         Ok(Ok(agreement.rel_l2))
     }

@@ -60,7 +60,8 @@ impl InputMode {
 }
 
 /// One case to run: fresh inputs of `shape`, `dtype` and `mode`, the candidate called
-/// `repeats` times on them (more than once: outputs must be bitwise identical).
+/// `repeats` times on them (more than once: outputs must be bitwise identical). The first
+/// call of every case runs under the op check, the repeats do not (`harness.run_case`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Case {
     /// The kind's dims (`KindSpec::dim_names`).
@@ -71,8 +72,6 @@ pub(crate) struct Case {
     pub mode: InputMode,
     /// Calls on the same inputs (3 in the determinism stage, else 1).
     pub repeats: u32,
-    /// Whether the call runs under `torch.profiler` so that forbidden ops are caught.
-    pub record_ops: bool,
 }
 
 /// A stage and its cases, in the order they run; the stage fails at its first failing case.
@@ -163,20 +162,17 @@ pub(crate) fn plan(
     } else {
         dtypes.clone()
     };
-    let case =
-        |shape: &Shape, dtype: DType, mode: InputMode, repeats: u32, record_ops: bool| Case {
-            shape: shape.clone(),
-            dtype,
-            mode,
-            repeats,
-            record_ops,
-        };
+    let case = |shape: &Shape, dtype: DType, mode: InputMode, repeats: u32| Case {
+        shape: shape.clone(),
+        dtype,
+        mode,
+        repeats,
+    };
 
-    // smoke: one small call of each dtype; the first under the op recorder
+    // smoke: one small call of each dtype
     let smoke: Vec<Case> = dtypes
         .iter()
-        .enumerate()
-        .map(|(i, d)| case(&small, *d, InputMode::Normal, 1, i == 0))
+        .map(|d| case(&small, *d, InputMode::Normal, 1))
         .collect();
     // shape sweep: the set's shapes (the first only when quick) plus the extra shapes
     let mut shapes: Vec<Shape> = if quick {
@@ -192,7 +188,7 @@ pub(crate) fn plan(
     let sweep: Vec<Case> = shapes
         .iter()
         .flat_map(|s| sweep_dtypes.iter().map(move |d| (s, *d)))
-        .map(|(s, d)| case(s, d, InputMode::Normal, 1, false))
+        .map(|(s, d)| case(s, d, InputMode::Normal, 1))
         .collect();
     let modes: &[InputMode] = if quick {
         &InputMode::QUICK_STABILITY
@@ -212,7 +208,7 @@ pub(crate) fn plan(
         .iter()
         .flat_map(|s| modes.iter().map(move |m| (*s, *m)))
         .flat_map(|(s, m)| sweep_dtypes.iter().map(move |d| (s, m, *d)))
-        .map(|(s, m, d)| case(s, d, m, 1, false))
+        .map(|(s, m, d)| case(s, d, m, 1))
         .collect();
     // Masked rows (-inf columns at either end) at the timing shape, whose wide rows may
     // take chunked paths that set[0] never reaches, even when quick; otherwise also at
@@ -230,13 +226,13 @@ pub(crate) fn plan(
             stability.extend(
                 sweep_dtypes
                     .iter()
-                    .map(|d| case(shape, *d, InputMode::Masked, 1, false)),
+                    .map(|d| case(shape, *d, InputMode::Masked, 1)),
             );
         }
     }
     let determinism: Vec<Case> = sweep_dtypes
         .iter()
-        .map(|d| case(&set[0], *d, InputMode::Normal, 3, false))
+        .map(|d| case(&set[0], *d, InputMode::Normal, 3))
         .collect();
     let edge_shapes = if quick {
         &all_edge_shapes[..1]
@@ -246,18 +242,12 @@ pub(crate) fn plan(
     let edge: Vec<Case> = edge_shapes
         .iter()
         .flat_map(|s| sweep_dtypes.iter().map(move |d| (s, *d)))
-        .map(|(s, d)| case(s, d, InputMode::Normal, 1, false))
+        .map(|(s, d)| case(s, d, InputMode::Normal, 1))
         .collect();
-    // integrity: correctness re-checked after timing, on fresh inputs, ops recorded
+    // integrity: correctness re-checked after timing, on fresh inputs
     let integrity = StagePlan {
         stage: Stage::Integrity,
-        cases: vec![case(
-            &timing_shape,
-            timing_dtype,
-            InputMode::Normal,
-            1,
-            true,
-        )],
+        cases: vec![case(&timing_shape, timing_dtype, InputMode::Normal, 1)],
     };
 
     let stages = [
@@ -413,22 +403,8 @@ mod tests {
                 dtype: p.timing_dtype,
                 mode: InputMode::Normal,
                 repeats: 1,
-                record_ops: true,
             }]
         );
-        // only the first smoke call and the integrity call record ops; determinism repeats
-        let recorded: Vec<(Stage, usize)> = p
-            .stages
-            .iter()
-            .flat_map(|s| {
-                s.cases
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| c.record_ops)
-                    .map(move |(i, _)| (s.stage, i))
-            })
-            .collect();
-        assert_eq!(recorded, [(Stage::Smoke, 0)]);
         assert!(p.cases(Stage::Determinism).iter().all(|c| c.repeats == 3));
         assert!(p
             .stages

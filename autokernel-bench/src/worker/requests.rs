@@ -167,26 +167,28 @@ fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, 
     }
     let m: CompareMeta =
         serde_json::from_str(&text).map_err(|e| Failure::Harness(e.to_string()))?;
-    for (role, path, launchless) in [
-        ("incumbent", &job.incumbent, m.incumbent_launchless),
-        ("candidate", &job.candidate, m.candidate_launchless),
+    for (role, path, every, own, launchless) in [
+        (
+            "incumbent",
+            &job.incumbent,
+            &m.incumbent_ops,
+            &m.incumbent_own_ops,
+            m.incumbent_launchless,
+        ),
+        (
+            "candidate",
+            &job.candidate,
+            &m.candidate_ops,
+            &m.candidate_own_ops,
+            m.candidate_launchless,
+        ),
     ] {
-        if launchless > 0 {
-            return Err(Failure::Tampered(format!(
-                "the {role} launched no Triton kernel defined in `{}` in {launchless} timed \
-                 call(s) of the head-to-head",
-                path.display()
-            )));
-        }
-    }
-    for (role, every, own) in [
-        ("incumbent", &m.incumbent_ops, &m.incumbent_own_ops),
-        ("candidate", &m.candidate_ops, &m.candidate_own_ops),
-    ] {
-        if let Some(why) = execute::borrowed_in_timed_calls(spec, every, own) {
-            return Err(Failure::Tampered(format!(
-                "the {role} in the head-to-head: {why}"
-            )));
+        let who = format!("the {role}'s timed calls in the head-to-head");
+        let file = path.display().to_string();
+        if let Some(why) = execute::forbidden_in_calls(spec, &who, every)
+            .or_else(|| execute::borrowed_in_calls(spec, &who, own, launchless, &file))
+        {
+            return Err(Failure::Tampered(why));
         }
     }
     Ok(comparison_from(&m.incumbent_us, &m.candidate_us))
