@@ -53,11 +53,15 @@ def _now():
     return time.perf_counter()
 
 
-def init(device, catalogue_json, registry_modules_json="[]"):
+def init(device, catalogue_json, registry_modules_json="[]", launchers_json="[]"):
     """Imports torch, numpy and triton for `device` ("auto" | "cuda" | "cpu"), loads the
     catalogue (JSON of ``Catalogue::to_json``) and the Python registry: the built-in kinds,
     then each file of `registry_modules_json` (a JSON list of paths), which registers more
     with ``catalogue.register``.
+
+    On the GPU, Triton's launchers for the kernel signatures of `launchers_json` (a JSON
+    list of lists of argument type names, which earlier candidates' workers reported through
+    `launcher_signatures`) are built before any candidate is loaded (`_build_launchers`).
 
     In CPU mode TRITON_INTERPRET=1 is set before triton is imported. Returns JSON with the
     device actually used, its name, versions, how long the imports took, and `kinds`: for
@@ -103,6 +107,9 @@ def init(device, catalogue_json, registry_modules_json="[]"):
     if not use_cuda:
         catalogue.patch_triton_interpreter()
     _install_launch_counter()
+    if use_cuda:
+        _record_launcher_signatures()
+        _build_launchers(json.loads(launchers_json))
     _warm_triton(torch, triton, "cuda" if use_cuda else "cpu")
 
     _STATE["device"] = "cuda" if use_cuda else "cpu"
@@ -160,6 +167,61 @@ def init(device, catalogue_json, registry_modules_json="[]"):
             "kinds": kinds,
         }
     )
+
+
+# Argument type names of the kernel signatures Triton built a launcher for in this process,
+# in the order first built (`_record_launcher_signatures`).
+_LAUNCHER_SIGNATURES = {}
+
+
+def _record_launcher_signatures():
+    """Records the signature (argument type names, in order) of every launcher Triton's
+    NVIDIA driver generates in this process, for `launcher_signatures`. The launcher's C
+    source is a function of those names alone (Triton 3.6's `make_launcher` reads neither
+    the constants' values nor the kernel), so a later worker can build the same launcher
+    from them. Signatures with tensor descriptors (TMA) are not recorded."""
+    from triton.backends.nvidia import driver
+
+    make = driver.make_launcher
+
+    def recording(constants, signature, tensordesc_meta):
+        types = tuple(signature.values())
+        if not tensordesc_meta and all(type(t) is str for t in types):
+            _LAUNCHER_SIGNATURES.setdefault(types, None)
+        return make(constants, signature, tensordesc_meta)
+
+    driver.make_launcher = recording
+
+
+def _build_launchers(signatures):
+    """Builds Triton's launcher for each signature (a list of argument type names) into
+    this worker's private cache, as Triton's `CudaLauncher` would on a kernel's first
+    launch, so that a candidate whose kernels have one of these signatures finds it built.
+    The names come from earlier workers through the parent, which keeps only well-formed
+    ones (`worker/launchers.rs`); Triton generates the C source. Best effort: a signature
+    Triton refuses only loses the head start."""
+    from triton.backends.nvidia import driver
+    from triton.runtime.build import compile_module_from_src
+
+    t0, built = _now(), 0
+    for types in signatures:
+        try:
+            src = driver.make_launcher({}, dict(enumerate(types)), None)
+            compile_module_from_src(src=src, name="__triton_launcher", library_dirs=driver.library_dirs(),
+                                    include_dirs=driver.include_dirs, libraries=driver.libraries)
+            built += 1
+        except Exception as e:  # noqa: BLE001 - a head start, not a requirement
+            print(f"autokernel worker: no launcher built ahead for {types}: {type(e).__name__}: {e}",
+                  file=sys.stderr)
+    if signatures:
+        print(f"autokernel worker: {built} Triton launcher(s) built ahead in {_now() - t0:.2f} s",
+              file=sys.stderr)
+
+
+def launcher_signatures():
+    """JSON: the signatures of the launchers Triton built in this process (lists of argument
+    type names), for the parent to hand to the next workers (`init`'s `launchers_json`)."""
+    return json.dumps([list(t) for t in _LAUNCHER_SIGNATURES])
 
 
 def _warm_triton(torch, triton, device):

@@ -26,6 +26,9 @@ pub(crate) mod env {
     /// The sandbox to enter before Python starts (`sandbox::Spec` as JSON); unset for a
     /// worker that runs no candidate (status, scripts).
     pub const SANDBOX: &str = "AUTOKERNEL_WORKER_SANDBOX";
+    /// Triton launcher signatures to build before any candidate is loaded, as a JSON array
+    /// of arrays of argument type names (`worker::launchers`); unset: none.
+    pub const TRITON_LAUNCHERS: &str = "AUTOKERNEL_WORKER_TRITON_LAUNCHERS";
 }
 
 /// One request line.
@@ -127,6 +130,11 @@ pub(crate) struct Reply {
     /// The worker exits after this reply (CUDA error, tampering): never reuse it.
     pub restart: bool,
     pub body: ReplyBody,
+    /// After a candidate's request: the signatures of the Triton launchers built in the
+    /// worker (argument type names), for the next workers (`worker::launchers`). Reported
+    /// by a process the candidate ran in, so the parent keeps only well-formed ones.
+    #[serde(default)]
+    pub launchers: Vec<Vec<String>>,
 }
 
 /// The outcome of a request.

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 use super::harness::Harness;
 use super::log::log;
 use super::requests;
-use crate::protocol::{env, Envelope, Hello, Reply};
+use crate::protocol::{env, Envelope, Hello, Reply, Request};
 use crate::sandbox;
 
 /// Entry point of the worker process; any binary can host it (the `autokernel` binary's
@@ -282,8 +282,10 @@ fn serve() -> Result<(), String> {
     let modules: Vec<PathBuf> = std::env::var_os(env::REGISTRY)
         .map(|v| std::env::split_paths(&v).collect())
         .unwrap_or_default();
-    let harness = match Python::attach(|py| Harness::start(py, &dir, &device, catalogue, &modules))
-    {
+    let launchers = std::env::var(env::TRITON_LAUNCHERS).unwrap_or_else(|_| "[]".into());
+    let harness = match Python::attach(|py| {
+        Harness::start(py, &dir, &device, catalogue, &modules, &launchers)
+    }) {
         Ok(h) => h,
         Err(e) => return hello_err(&mut ch, e),
     };
@@ -325,7 +327,16 @@ fn serve() -> Result<(), String> {
             Ok(e) => e,
             Err(e) => return Err(format!("unreadable request: {e}")),
         };
-        let (body, restart) = Python::attach(|py| requests::handle(&harness, py, envelope.request));
+        let candidate = matches!(envelope.request, Request::Bench(_) | Request::Compare(_));
+        let (body, restart, launchers) = Python::attach(|py| {
+            let (body, restart) = requests::handle(&harness, py, envelope.request);
+            let launchers = if candidate {
+                harness.launcher_signatures(py)
+            } else {
+                Vec::new()
+            };
+            (body, restart, launchers)
+        });
         send(
             &mut ch.replies,
             &Reply {
@@ -334,6 +345,7 @@ fn serve() -> Result<(), String> {
                 pid,
                 restart,
                 body,
+                launchers,
             },
         )?;
         if restart {

@@ -14,6 +14,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
+use super::launchers::LauncherSignatures;
 use crate::protocol::{env, Envelope, Hello, Reply, ReplyBody, Request};
 use crate::python_env::{preflight, resolve_python};
 use crate::sandbox::{self, SandboxOptions};
@@ -274,6 +275,9 @@ pub struct Worker {
     kinds: Option<(Catalogue, Vec<PathBuf>)>,
     startup_timeout: Duration,
     state: Mutex<State>,
+    /// The Triton launcher signatures candidates' workers reported, built ahead by the
+    /// workers launched after them.
+    launchers: StdMutex<LauncherSignatures>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -295,6 +299,7 @@ impl Worker {
             kinds: None,
             startup_timeout: Duration::from_secs(180),
             state: Mutex::new(State::new()),
+            launchers: StdMutex::new(LauncherSignatures::default()),
         }
     }
 
@@ -574,6 +579,9 @@ impl Worker {
                 let reply: Result<Reply, _> = serde_json::from_str(reply_line.trim_end());
                 match reply {
                     Ok(reply) if reply.id == id && reply.nonce == nonce => {
+                        if let Ok(mut seen) = self.launchers.lock() {
+                            seen.add(reply.launchers);
+                        }
                         if reply.restart {
                             tracing::debug!(
                                 pid = running.pid,
@@ -649,6 +657,12 @@ impl Worker {
             None => (Catalogue::builtin(), &[][..]),
         };
         cmd.env(env::CATALOGUE, catalogue.to_json());
+        match self.launchers.lock() {
+            Ok(seen) if sandboxed && seen.len() > 0 => {
+                cmd.env(env::TRITON_LAUNCHERS, seen.to_json())
+            }
+            _ => cmd.env_remove(env::TRITON_LAUNCHERS),
+        };
         let modules = modules
             .iter()
             .map(std::path::absolute)

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::guards::Guards;
 
 /// The harness functions Rust calls, looked up when the harness is imported.
-const FUNCS: [&str; 9] = [
+const FUNCS: [&str; 10] = [
     "status",
     "load",
     "unload",
@@ -24,6 +24,7 @@ const FUNCS: [&str; 9] = [
     "call_script",
     "describe_exception",
     "guarded_names",
+    "launcher_signatures",
 ];
 
 /// What the harness's `init` reports.
@@ -163,6 +164,7 @@ impl Harness {
         device: &str,
         catalogue: Catalogue,
         registry_modules: &[PathBuf],
+        launchers_json: &str,
     ) -> Result<Harness, String> {
         let modules = serde_json::to_string(registry_modules).map_err(|e| e.to_string())?;
         let catalogue_json = catalogue.to_json();
@@ -173,7 +175,12 @@ impl Harness {
             let module = py.import("harness")?;
             let info: String = module
                 .getattr("init")?
-                .call1((device, catalogue_json.as_str(), modules.as_str()))?
+                .call1((
+                    device,
+                    catalogue_json.as_str(),
+                    modules.as_str(),
+                    launchers_json,
+                ))?
                 .extract()?;
             let info: InitMeta = serde_json::from_str(&info)
                 .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
@@ -201,6 +208,18 @@ impl Harness {
                 python_error_text(py, &e)
             }
         })
+    }
+
+    /// The signatures of the Triton launchers built in this process so far
+    /// (`harness.launcher_signatures`); empty when the call fails or returns something else
+    /// (after a candidate ran, whatever it left behind).
+    pub(super) fn launcher_signatures(&self, py: Python<'_>) -> Vec<Vec<String>> {
+        self.func(py, "launcher_signatures")
+            .call0()
+            .and_then(|v| v.extract::<String>())
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default()
     }
 
     /// The harness function `name` (one of `FUNCS`), as looked up at start.

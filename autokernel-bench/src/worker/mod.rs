@@ -3,7 +3,8 @@
 //! [`requests`] (one request in, one reply out), [`harness`] (Rust's handle on the imported
 //! `harness.py`), [`guards`] (the tamper guards), [`plan`] (which cases a bench runs: pure
 //! Rust, no Python) and [`execute`] (running a plan's cases through the harness and the
-//! judge); both of the last write their lines through [`log`].
+//! judge); both of the last write their lines through [`log`]. [`launchers`] carries the
+//! Triton launcher signatures a candidate's worker built to the next workers' start.
 //!
 //! Data flows `bootstrap` → `requests` → `execute`, which asks `plan` what to run and calls
 //! the harness for each case; `guards` are taken when the harness starts and checked after
@@ -13,6 +14,7 @@ pub(crate) mod client;
 mod execute;
 mod guards;
 mod harness;
+pub(crate) mod launchers;
 pub(crate) mod log;
 mod plan;
 mod requests;

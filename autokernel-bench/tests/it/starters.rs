@@ -97,6 +97,15 @@ fn matmul_starters_compile_to_tma_and_wgmma() {
     run_check_script("check_tma.py");
 }
 
+/// The C launcher Triton builds for a kernel is the one a worker builds ahead from the
+/// kernel's argument type names alone, at other constexpr values and another dtype too
+/// (`python/tests/check_launchers.py`; no GPU: only the C source is made), so a launcher an
+/// earlier candidate's worker reported is found built in the next worker's cache.
+#[test]
+fn a_launcher_built_ahead_from_type_names_is_the_one_triton_builds() {
+    run_check_script("check_launchers.py");
+}
+
 /// Runs `python/tests/<name>` with the compiler (TRITON_INTERPRET unset); it must print "ok".
 fn run_check_script(name: &str) {
     assert_eq!(check_script(name, false), "ok");
