@@ -5,6 +5,7 @@ mod candidates;
 mod code_swaps;
 mod config_reads;
 mod harness_cases;
+mod launchers;
 mod ops;
 mod params;
 mod poisoning;
