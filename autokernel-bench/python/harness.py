@@ -179,10 +179,14 @@ def _record_launcher_signatures():
     NVIDIA driver generates in this process, for `launcher_signatures`. The launcher's C
     source is a function of those names alone (Triton 3.6's `make_launcher` reads neither
     the constants' values nor the kernel), so a later worker can build the same launcher
-    from them. Signatures with tensor descriptors (TMA) are not recorded."""
-    from triton.backends.nvidia import driver
+    from them. Signatures with tensor descriptors (TMA) are not recorded. Without Triton's
+    NVIDIA driver module (another backend, another Triton) nothing is recorded."""
+    try:
+        from triton.backends.nvidia import driver
 
-    make = driver.make_launcher
+        make = driver.make_launcher
+    except (ImportError, AttributeError):
+        return
 
     def recording(constants, signature, tensordesc_meta):
         types = tuple(signature.values())
@@ -200,8 +204,13 @@ def _build_launchers(signatures):
     The names come from earlier workers through the parent, which keeps only well-formed
     ones (`worker/launchers.rs`); Triton generates the C source. Best effort: a signature
     Triton refuses only loses the head start."""
-    from triton.backends.nvidia import driver
-    from triton.runtime.build import compile_module_from_src
+    if not signatures:
+        return
+    try:
+        from triton.backends.nvidia import driver
+        from triton.runtime.build import compile_module_from_src
+    except ImportError:
+        return
 
     t0, built = _now(), 0
     for types in signatures:
@@ -213,9 +222,8 @@ def _build_launchers(signatures):
         except Exception as e:  # noqa: BLE001 - a head start, not a requirement
             print(f"autokernel worker: no launcher built ahead for {types}: {type(e).__name__}: {e}",
                   file=sys.stderr)
-    if signatures:
-        print(f"autokernel worker: {built} Triton launcher(s) built ahead in {_now() - t0:.2f} s",
-              file=sys.stderr)
+    print(f"autokernel worker: {built} Triton launcher(s) built ahead in {_now() - t0:.2f} s",
+          file=sys.stderr)
 
 
 def launcher_signatures():
@@ -776,8 +784,8 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, layout="contigu
     nested ones included, and those it dispatched itself, in the first call),
     `launchless_calls` (calls with a non-empty output that launched no Triton
     kernel defined in the candidate's file) and `note` (the catalogue's likely cause). Rust
-    judges the ops and the launches (`execute::borrowed`): the harness reports, it does not
-    rule. `params_json` holds the kind's parameters (a JSON object, defaults filled by
+    judges the ops and the launches (`execute::forbidden_in_calls`, `borrowed_in_calls`): the
+    harness reports, it does not rule. `params_json` holds the kind's parameters (a JSON object, defaults filled by
     Rust), for the generator, the reference and `kernel_fn`'s keyword arguments
     (`_kernel_kwargs`).
     """

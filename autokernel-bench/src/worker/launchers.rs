@@ -11,9 +11,9 @@
 //! a useless build; names outside a narrow alphabet are dropped here, so no reported text
 //! reaches C source.
 
-/// Distinct signatures kept, first seen first: a run tunes one kind at a time, whose
-/// kernels have a few signatures; the cap bounds a spare's start however many a candidate
-/// reports.
+/// Distinct signatures kept, the most recently reported: a run tunes one target at a time,
+/// whose kernels have a few signatures, and moves on to the next target's; the cap bounds a
+/// spare's start however many a candidate reports.
 pub(crate) const MAX_SIGNATURES: usize = 16;
 /// Arguments of one kernel signature at most.
 const MAX_ARGUMENTS: usize = 64;
@@ -27,17 +27,15 @@ pub(crate) struct LauncherSignatures {
 }
 
 impl LauncherSignatures {
-    /// Adds what a worker reported, keeping only well-formed signatures ([`is_signature`])
-    /// not seen before, up to [`MAX_SIGNATURES`] in all.
+    /// Adds what a worker reported, keeping only well-formed signatures ([`is_signature`]):
+    /// each once, the latest last, the oldest dropped beyond [`MAX_SIGNATURES`].
     pub(crate) fn add(&mut self, reported: Vec<Vec<String>>) {
-        for sig in reported {
-            if self.seen.len() >= MAX_SIGNATURES {
-                return;
-            }
-            if is_signature(&sig) && !self.seen.contains(&sig) {
-                self.seen.push(sig);
-            }
+        for sig in reported.into_iter().filter(|s| is_signature(s)) {
+            self.seen.retain(|s| *s != sig);
+            self.seen.push(sig);
         }
+        let over = self.seen.len().saturating_sub(MAX_SIGNATURES);
+        self.seen.drain(..over);
     }
 
     /// The signatures as a JSON array of arrays of type names, for a new worker's
@@ -73,15 +71,15 @@ mod tests {
     }
 
     #[test]
-    fn well_formed_signatures_are_kept_once_in_the_order_seen() {
+    fn well_formed_signatures_are_kept_once_the_latest_last() {
         let mut s = LauncherSignatures::default();
         let rmsnorm = sig(&["*fp16", "*fp16", "*fp16", "i32", "i32", "fp32", "constexpr"]);
         let copy = sig(&["*fp32", "*fp32", "i32", "constexpr"]);
         s.add(vec![rmsnorm.clone(), copy.clone()]);
-        s.add(vec![copy.clone(), rmsnorm.clone()]);
+        s.add(vec![rmsnorm.clone()]);
         assert_eq!(s.len(), 2);
         let back: Vec<Vec<String>> = serde_json::from_str(&s.to_json()).unwrap();
-        assert_eq!(back, [rmsnorm, copy]);
+        assert_eq!(back, [copy, rmsnorm]);
     }
 
     #[test]
@@ -112,7 +110,7 @@ mod tests {
         s.add(many);
         assert_eq!(s.len(), MAX_SIGNATURES);
         let back: Vec<Vec<String>> = serde_json::from_str(&s.to_json()).unwrap();
-        assert_eq!(back[0].len(), 1, "the first seen are the ones kept");
-        assert_eq!(back[MAX_SIGNATURES - 1].len(), MAX_SIGNATURES);
+        assert_eq!(back[0].len(), 6, "the latest reported are the ones kept");
+        assert_eq!(back[MAX_SIGNATURES - 1].len(), MAX_SIGNATURES + 5);
     }
 }
