@@ -5,10 +5,11 @@ The harness does NOT judge outputs: every comparison (shape, dtype, NaN/Inf rule
 tolerances, bitwise determinism) happens in Rust on float32 numpy copies, so a candidate
 cannot change a verdict by patching Python functions. What the harness does check is the
 candidate's conduct around a call (inputs left bitwise unchanged, output a plain tensor that
-aliases no input and is not replayed, no forbidden reference op dispatched); those findings
-go back to Rust as "problems". Whether the result came from the candidate's own Triton
-kernels (only allowed ops dispatched, a kernel of its file launched) goes back as
-"borrowed", which Rust judges once the outputs are right.
+aliases no input and is not replayed); those findings go back to Rust as "problems". What
+tells whether the result came from the candidate's own Triton kernels (the aten ops a
+monitored call dispatched, the calls that launched no kernel of its file) goes back as
+counts and op lists, which Rust judges (forbidden ops at once, the rest once the outputs
+are right).
 
 Every function the harness relies on is captured in `_P` when this module is imported, i.e.
 before any candidate is loaded; Rust also keeps its own references and checks them after
@@ -108,9 +109,10 @@ def init(device, catalogue_json, registry_modules_json="[]", launchers_json="[]"
         catalogue.patch_triton_interpreter()
     _install_launch_counter()
     if use_cuda:
-        _record_launcher_signatures()
         _build_launchers(json.loads(launchers_json))
     _warm_triton(torch, triton, "cuda" if use_cuda else "cpu")
+    if use_cuda:
+        _record_launcher_signatures()
 
     _STATE["device"] = "cuda" if use_cuda else "cpu"
     _STATE["initialised"] = True
@@ -179,8 +181,11 @@ def _record_launcher_signatures():
     NVIDIA driver generates in this process, for `launcher_signatures`. The launcher's C
     source is a function of those names alone (Triton 3.6's `make_launcher` reads neither
     the constants' values nor the kernel), so a later worker can build the same launcher
-    from them. Signatures with tensor descriptors (TMA) are not recorded. Without Triton's
-    NVIDIA driver module (another backend, another Triton) nothing is recorded."""
+    from them. Installed after the worker's own launchers (`_build_launchers`,
+    `_warm_triton`), so it reports what the candidate's kernels used (Triton regenerates a
+    launcher's source on each kernel's first launch, a cached one included). Signatures with
+    tensor descriptors (TMA) are not recorded. Without Triton's NVIDIA driver module
+    (another backend, another Triton) nothing is recorded."""
     try:
         from triton.backends.nvidia import driver
 
@@ -189,10 +194,13 @@ def _record_launcher_signatures():
         return
 
     def recording(constants, signature, tensordesc_meta):
+        src = make(constants, signature, tensordesc_meta)
         types = tuple(signature.values())
         if not tensordesc_meta and all(type(t) is str for t in types):
-            _LAUNCHER_SIGNATURES.setdefault(types, None)
-        return make(constants, signature, tensordesc_meta)
+            # latest last: the parent keeps the most recent
+            _LAUNCHER_SIGNATURES.pop(types, None)
+            _LAUNCHER_SIGNATURES[types] = None
+        return src
 
     driver.make_launcher = recording
 

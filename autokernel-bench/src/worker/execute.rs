@@ -216,8 +216,9 @@ pub(super) fn bench(
 }
 
 /// The kind's forbidden ops (the reference's own operation) among `every` op that calls
-/// dispatched, nested ones included: why `who` ("the candidate", "the timed calls") is
-/// TAMPER whatever its outputs, or `None`.
+/// dispatched, nested ones included: why `who` (`kernel_fn`, "the timed calls") is TAMPER,
+/// or `None`. A stage judges it before the outputs; the timing, after the timed outputs'
+/// check (a wrong timed output is FAIL first).
 pub(crate) fn forbidden_in_calls(spec: &KindSpec, who: &str, every: &[String]) -> Option<String> {
     let hit: Vec<&str> = every
         .iter()
@@ -236,7 +237,7 @@ pub(crate) fn forbidden_in_calls(spec: &KindSpec, who: &str, every: &[String]) -
 /// 21, point 3), or `None`: an op the calls dispatched themselves (`own`) outside the
 /// kind's allowlist ([`autokernel_core::KindSpec::allowed_ops`]), or calls with an output
 /// that launched no Triton kernel defined in `file` (`launchless`). One rule for the checked
-/// calls of every stage (`who` = "the candidate") and the timed ones ("the timed calls");
+/// calls of every stage (`who` = `kernel_fn`) and the timed ones ("the timed calls");
 /// judged once the outputs are right, so that a wrong result is FAIL whoever computed it.
 pub(crate) fn borrowed_in_calls(
     spec: &KindSpec,
@@ -516,7 +517,7 @@ impl Run<'_, '_> {
             self.fail_report(Stage::Timing, &v);
             return Ok((v, None));
         }
-        // integrity: correctness re-checked after timing, on fresh inputs, ops recorded
+        // integrity: correctness re-checked after timing, on fresh inputs
         if let Some(v) = self.stage(plan.integrity.stage, &plan.integrity.cases)? {
             return Ok((v, None));
         }
@@ -809,16 +810,25 @@ impl Run<'_, '_> {
             mode: c.mode.name(),
             note: meta.note.as_deref(),
         };
-        let Some(first) = views.first() else {
+        if views.is_empty() {
+            return Err(Failure::Harness("the harness returned no outputs".into()));
+        }
+        let tol = self.spec.tolerance(c.dtype);
+        // every call's output against the reference (the repeats' too: a wrong repeat is
+        // FAIL whoever computed it); the first call's agreement is the case's
+        let mut agreement = None;
+        for view in &views {
+            match judge::compare_outputs(view.view(), reference.as_array(), out_dt, tol, &ctx) {
+                Ok(a) => {
+                    agreement.get_or_insert(a);
+                }
+                Err(reason) => return Ok(Err(Correctness::Fail { stage, reason })),
+            }
+        }
+        let Some(agreement) = agreement else {
             return Err(Failure::Harness("the harness returned no outputs".into()));
         };
-        let tol = self.spec.tolerance(c.dtype);
-        let agreement =
-            match judge::compare_outputs(first.view(), reference.as_array(), out_dt, tol, &ctx) {
-                Ok(a) => a,
-                Err(reason) => return Ok(Err(Correctness::Fail { stage, reason })),
-            };
-        // a right result, but not computed by the candidate's own kernels (issue 21, point
+        // right results, but not computed by the candidate's own kernels (issue 21, point
         // 3); before the repeats' bitwise check, which a kernel that computes its repeats
         // some other way fails too, with a less telling reason
         if let Some(why) = borrowed_in_calls(

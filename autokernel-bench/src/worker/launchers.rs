@@ -30,7 +30,11 @@ impl LauncherSignatures {
     /// Adds what a worker reported, keeping only well-formed signatures ([`is_signature`]):
     /// each once, the latest last, the oldest dropped beyond [`MAX_SIGNATURES`].
     pub(crate) fn add(&mut self, reported: Vec<Vec<String>>) {
-        for sig in reported.into_iter().filter(|s| is_signature(s)) {
+        let fresh: Vec<Vec<String>> = reported.into_iter().filter(|s| is_signature(s)).collect();
+        // only the last MAX_SIGNATURES of a report can stay: the work per reply is bounded
+        // however many a candidate reports
+        let skip = fresh.len().saturating_sub(MAX_SIGNATURES);
+        for sig in fresh.into_iter().skip(skip) {
             self.seen.retain(|s| *s != sig);
             self.seen.push(sig);
         }
@@ -99,6 +103,20 @@ mod tests {
         assert_eq!(s.len(), 0, "{}", s.to_json());
         s.add(vec![vec!["i32".to_string(); MAX_ARGUMENTS]]);
         assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn of_a_huge_report_the_last_well_formed_ones_are_kept() {
+        let mut s = LauncherSignatures::default();
+        let n = 200_000;
+        let mut report: Vec<Vec<String>> = (0..n).map(|i| vec![format!("a{i}")]).collect();
+        report.push(sig(&["bad type"]));
+        s.add(report);
+        let back: Vec<Vec<String>> = serde_json::from_str(&s.to_json()).unwrap();
+        let want: Vec<Vec<String>> = (n - MAX_SIGNATURES..n)
+            .map(|i| vec![format!("a{i}")])
+            .collect();
+        assert_eq!(back, want);
     }
 
     #[test]

@@ -97,7 +97,7 @@ pub(crate) struct Plan {
     /// on a GPU and float32 on the CPU.
     pub timing_dtype: DType,
     /// After timing: correctness judged again at the timing shape and dtype, on fresh
-    /// inputs, ops recorded.
+    /// inputs.
     pub integrity: StagePlan,
 }
 

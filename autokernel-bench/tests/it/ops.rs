@@ -66,6 +66,27 @@ async fn a_result_not_computed_by_the_candidates_own_kernels_is_tamper() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// A kernel right under the profiler and wrong (zeros, no launch) in the determinism
+/// repeats, which the op check does not watch: FAIL for the wrong output, not TAMPER for the
+/// missing launch (a wrong result is FAIL whoever computed it).
+#[tokio::test]
+async fn a_wrong_result_in_an_unprofiled_repeat_is_fail() {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let name = "wrong_in_its_unprofiled_repeats.py";
+    let r = bench(&b, &cases_dir("ops").join(name), true, 300).await;
+    assert!(
+        matches!(
+            r.correctness,
+            Correctness::Fail {
+                stage: Stage::Determinism,
+                ..
+            }
+        ),
+        "{:?}",
+        r.correctness
+    );
+}
+
 /// Glue that moves or describes data (padding, transposes, a scalar built with
 /// `torch.tensor`) around a kernel of the candidate's own passes: the allowlist is not a
 /// ban on torch.
