@@ -474,6 +474,30 @@ pub fn draw_modes(path: &Path, modes: &[crate::verification::ModeTiming]) -> any
     Ok(())
 }
 
+/// The frame progress.png and modes.png share: `root` filled white, margins and label areas
+/// for the axes, and `caption` at `size` pixels where a font is registered (`font`).
+fn chart_frame<'a, DB: plotters::prelude::DrawingBackend>(
+    root: &'a plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    font: bool,
+    caption: &str,
+    size: u32,
+) -> anyhow::Result<plotters::prelude::ChartBuilder<'a, 'a, DB>>
+where
+    DB::ErrorType: 'static,
+{
+    use plotters::prelude::*;
+    root.fill(&WHITE)?;
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(56);
+    if font {
+        builder.caption(caption, ("sans-serif", size));
+    }
+    Ok(builder)
+}
+
 /// [`draw_modes`] on any drawing area (the tests draw into a pixel buffer).
 fn draw_modes_on<DB: plotters::prelude::DrawingBackend>(
     root: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
@@ -494,18 +518,12 @@ where
         .fold(0.0f64, f64::max)
         .max(1e-9)
         * 1.15;
-    root.fill(&WHITE)?;
-    let mut builder = ChartBuilder::on(root);
-    builder
-        .margin(16)
-        .x_label_area_size(40)
-        .y_label_area_size(56);
-    if font {
-        builder.caption(
-            "time per forward: the model alone (orange), with the kernels (blue)",
-            ("sans-serif", 18),
-        );
-    }
+    let mut builder = chart_frame(
+        root,
+        font,
+        "time per forward: the model alone (orange), with the kernels (blue)",
+        18,
+    )?;
     let n = timed.len() as u32;
     let mut chart = builder.build_cartesian_2d((0u32..n.max(1)).into_segmented(), 0f64..max_ms)?;
     let mode_label = |v: &SegmentValue<u32>| match v {
@@ -590,18 +608,12 @@ pub fn draw_progress(
         .fold(1.0f64, f64::max)
         * 1.1;
     let root = BitMapBackend::new(path, (1000, 560)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut builder = ChartBuilder::on(&root);
-    builder
-        .margin(16)
-        .x_label_area_size(40)
-        .y_label_area_size(56);
-    if font {
-        builder.caption(
-            "speedup over each target's baseline, per experiment",
-            ("sans-serif", 20),
-        );
-    }
+    let mut builder = chart_frame(
+        &root,
+        font,
+        "speedup over each target's baseline, per experiment",
+        20,
+    )?;
     let mut chart = builder.build_cartesian_2d(0f64..max_x, 0f64..max_y)?;
     let mut mesh = chart.configure_mesh();
     if font {
