@@ -695,17 +695,6 @@ def _overlaps(a, b):
     return s0 < e1 and s1 < e0 and e0 > s0 and e1 > s1
 
 
-def _poison_pool(nbytes):
-    """Fills freed pooled device memory with 0xFF (a NaN pattern in every float dtype) so
-    an output the candidate never writes cannot hold a stale reference answer."""
-    torch = _P["torch"]
-    if _STATE["device"] != "cuda" or nbytes <= 0:
-        return
-    junk = torch.empty(int(nbytes), dtype=torch.uint8, device="cuda")
-    junk.fill_(255)
-    del junk
-
-
 class _TimedOps:
     """The op check of the correctness stages, over every timed call (issue 21, point 2):
     one profiler session (CPU activity only: no device-side tracing) spans a whole
@@ -779,37 +768,28 @@ def _call(fn, inputs, kwargs, monitored):
 
 
 def run_case(candidate, kind, shape, dtype, seed, mode, repeats, layout="contiguous", params_json="{}"):
-    """Runs one case: fresh inputs, reference on its own copy (output kept alive on the
-    host and on the device), then `repeats` calls of the candidate on fresh copies: the
-    first under the op check (`_call`), the repeats not, so that a kernel honest only while
-    it sees the profiler is caught by the launch count and the bitwise-identical outputs.
+    """Runs one case: fresh inputs, then `repeats` calls of the candidate on a copy of them:
+    the first under the op check (`_call`), the repeats not, so that a kernel honest only
+    while it sees the profiler is caught by the launch count and the bitwise-identical
+    outputs. No reference is computed here (issue 21, point 1): the trusted reference
+    worker computes it from the same seed, and the parent compares.
 
-    Returns (json, outputs, reference): outputs is a list of float32 numpy copies (one per
-    call that produced a checkable tensor), reference the float32 numpy reference. The JSON
-    holds `out_shape`, `out_dtype` (Rust compares them with the catalogue), `problems` (list of
-    {kind, message}: the candidate's conduct around a call), `error` (the candidate raised:
-    message, traceback, cuda_error), `ops` and `own_ops` (the aten ops the call dispatched,
-    nested ones included, and those it dispatched itself, in the first call),
-    `launchless_calls` (calls with a non-empty output that launched no Triton
-    kernel defined in the candidate's file) and `note` (the catalogue's likely cause). Rust
-    judges the ops and the launches (`execute::forbidden_in_calls`, `borrowed_in_calls`): the
-    harness reports, it does not rule. `params_json` holds the kind's parameters (a JSON object, defaults filled by
-    Rust), for the generator, the reference and `kernel_fn`'s keyword arguments
+    Returns (json, outputs): outputs is a list of float32 numpy copies (one per call that
+    produced a checkable tensor). The JSON holds `out_shape`, `out_dtype` (Rust compares them
+    with the catalogue), `problems` (list of {kind, message}: the candidate's conduct around
+    a call), `error` (the candidate raised: message, traceback, cuda_error), `ops` and
+    `own_ops` (the aten ops the call dispatched, nested ones included, and those it
+    dispatched itself, in the first call) and `launchless_calls` (calls with a non-empty
+    output that launched no Triton kernel defined in the candidate's file). Rust judges the
+    ops and the launches (`execute::forbidden_in_calls`, `borrowed_in_calls`): the harness
+    reports, it does not rule. `params_json` holds the kind's parameters (a JSON object,
+    defaults filled by Rust), for the generator and `kernel_fn`'s keyword arguments
     (`_kernel_kwargs`).
     """
-    torch = _P["torch"]
     device = _STATE["device"]
     dt = _dtype(dtype)
     params = json.loads(params_json)
     gen = _make(kind, shape, dt, seed, mode, layout, params)
-    ref_inputs = {k: _P["clone"](v) for k, v in gen.items()}
-    ref = _reference(kind, ref_inputs, params)
-    _P["synchronize"]()
-    ref_host = _to_host(ref)
-    try:
-        note = _P["tolerance_note"](kind, dt)
-    except Exception:  # noqa: BLE001 - an optional hint
-        note = None
     meta = {
         "out_shape": None,
         "out_dtype": None,
@@ -818,11 +798,9 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, layout="contigu
         "ops": [],
         "own_ops": [],
         "launchless_calls": 0,
-        "note": note,
     }
     problems = meta["problems"]
     every_op, own_op = set(), set()
-    _poison_pool(ref.numel() * ref.element_size() * 4)
     cand_inputs = {k: _P["clone"](v) for k, v in gen.items()}
     ranges = {k: _storage_range(v) for k, v in cand_inputs.items()}
     ranges.update({f"{k} (generator copy)": _storage_range(v) for k, v in gen.items()})
@@ -891,8 +869,7 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, layout="contigu
             break
     # keep the last output alive into the next case, so a cached tensor is caught there too
     _STATE["last_outputs"] = kept[-1:]
-    del ref, ref_inputs
-    return json.dumps(meta), outputs, ref_host
+    return json.dumps(meta), outputs
 
 
 # ---------------------------------------------------------------------------------------
@@ -969,12 +946,9 @@ class _Rotation:
     as in the correctness stages: `launchless` counts those that did not."""
 
     def __init__(self, kind, shape, dt, seed, layout, params, inputs, path):
-        torch = _P["torch"]
         self.kind, self.params, self.inputs, self.path = kind, params, inputs, path
         self.launchless, self._launches = 0, 0
-        other = _make(kind, shape, dt, int(seed) + 1, "normal", layout, params)
-        self.pools = {k: torch.cat([_P["contiguous"](v).reshape(-1), _P["contiguous"](other[k]).reshape(-1)])
-                      for k, v in inputs.items() if isinstance(v, _P["Tensor"])}
+        self.pools = _pools(kind, shape, dt, seed, layout, params, inputs)
         # (offsets, output copy) of the reservoir's calls, and of the last call
         self.kept, self.last = [], None
         self._offsets, self._calls = {}, 0
@@ -1012,22 +986,33 @@ class _Rotation:
         if last:
             self.last = entry
 
-    def _inputs_at(self, offsets):
-        """The inputs as `before` set them at `offsets`."""
-        return {k: self.pools[k][offsets[k]:offsets[k] + v.numel()].view(tuple(v.shape)) if k in self.pools else v
-                for k, v in self.inputs.items()}
-
     def checks(self):
-        """(outputs, references): float32 host copies of the kept outputs (the reservoir's
-        and the last call's) and, in the same order, the reference on the inputs each was
-        computed from."""
+        """(outputs, offsets): float32 host copies of the kept outputs (the reservoir's and
+        the last call's) and, as a JSON list in the same order, the offsets of the inputs
+        each was computed from, for the trusted reference worker (`reference_output`)."""
         _P["synchronize"]()
         kept = self.kept + ([self.last] if self.last is not None and all(self.last is not e for e in self.kept)
                             else [])
         outs = [_to_host(out) for _, out in kept]
-        refs = [_to_host(_reference(self.kind, self._inputs_at(offsets), self.params)) for offsets, _ in kept]
+        offsets = json.dumps([o for o, _ in kept])
         self.kept, self.last, self._calls = [], None, 0
-        return outs, refs
+        return outs, offsets
+
+
+def _pools(kind, shape, dt, seed, layout, params, inputs):
+    """Per input tensor of `inputs` (the case's, made at `seed`), its rotation pool: its own
+    values, then those of the inputs made at `seed` + 1, flattened (`_Rotation`)."""
+    torch = _P["torch"]
+    other = _make(kind, shape, dt, int(seed) + 1, "normal", layout, params)
+    return {k: torch.cat([_P["contiguous"](v).reshape(-1), _P["contiguous"](other[k]).reshape(-1)])
+            for k, v in inputs.items() if isinstance(v, _P["Tensor"])}
+
+
+def _inputs_at(inputs, pools, offsets):
+    """`inputs` as `_Rotation.before` set them at `offsets` (contiguous views of the pools;
+    the values, not the layout, are what a reference depends on)."""
+    return {k: pools[k][offsets[k]:offsets[k] + v.numel()].view(tuple(v.shape)) if k in pools else v
+            for k, v in inputs.items()}
 
 
 def _kernel_us(fn, quick, rotation=None):
@@ -1200,16 +1185,15 @@ def _config_keys_read(candidate, call):
 
 def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="contiguous",
                 params_json="{}"):
-    """Times candidate, eager reference and (optionally) torch.compile of the reference at
-    one shape and dtype, with the kind's parameters `params_json` (as `run_case`). Returns
-    (json, outputs, references): JSON with latency_us, reference_latency_us,
-    compiled_latency_us (or null), compiled_error, peak_vram_mb (null on CPU),
-    config_keys_read (`_config_keys_read` of one untimed call first), launchless_calls (timed
-    calls that launched no Triton kernel of the candidate's file), ops and own_ops (the aten
-    ops of the candidate's timed calls, all and its own: `_TimedOps`); and, from the
-    candidate's timed calls, each on inputs overwritten before it (`_Rotation`), float32
-    host copies of a few outputs with the reference of their inputs, for Rust to compare.
-    The reference and torch.compile are timed on the last inputs, not overwritten."""
+    """Times the candidate at one shape and dtype, with the kind's parameters `params_json`
+    (as `run_case`); the reference is timed by the trusted reference worker
+    (`time_reference`). Returns (json, outputs, offsets): JSON with latency_us, peak_vram_mb
+    (null on CPU), config_keys_read (`_config_keys_read` of one untimed call first),
+    launchless_calls (timed calls that launched no Triton kernel of the candidate's file),
+    ops and own_ops (the aten ops of the candidate's timed calls, all and its own:
+    `_TimedOps`); and, from the candidate's timed calls, each on inputs overwritten before
+    it (`_Rotation`), float32 host copies of a few outputs with the offsets of their inputs
+    (`_Rotation.checks`), for the parent to compare with the reference of those inputs."""
     torch = _P["torch"]
     dt = _dtype(dtype)
     device = _STATE["device"]
@@ -1220,9 +1204,7 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="co
 
     def fn(**kw):
         return cfn0(**kw, **kwargs)
-    result = {"latency_us": None, "reference_latency_us": None, "compiled_latency_us": None,
-              "compiled_error": None, "peak_vram_mb": None, "config_keys_read": None,
-              "launchless_calls": 0}
+    result = {"latency_us": None, "peak_vram_mb": None, "config_keys_read": None, "launchless_calls": 0}
     peak = None
     if device == "cuda":
         _P["cuda_synchronize"]()
@@ -1238,8 +1220,51 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="co
         result["latency_us"] = _measure_us(lambda: monitor.call(lambda: fn(**inputs)), quick, rotation)
     result["ops"], result["own_ops"] = monitor.ops()
     result["launchless_calls"] = rotation.launchless
-    outputs, references = rotation.checks()
+    outputs, offsets = rotation.checks()
     result["peak_vram_mb"] = peak
+    return json.dumps(result), outputs, offsets
+
+
+def reference_output(kind, shape, dtype, seed, mode, layout="contiguous", params_json="{}",
+                     offsets_json="null"):
+    """The trusted reference worker's side of a check (issue 21, point 1): the reference
+    output of the case `run_case` makes from the same arguments, or, with `offsets_json`
+    (a JSON object of offsets, `_Rotation.checks`), of a timed call's inputs. Returns
+    (note, output): the catalogue's likely cause of a mismatch (or None) and the output as
+    a contiguous float32 numpy copy."""
+    dt = _dtype(dtype)
+    params = json.loads(params_json)
+    offsets = json.loads(offsets_json)
+    if offsets is None:
+        inputs = _make(kind, shape, dt, seed, mode, layout, params)
+    else:
+        # a measurement's timed outputs come one after another: its pools are made once
+        key = (kind, tuple(shape), dtype, int(seed), layout, params_json)
+        if _STATE.get("pools_key") != key:
+            _STATE["pools"] = None  # freed before the next are made
+            made = _make(kind, shape, dt, seed, mode, layout, params)
+            _STATE["pools"] = (made, _pools(kind, shape, dt, seed, layout, params, made))
+            _STATE["pools_key"] = key
+        made, pools = _STATE["pools"]
+        inputs = _inputs_at(made, pools, offsets)
+    out = _to_host(_reference(kind, inputs, params))
+    try:
+        note = _P["tolerance_note"](kind, dt)
+    except Exception:  # noqa: BLE001 - an optional hint
+        note = None
+    return note, out
+
+
+def time_reference(kind, shape, dtype, seed, quick, compiled, layout="contiguous", params_json="{}"):
+    """The trusted reference worker times eager PyTorch (`_eager`) and, when `compiled`,
+    torch.compile of it, at the timing case (`time_kernel`'s arguments). Returns JSON with
+    reference_latency_us, compiled_latency_us (or null) and compiled_error (or null)."""
+    torch = _P["torch"]
+    dt = _dtype(dtype)
+    params = json.loads(params_json)
+    inputs = _make(kind, shape, dt, seed, "normal", layout, params)
+    result = {"reference_latency_us": None, "compiled_latency_us": None, "compiled_error": None}
+    _spin_up()
     result["reference_latency_us"] = _measure_us(lambda: _eager(kind, inputs, params), quick)
     if compiled:
         try:
@@ -1248,7 +1273,7 @@ def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="co
             result["compiled_latency_us"] = _measure_us(lambda: cfn(**inputs), quick)
         except Exception as e:  # noqa: BLE001 - torch.compile is optional (no compiler on CPU)
             result["compiled_error"] = f"{type(e).__name__}: {e}"[:500]
-    return json.dumps(result), outputs, references
+    return json.dumps(result)
 
 
 def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout="contiguous",
@@ -1257,12 +1282,13 @@ def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout=
     first), with the kind's parameters `params_json` (as `run_case`). Every timed call is a
     judged call as in `time_kernel`: its inputs overwritten before it (`_Rotation`), and in
     one repetition drawn from the operating system's randomness a few outputs of each are
-    kept. Returns (json, incumbent outputs, their references, candidate outputs, their
-    references): JSON lists `incumbent_us` and `candidate_us`, one per repetition, and
+    kept. Returns (json, incumbent outputs, their offsets, candidate outputs, their
+    offsets): JSON lists `incumbent_us` and `candidate_us`, one per repetition, and
     `incumbent_launchless`, `candidate_launchless` (timed calls that launched no Triton
     kernel of that file), `incumbent_ops`, `incumbent_own_ops`, `candidate_ops`,
     `candidate_own_ops` (the aten ops of each one's timed calls, as `_TimedOps` gives them); the
-    outputs and references as `_Rotation.checks` gives them, for Rust to compare."""
+    outputs and offsets as `_Rotation.checks` gives them, for the parent to compare with
+    the references of the inputs made at `seed`."""
     dt = _dtype(dtype)
     params = json.loads(params_json)
     inputs = _make(kind, shape, dt, seed, "normal", layout, params)
@@ -1286,14 +1312,14 @@ def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout=
             every, own = monitor.ops()
             ops[id(c)][0].update(every)
             ops[id(c)][1].update(own)
-    inc_outs, inc_refs = rotations[id(incumbent)].checks()
-    cand_outs, cand_refs = rotations[id(candidate)].checks()
+    inc_outs, inc_offsets = rotations[id(incumbent)].checks()
+    cand_outs, cand_offsets = rotations[id(candidate)].checks()
     meta = {"incumbent_us": inc, "candidate_us": cand,
             "incumbent_launchless": rotations[id(incumbent)].launchless,
             "candidate_launchless": rotations[id(candidate)].launchless}
     for role, c in (("incumbent", incumbent), ("candidate", candidate)):
         meta[f"{role}_ops"], meta[f"{role}_own_ops"] = sorted(ops[id(c)][0]), sorted(ops[id(c)][1])
-    return json.dumps(meta), inc_outs, inc_refs, cand_outs, cand_refs
+    return json.dumps(meta), inc_outs, inc_offsets, cand_outs, cand_offsets
 
 
 # ---------------------------------------------------------------------------------------
@@ -1325,5 +1351,6 @@ def describe_exception(exc):
 
 __all__ = [
     "init", "status", "load", "unload", "run_case", "time_kernel", "compare", "call_script",
+    "reference_output", "time_reference",
     "guarded_names", "guarded_namespaces", "describe_exception",
 ]

@@ -29,6 +29,11 @@ pub(crate) mod env {
     /// Triton launcher signatures to build before any candidate is loaded, as a JSON array
     /// of arrays of argument type names (`worker::launchers`); unset: none.
     pub const TRITON_LAUNCHERS: &str = "AUTOKERNEL_WORKER_TRITON_LAUNCHERS";
+    /// Set (to `1`) for the trusted reference worker: it serves only [`super::Request::Reference`]
+    /// and [`super::Request::TimeReference`], and makes itself undumpable so that no other
+    /// process of the user's (a candidate outside a user namespace) can read its memory or
+    /// open its pipes through `/proc`.
+    pub const REFERENCE: &str = "AUTOKERNEL_WORKER_REFERENCE";
 }
 
 /// One request line.
@@ -52,6 +57,17 @@ pub(crate) enum Request {
     Bench(BenchJob),
     /// Time two kernel files interleaved.
     Compare(CompareJob),
+    /// The reference output of one case (trusted reference worker only): the reply's value
+    /// is `{shape, note, bytes}`, and `bytes` bytes of float32 (native byte order, the
+    /// output in row-major order) follow the reply line on the channel.
+    Reference(ReferenceJob),
+    /// Times the reference (eager, and torch.compile when `compiled`) at `case` (trusted
+    /// reference worker only): the reply's value is a [`ReferenceTiming`].
+    TimeReference {
+        case: ReferenceJob,
+        quick: bool,
+        compiled: bool,
+    },
     /// Run `function(**kwargs)` from a Python file.
     CallScript {
         /// The file.
@@ -101,6 +117,92 @@ pub(crate) struct CompareJob {
     /// The kind's semantic parameters as requested.
     #[serde(default)]
     pub params: Params,
+}
+
+/// One case's inputs, as the harness's generator makes them (issue 21, point 1): the
+/// trusted reference worker rebuilds them from this alone and computes the reference, so
+/// that no reference ever exists in a candidate's process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ReferenceJob {
+    /// The kind's catalogue name.
+    pub kind: String,
+    pub shape: Shape,
+    pub dtype: DType,
+    /// The generator's seed.
+    pub seed: u64,
+    /// How the inputs are filled (`InputMode::name`).
+    pub mode: String,
+    /// How the inputs are laid out (`Layout::name`).
+    pub layout: String,
+    /// Every parameter of the kind, defaults filled, as a JSON object's text.
+    pub params: String,
+    /// For a timed call: where in its pool each input tensor was taken from
+    /// (`harness._Rotation`); `None`: the case's own inputs.
+    #[serde(default)]
+    pub offsets: Option<std::collections::BTreeMap<String, u64>>,
+}
+
+/// The reference's latencies at the timing case, from the trusted reference worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ReferenceTiming {
+    /// Eager PyTorch (the kind's `eager`, else its reference), µs.
+    pub reference_latency_us: f64,
+    /// torch.compile of it, µs, when asked for and it compiled.
+    pub compiled_latency_us: Option<f64>,
+    /// Why torch.compile failed, when it did.
+    pub compiled_error: Option<String>,
+}
+
+/// A line a candidate's worker writes on its reply channel in the middle of a request, to
+/// ask the parent for what the candidate's process must never hold; the parent answers
+/// with an [`Answer`] line on the worker's stdin. Echoes the request's `id` and `nonce`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Call {
+    pub id: u64,
+    pub nonce: String,
+    pub call: ParentCall,
+}
+
+/// What a candidate's worker asks the parent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub(crate) enum ParentCall {
+    /// Compare the candidate's outputs with the reference of `case`: one float32 payload
+    /// per entry of `outputs` (its shape) follows the line, in order, as in
+    /// [`Request::Reference`]'s reply.
+    Check {
+        stage: autokernel_core::Stage,
+        case: ReferenceJob,
+        outputs: Vec<Vec<usize>>,
+    },
+    /// The reference's latencies at the timing case.
+    TimeReference {
+        case: ReferenceJob,
+        quick: bool,
+        compiled: bool,
+    },
+}
+
+/// The parent's answer to a [`Call`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Answer {
+    pub id: u64,
+    pub nonce: String,
+    pub answer: ParentAnswer,
+}
+
+/// What the parent answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub(crate) enum ParentAnswer {
+    /// Per output, in order: its relative L2 error when it agrees with the reference, else
+    /// why not (the judge's reason).
+    Checked { results: Vec<Result<f64, String>> },
+    /// [`ParentCall::TimeReference`]'s answer.
+    Timed(ReferenceTiming),
+    /// The parent could not get the reference (the reference worker failed): not the
+    /// candidate's doing.
+    Error { message: String },
 }
 
 /// The first line the worker writes: ready, or why not.

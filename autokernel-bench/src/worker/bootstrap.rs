@@ -19,11 +19,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use autokernel_core::Catalogue;
+use numpy::PyArrayMethods;
 use pyo3::prelude::*;
 use sha2::{Digest, Sha256};
 
+use super::checks::as_bytes;
 use super::harness::Harness;
 use super::log::log;
+use super::parent::ParentLink;
 use super::requests;
 use crate::protocol::{env, Envelope, Hello, Reply, Request};
 use crate::sandbox;
@@ -232,6 +235,12 @@ fn serve() -> Result<(), String> {
             (spec, isolation)
         });
     exit_with_parent();
+    if std::env::var_os(env::REFERENCE).is_some() {
+        // the trusted reference worker: /proc/<pid>/{mem,fd} of an undumpable process are
+        // root's, so a candidate of the same user cannot read its references there
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
+    }
     let mut ch = take_channels()?;
     apply_memory_limit();
     let pid = std::process::id();
@@ -328,26 +337,42 @@ fn serve() -> Result<(), String> {
             Err(e) => return Err(format!("unreadable request: {e}")),
         };
         let candidate = matches!(envelope.request, Request::Bench(_) | Request::Compare(_));
-        let (body, restart, launchers) = Python::attach(|py| {
-            let (body, restart) = requests::handle(&harness, py, envelope.request);
+        let restart = Python::attach(|py| {
+            let mut parent = ParentLink::new(
+                &mut ch.replies,
+                &mut ch.requests,
+                envelope.id,
+                envelope.nonce.clone(),
+            );
+            let (body, restart, payload) =
+                requests::handle(&harness, py, envelope.request, &mut parent);
             let launchers = if candidate {
                 harness.launcher_signatures(py)
             } else {
                 Vec::new()
             };
-            (body, restart, launchers)
-        });
-        send(
-            &mut ch.replies,
-            &Reply {
-                id: envelope.id,
-                nonce: envelope.nonce,
-                pid,
-                restart,
-                body,
-                launchers,
-            },
-        )?;
+            send(
+                &mut ch.replies,
+                &Reply {
+                    id: envelope.id,
+                    nonce: envelope.nonce,
+                    pid,
+                    restart,
+                    body,
+                    launchers,
+                },
+            )?;
+            // a reference output: its bytes as they lie in the array, after the line
+            if let Some(out) = payload {
+                let out = out.readonly();
+                let bytes = out.as_slice().map_err(|e| e.to_string())?;
+                ch.replies
+                    .write_all(as_bytes(bytes))
+                    .and_then(|()| ch.replies.flush())
+                    .map_err(|e| format!("cannot write a reply's payload: {e}"))?;
+            }
+            Ok::<_, String>(restart)
+        })?;
         if restart {
             log("exiting so that the next request gets a fresh process");
             return Ok(());

@@ -1,4 +1,6 @@
-//! The parent side: spawning the worker, the per-request deadline, restarts.
+//! The parent side: spawning the workers (a warm one for scripts, one per candidate, and the
+//! trusted reference worker), the per-request deadline, restarts, and the answers to a
+//! candidate's worker's calls for checks ([`super::checks`]).
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
@@ -14,8 +16,12 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
+use super::checks::{self, Scope, Tally};
 use super::launchers::LauncherSignatures;
-use crate::protocol::{env, Envelope, Hello, Reply, ReplyBody, Request};
+use crate::protocol::{
+    env, Answer, Call, Envelope, Hello, ParentAnswer, ParentCall, ReferenceJob, Reply, ReplyBody,
+    Request,
+};
 use crate::python_env::{preflight, resolve_python};
 use crate::sandbox::{self, SandboxOptions};
 use crate::WorkerError;
@@ -212,9 +218,23 @@ fn describe_status(status: std::process::ExitStatus) -> String {
     }
 }
 
+/// What a worker process is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Requests that run no candidate (status, scripts), kept warm.
+    Shared,
+    /// One candidate's request, sandboxed, then retired.
+    Candidate,
+    /// The trusted reference worker ([`State::reference`]).
+    Reference,
+}
+
 struct State {
     /// The worker of requests that run no candidate (status, scripts), kept warm.
     running: Option<Running>,
+    /// The trusted reference worker (issue 21, point 1): computes and times references for
+    /// the candidates' checks, runs nothing else, and is never handed a candidate.
+    reference: Option<Running>,
     /// Candidates' workers started ahead of need (imports under way or done), each to serve
     /// one candidate request and be retired.
     spares: VecDeque<Running>,
@@ -231,6 +251,7 @@ impl State {
     fn new() -> State {
         State {
             running: None,
+            reference: None,
             spares: VecDeque::new(),
             last_candidate_hello: None,
             warned: Default::default(),
@@ -399,6 +420,9 @@ impl Worker {
         if let Some(r) = state.running.take() {
             r.kill().await;
         }
+        if let Some(r) = state.reference.take() {
+            r.kill().await;
+        }
         while let Some(r) = state.spares.pop_front() {
             r.retire().await;
         }
@@ -414,6 +438,13 @@ impl Worker {
             .iter()
             .map(|r| r.pid)
             .collect()
+    }
+
+    /// The process id of the trusted reference worker, once a candidate's request started
+    /// it (for diagnostics and tests: it computes every reference, and no candidate may
+    /// reach it).
+    pub async fn reference_pid(&self) -> Option<u32> {
+        self.state.lock().await.reference.as_ref().map(|r| r.pid)
     }
 
     /// The device name the running worker reported (`cuda`/`cpu` and the GPU's name), if
@@ -454,7 +485,7 @@ impl Worker {
             Some(r) => r,
             None => {
                 let python = self.python(&mut state)?;
-                let launched = self.launch(&python, device, false)?;
+                let launched = self.launch(&python, device, Role::Shared)?;
                 self.ready(&mut state, launched).await?
             }
         };
@@ -483,14 +514,28 @@ impl Worker {
         }
         let launched = match state.spares.pop_front() {
             Some(r) => r,
-            None => self.launch(&python, device, true)?,
+            None => self.launch(&python, device, Role::Candidate)?,
+        };
+        // the trusted reference worker, started with the first candidate's
+        if state.reference.as_ref().is_some_and(|r| r.device != device) {
+            if let Some(r) = state.reference.take() {
+                r.kill().await;
+            }
+        }
+        let reference = match state.reference.take() {
+            Some(ready) => Ok(ready),
+            None => Err(self.launch(&python, device, Role::Reference)?),
         };
         let running = self.ready(&mut state, launched).await?;
+        state.reference = Some(match reference {
+            Ok(ready) => ready,
+            Err(started) => self.ready(&mut state, started).await?,
+        });
         // the next candidates' workers import while this one is judged (launched only now
         // that this one is ready: on a machine of few cores two imports at once would each
         // take twice as long; on many cores several overlap, see `spare_workers`)
         while state.spares.len() < self.spare_workers {
-            match self.launch(&python, device, true) {
+            match self.launch(&python, device, Role::Candidate) {
                 Ok(spare) => state.spares.push_back(spare),
                 Err(e) => {
                     tracing::debug!("no spare bench worker: {e}");
@@ -516,9 +561,11 @@ impl Worker {
         Ok(p)
     }
 
-    /// Sends `request` to `running` and reads its reply within `timeout`. Returns the reply
+    /// Sends `request` to `running` and reads its reply within `timeout`, answering the
+    /// calls a candidate's worker makes in between ([`Worker::answer`]). Returns the reply
     /// and the worker when it can serve again (not after a timeout, a crash, a stray line or
-    /// a reply that asked for a restart: those are killed or reaped here).
+    /// a reply that asked for a restart: those are killed or reaped here). A bench's PASS
+    /// that the parent's own checks do not back is made TAMPER ([`Tally::unbacked_pass`]).
     async fn exchange(
         &self,
         state: &mut State,
@@ -526,9 +573,16 @@ impl Worker {
         request: Request,
         timeout: Duration,
     ) -> (Result<ReplyBody, WorkerError>, Option<Running>) {
+        let deadline = tokio::time::Instant::now() + timeout;
         let id = state.next_id;
         state.next_id += 1;
         let nonce = nonce(id);
+        let catalogue = self.catalogue();
+        let mut scope = Scope::of(catalogue, &request);
+        let bench_job = match &request {
+            Request::Bench(job) => Some(job.clone()),
+            _ => None,
+        };
         let envelope = Envelope {
             id,
             nonce: nonce.clone(),
@@ -545,77 +599,324 @@ impl Worker {
         };
         line.push('\n');
         tracing::trace!(%line, "request to the bench worker");
-        let written = async {
+        let mut written = async {
             running.stdin.write_all(line.as_bytes()).await?;
             running.stdin.flush().await
         }
         .await;
-        let mut reply_line = String::new();
-        let read = match written {
-            Ok(()) => {
-                tokio::time::timeout(timeout, running.stdout.read_line(&mut reply_line)).await
+        let mut tally = Tally::default();
+        loop {
+            let mut reply_line = String::new();
+            let read = match written {
+                Ok(()) => {
+                    tokio::time::timeout_at(deadline, running.stdout.read_line(&mut reply_line))
+                        .await
+                }
+                Err(e) => Ok(Err(e)),
+            };
+            let protocol_error = |message: String| WorkerError::Protocol { message };
+            match read {
+                Err(_elapsed) => {
+                    let (_status, stderr_tail) = running.kill().await;
+                    let error = WorkerError::Timeout {
+                        limit_s: timeout.as_secs_f64(),
+                        stderr_tail,
+                    };
+                    return (Err(error), None);
+                }
+                Ok(Err(_)) | Ok(Ok(0)) => {
+                    let (status, stderr_tail) = running.reap().await;
+                    let error = WorkerError::Crashed {
+                        status,
+                        stderr_tail,
+                    };
+                    return (Err(error), None);
+                }
+                Ok(Ok(_)) => {}
             }
-            Err(e) => Ok(Err(e)),
-        };
-        match read {
-            Err(_elapsed) => {
-                let (_status, stderr_tail) = running.kill().await;
-                let error = WorkerError::Timeout {
-                    limit_s: timeout.as_secs_f64(),
-                    stderr_tail,
-                };
-                (Err(error), None)
-            }
-            Ok(Err(_)) | Ok(Ok(0)) => {
-                let (status, stderr_tail) = running.reap().await;
-                let error = WorkerError::Crashed {
-                    status,
-                    stderr_tail,
-                };
-                (Err(error), None)
-            }
-            Ok(Ok(_)) => {
-                tracing::trace!(line = %reply_line.trim_end(), "reply from the bench worker");
-                let reply: Result<Reply, _> = serde_json::from_str(reply_line.trim_end());
-                match reply {
-                    Ok(reply) if reply.id == id && reply.nonce == nonce => {
-                        if let Ok(mut seen) = self.launchers.lock() {
-                            seen.add(reply.launchers);
-                        }
-                        if reply.restart {
-                            tracing::debug!(
-                                pid = running.pid,
-                                "bench worker asked to be restarted"
-                            );
-                            running.reap().await;
-                            return (Ok(reply.body), None);
-                        }
-                        (Ok(reply.body), Some(running))
-                    }
-                    _ => {
+            tracing::trace!(line = %reply_line.trim_end(), "from the bench worker");
+            // a candidate's worker asking for a check, in the middle of its request
+            if let (Ok(call), Some(scope)) = (
+                serde_json::from_str::<Call>(reply_line.trim_end()),
+                scope.as_mut(),
+            ) {
+                if call.id != id || call.nonce != nonce {
+                    running.kill().await;
+                    let error = protocol_error(format!("a call that is not of request {id}"));
+                    return (Err(error), None);
+                }
+                let answer = match self
+                    .answer(state, &mut running, call.call, scope, &mut tally, deadline)
+                    .await
+                {
+                    Ok(a) => a,
+                    Err(error) => {
                         running.kill().await;
-                        let error = WorkerError::Protocol {
-                            message: format!(
-                                "a line on the reply channel is not the reply to request {id}: `{}`",
-                                reply_line.trim_end().chars().take(200).collect::<String>()
-                            ),
-                        };
-                        (Err(error), None)
+                        return (Err(error), None);
                     }
+                };
+                let mut line = match serde_json::to_string(&Answer {
+                    id,
+                    nonce: nonce.clone(),
+                    answer,
+                }) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        running.kill().await;
+                        return (Err(protocol_error(e.to_string())), None);
+                    }
+                };
+                line.push('\n');
+                written = async {
+                    running.stdin.write_all(line.as_bytes()).await?;
+                    running.stdin.flush().await
+                }
+                .await;
+                continue;
+            }
+            let reply: Result<Reply, _> = serde_json::from_str(reply_line.trim_end());
+            let Ok(mut reply) = reply.map_err(drop).and_then(|r| {
+                if r.id == id && r.nonce == nonce {
+                    Ok(r)
+                } else {
+                    Err(())
+                }
+            }) else {
+                running.kill().await;
+                let error = protocol_error(format!(
+                    "a line on the reply channel is not the reply to request {id}: `{}`",
+                    reply_line.trim_end().chars().take(200).collect::<String>()
+                ));
+                return (Err(error), None);
+            };
+            if let Ok(mut seen) = self.launchers.lock() {
+                seen.add(std::mem::take(&mut reply.launchers));
+            }
+            if scope.is_some() {
+                reply.body = backed(reply.body, &tally, catalogue, bench_job.as_ref(), &running);
+            }
+            if reply.restart {
+                tracing::debug!(pid = running.pid, "bench worker asked to be restarted");
+                running.reap().await;
+                return (Ok(reply.body), None);
+            }
+            return (Ok(reply.body), Some(running));
+        }
+    }
+
+    /// The catalogue the workers were started with.
+    fn catalogue(&self) -> &Catalogue {
+        match &self.kinds {
+            Some((c, _)) => c,
+            None => Catalogue::builtin(),
+        }
+    }
+
+    /// Answers a candidate's worker's `call` (issue 21, point 1): its outputs are read into
+    /// the parent's memory and compared with the reference the trusted reference worker
+    /// computes from the same seed; or the reference is timed there. The case is pinned to
+    /// the request (`scope`) and every check is kept in `tally`.
+    ///
+    /// # Errors
+    /// [`WorkerError::Protocol`] for a call the request cannot make (another kind, an
+    /// output of another shape than the catalogue's); the worker's crash or the deadline
+    /// while its outputs are read. A reference worker that fails is an
+    /// [`ParentAnswer::Error`] for the candidate's worker, not its verdict.
+    async fn answer(
+        &self,
+        state: &mut State,
+        running: &mut Running,
+        call: ParentCall,
+        scope: &mut Scope<'_>,
+        tally: &mut Tally,
+        deadline: tokio::time::Instant,
+    ) -> Result<ParentAnswer, WorkerError> {
+        let protocol = |message: String| WorkerError::Protocol {
+            message: format!("a check the request cannot make: {message}"),
+        };
+        match call {
+            ParentCall::Check {
+                stage,
+                case,
+                outputs,
+            } => {
+                let (case, spec) = scope.pin(case).map_err(protocol)?;
+                let numel = checks::payload_numel(spec, &case, &outputs).map_err(protocol)?;
+                let mut outs = Vec::with_capacity(outputs.len());
+                for _ in &outputs {
+                    let read = tokio::time::timeout_at(
+                        deadline,
+                        checks::read_f32s(&mut running.stdout, numel),
+                    )
+                    .await;
+                    match read {
+                        Ok(Ok(values)) => outs.push(values),
+                        Ok(Err(e)) => {
+                            return Err(WorkerError::Protocol {
+                                message: format!("a check's outputs were cut short: {e}"),
+                            })
+                        }
+                        Err(_) => {
+                            return Err(WorkerError::Timeout {
+                                limit_s: 0.0,
+                                stderr_tail:
+                                    "the deadline passed while a check's outputs were read".into(),
+                            })
+                        }
+                    }
+                }
+                let (note, reference) =
+                    match self.reference(state, running.device, &case, deadline).await {
+                        Ok(r) => r,
+                        Err(message) => return Ok(ParentAnswer::Error { message }),
+                    };
+                if reference.len() != numel {
+                    return Ok(ParentAnswer::Error {
+                        message: format!(
+                            "the reference worker returned {} values for an output of {numel}",
+                            reference.len()
+                        ),
+                    });
+                }
+                // the judge scans every element: off the async executor's thread
+                let spec = spec.clone();
+                let (results, case) = tokio::task::spawn_blocking(move || {
+                    let results =
+                        checks::compare(&spec, stage, &case, note.as_deref(), &reference, &outs);
+                    (results, case)
+                })
+                .await
+                .map_err(|e| WorkerError::Protocol {
+                    message: format!("the comparison failed: {e}"),
+                })?;
+                tally.record(stage, case, &results);
+                Ok(ParentAnswer::Checked { results })
+            }
+            ParentCall::TimeReference {
+                case,
+                quick,
+                compiled,
+            } => {
+                let (case, _) = scope.pin(case).map_err(protocol)?;
+                let request = Request::TimeReference {
+                    case,
+                    quick,
+                    compiled,
+                };
+                match self.trusted(state, running.device, request, deadline).await {
+                    Ok((value, _)) => match serde_json::from_value(value) {
+                        Ok(t) => Ok(ParentAnswer::Timed(t)),
+                        Err(e) => Ok(ParentAnswer::Error {
+                            message: format!("unreadable reference timing: {e}"),
+                        }),
+                    },
+                    Err(message) => Ok(ParentAnswer::Error { message }),
                 }
             }
         }
     }
 
-    /// Starts a worker process without waiting for it to be ready ([`Worker::ready`] does);
-    /// `sandboxed` for a candidate's worker (a scratch folder, the sandbox, the memory limit
-    /// on the CPU).
-    fn launch(
+    /// The reference output of `case` from the trusted reference worker: the catalogue's
+    /// note on a mismatch, and the output's float32 values.
+    async fn reference(
         &self,
-        python: &Path,
+        state: &mut State,
         device: Device,
-        sandboxed: bool,
-    ) -> Result<Running, WorkerError> {
+        case: &ReferenceJob,
+        deadline: tokio::time::Instant,
+    ) -> Result<(Option<String>, Vec<f32>), String> {
+        let (value, values) = self
+            .trusted(state, device, Request::Reference(case.clone()), deadline)
+            .await?;
+        let note = value
+            .get("note")
+            .and_then(|n| n.as_str())
+            .map(str::to_string);
+        Ok((note, values))
+    }
+
+    /// Sends `request` to the trusted reference worker (started when there is none for
+    /// `device`) and reads its reply before `deadline`, with the float32 payload a reply
+    /// announces (`bytes`). A worker that crashed, hung or broke the protocol is stopped
+    /// and started afresh on the next call.
+    async fn trusted(
+        &self,
+        state: &mut State,
+        device: Device,
+        request: Request,
+        deadline: tokio::time::Instant,
+    ) -> Result<(serde_json::Value, Vec<f32>), String> {
+        if state.reference.as_ref().is_some_and(|r| r.device != device) {
+            if let Some(r) = state.reference.take() {
+                r.kill().await;
+            }
+        }
+        let mut worker = match state.reference.take() {
+            Some(r) => r,
+            None => {
+                let python = self.python(state).map_err(|e| e.to_string())?;
+                let started = self
+                    .launch(&python, device, Role::Reference)
+                    .map_err(|e| e.to_string())?;
+                self.ready(state, started)
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
+        };
+        let id = state.next_id;
+        state.next_id += 1;
+        let nonce = nonce(id);
+        let mut line = serde_json::to_string(&Envelope {
+            id,
+            nonce: nonce.clone(),
+            request,
+        })
+        .map_err(|e| e.to_string())?;
+        line.push('\n');
+        let exchange = async {
+            worker.stdin.write_all(line.as_bytes()).await?;
+            worker.stdin.flush().await?;
+            let mut reply = String::new();
+            worker.stdout.read_line(&mut reply).await?;
+            let reply: Reply = serde_json::from_str(reply.trim_end())
+                .map_err(|e| std::io::Error::other(format!("unreadable reply: {e}")))?;
+            if reply.id != id || reply.nonce != nonce {
+                return Err(std::io::Error::other("a reply to another request"));
+            }
+            let value = match reply.body {
+                ReplyBody::Ok { value } => value,
+                ReplyBody::PythonError { message, traceback } => {
+                    return Ok(Err(format!("{message}\n{traceback}")))
+                }
+                ReplyBody::Error { message } => return Ok(Err(message)),
+            };
+            let bytes = value.get("bytes").and_then(|b| b.as_u64()).unwrap_or(0) as usize;
+            let values = checks::read_f32s(&mut worker.stdout, bytes / 4).await?;
+            Ok(Ok((value, values)))
+        };
+        match tokio::time::timeout_at(deadline, exchange).await {
+            Ok(Ok(answer)) => {
+                state.reference = Some(worker);
+                answer.map_err(|m| format!("the trusted reference worker failed: {m}"))
+            }
+            Ok(Err(e)) => {
+                let (status, tail) = worker.kill().await;
+                Err(format!(
+                    "the trusted reference worker stopped ({status}): {e}\n{tail}"
+                ))
+            }
+            Err(_) => {
+                worker.kill().await;
+                Err("the trusted reference worker did not answer before the deadline".into())
+            }
+        }
+    }
+
+    /// Starts a worker process without waiting for it to be ready ([`Worker::ready`] does);
+    /// `role` [`Role::Candidate`] for a candidate's worker (a scratch folder, the sandbox, the memory limit
+    /// on the CPU).
+    fn launch(&self, python: &Path, device: Device, role: Role) -> Result<Running, WorkerError> {
+        let sandboxed = role == Role::Candidate;
         let program = &self.options.program;
         if std::env::var_os(env::PYTHON).is_some() {
             // This process was itself started as a worker (the parent sets env::PYTHON for
@@ -657,6 +958,11 @@ impl Worker {
             None => (Catalogue::builtin(), &[][..]),
         };
         cmd.env(env::CATALOGUE, catalogue.to_json());
+        if role == Role::Reference {
+            cmd.env(env::REFERENCE, "1");
+        } else {
+            cmd.env_remove(env::REFERENCE);
+        }
         match self.launchers.lock() {
             Ok(seen) if sandboxed && seen.len() > 0 => {
                 cmd.env(env::TRITON_LAUNCHERS, seen.to_json())
@@ -722,6 +1028,7 @@ impl Worker {
                 message: "the worker's pipes were not created".into(),
             });
         };
+        widen_pipe(&stdout);
         let ring = Arc::new(StdMutex::new(VecDeque::with_capacity(STDERR_LINES)));
         let ring_w = Arc::clone(&ring);
         let stderr_task = tokio::spawn(async move {
@@ -819,6 +1126,67 @@ impl Worker {
                     stderr_tail: tail,
                 })
             }
+        }
+    }
+}
+
+/// `body`, a candidate's worker's reply, as the parent's checks (`tally`) allow: a bench's
+/// PASS they do not back is TAMPER ([`Tally::unbacked_pass`], with the plan of `job` on the
+/// device `running` found), and a head-to-head whose check failed is refused.
+fn backed(
+    body: ReplyBody,
+    tally: &Tally,
+    catalogue: &Catalogue,
+    job: Option<&crate::protocol::BenchJob>,
+    running: &Running,
+) -> ReplyBody {
+    let ReplyBody::Ok { value } = body else {
+        return body;
+    };
+    let Some(job) = job else {
+        return match tally.first_failure() {
+            Some(why) => ReplyBody::Error {
+                message: format!(
+                    "a kernel went wrong in the head-to-head: a timed call's output differs from the reference: {why}"
+                ),
+            },
+            None => ReplyBody::Ok { value },
+        };
+    };
+    let Ok(mut result) = serde_json::from_value::<autokernel_core::BenchResult>(value.clone())
+    else {
+        return ReplyBody::Ok { value };
+    };
+    if result.correctness != autokernel_core::Correctness::Pass {
+        return ReplyBody::Ok { value };
+    }
+    let on_gpu = running.hello.device == "cuda";
+    match tally.unbacked_pass(catalogue, job, on_gpu) {
+        Some(why) => {
+            checks::overrule(&mut result, why);
+            match serde_json::to_value(&result) {
+                Ok(value) => ReplyBody::Ok { value },
+                Err(e) => ReplyBody::Error {
+                    message: e.to_string(),
+                },
+            }
+        }
+        None => ReplyBody::Ok { value },
+    }
+}
+
+/// Widens the pipe of a worker's replies, which carries its outputs (or references) as raw
+/// float32 (up to 800 MB a case): with Linux's default 64 KiB a transfer wakes each side
+/// per 64 KiB, and a 512 MB transfer ran at 0.35 GB/s on a 2-core machine against 1.24 GB/s
+/// with 1 MiB (docs/benchmarks.md). Best effort: 1 MiB is `/proc/sys/fs/pipe-max-size`'s
+/// default, so a larger size is tried first and a refusal leaves the default.
+fn widen_pipe(stdout: &ChildStdout) {
+    use std::os::fd::AsRawFd;
+    let fd = stdout.as_raw_fd();
+    for bytes in [16 << 20, 4 << 20, 1 << 20] {
+        // SAFETY: fcntl on a pipe this process owns, with an integer argument.
+        if unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, bytes) } >= 0 {
+            return;
         }
     }
 }

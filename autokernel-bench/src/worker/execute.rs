@@ -1,8 +1,9 @@
 //! Case execution: judging one kernel file. [`bench()`] loads the candidate, asks the planner
 //! ([`super::plan`]) what to run, then runs each case through the harness's `run_case` and
-//! the judge ([`crate::judge`]), times the candidate, and re-checks it on fresh inputs,
-//! checking the guards after every stage.
+//! has the parent compare its outputs with the trusted reference ([`super::parent`]), times
+//! the candidate, and re-checks it on fresh inputs, checking the guards after every stage.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -16,9 +17,10 @@ use serde::Deserialize;
 
 use super::harness::{Failure, Harness};
 use super::log::log;
-use super::plan::{self, Case, InputMode, Plan};
-use crate::judge::{self, CaseContext};
-use crate::protocol::BenchJob;
+use super::parent::ParentLink;
+use super::plan::{self, Case, Plan};
+use crate::judge;
+use crate::protocol::{BenchJob, ReferenceJob, ReferenceTiming};
 
 /// What the harness's `run_case` reports besides the arrays.
 #[derive(Deserialize)]
@@ -27,7 +29,6 @@ struct CaseMeta {
     out_dtype: Option<String>,
     problems: Vec<Problem>,
     error: Option<CandidateError>,
-    note: Option<String>,
     /// Aten ops the calls dispatched, nested ones included (`harness._TimedOps`).
     ops: Vec<String>,
     /// Those the calls dispatched themselves.
@@ -57,9 +58,6 @@ struct CandidateError {
 #[derive(Deserialize)]
 struct TimingMeta {
     latency_us: f64,
-    reference_latency_us: f64,
-    compiled_latency_us: Option<f64>,
-    compiled_error: Option<String>,
     peak_vram_mb: Option<f64>,
     #[serde(default)]
     config_keys_read: Option<Vec<String>>,
@@ -93,6 +91,7 @@ pub(super) fn bench(
     h: &Harness,
     py: Python<'_>,
     job: &BenchJob,
+    parent: &mut ParentLink<'_>,
 ) -> Result<(BenchResult, bool), Failure> {
     let device = if h.on_gpu() {
         format!("cuda ({})", h.device_name)
@@ -193,9 +192,10 @@ pub(super) fn bench(
     let mut run = Run {
         py,
         h,
+        parent,
         cand: cand.clone(),
         spec,
-        seed: 1000,
+        seed: super::checks::FIRST_SEED,
         layout: job.layout.name(),
         params,
         file: file_name(&job.kernel_path),
@@ -272,53 +272,46 @@ pub(crate) fn borrowed_in_calls(
     })
 }
 
-/// Compares the outputs the harness kept from timed calls (`harness._Rotation`) with the
-/// references of their inputs, at the kind `spec`'s tolerance for `dtype`: Ok(Err(reason))
-/// for the first that differs or has another shape than the catalogue's; Err when the
-/// harness kept more outputs than references, or returned something other than float32
-/// arrays.
+/// Has the parent compare the outputs the harness kept from timed calls
+/// (`harness._Rotation`) with the references of their inputs: `case` with each output's
+/// input offsets (`offsets_json`, a JSON list in the outputs' order). Ok(Err(reason)) for
+/// the first that differs or has another shape than the catalogue's; Err when the harness
+/// kept more outputs than offsets, or returned something other than float32 arrays.
 pub(crate) fn check_timed_outputs(
+    parent: &mut ParentLink<'_>,
     spec: &KindSpec,
-    shape: &Shape,
-    dtype: DType,
+    case: &ReferenceJob,
+    stage: Stage,
     outputs: Vec<Bound<'_, PyAny>>,
-    references: Vec<Bound<'_, PyAny>>,
+    offsets_json: &str,
 ) -> Result<Result<(), String>, Failure> {
-    if outputs.len() != references.len() {
+    let offsets: Vec<BTreeMap<String, u64>> =
+        serde_json::from_str(offsets_json).map_err(|e| Failure::Harness(e.to_string()))?;
+    if outputs.len() != offsets.len() {
         return Err(Failure::Harness(format!(
-            "the harness kept {} timed outputs but {} references",
+            "the harness kept {} timed outputs but {} sets of offsets",
             outputs.len(),
-            references.len()
+            offsets.len()
         )));
     }
-    let (expected_shape, expected_dtype) =
-        spec.output_for(shape, dtype).map_err(Failure::Harness)?;
+    let (shape, dtype) = (&case.shape, case.dtype);
+    let (expected_shape, _) = spec.output_for(shape, dtype).map_err(Failure::Harness)?;
     let expected_shape: Vec<usize> = expected_shape.iter().map(|&d| d as usize).collect();
-    let out_dt: DType = expected_dtype.parse().unwrap_or(dtype);
-    let tol = spec.tolerance(dtype);
-    let ctx = CaseContext {
-        kind: &spec.name,
-        stage: Stage::Timing,
-        shape,
-        dtype,
-        mode: InputMode::Normal.name(),
-        note: None,
-    };
-    for (out, reference) in outputs.into_iter().zip(references) {
+    for (out, offsets) in outputs.into_iter().zip(offsets) {
         let out = out.cast_into::<PyArrayDyn<f32>>().map_err(PyErr::from)?;
-        let reference = reference
-            .cast_into::<PyArrayDyn<f32>>()
-            .map_err(PyErr::from)?;
-        let (out, reference) = (out.readonly(), reference.readonly());
-        let (out, reference) = (out.as_array(), reference.as_array());
+        let out = out.readonly();
+        let out = out.as_array();
         if out.shape() != expected_shape.as_slice() {
             return Ok(Err(format!(
                 "a timed call at {dtype} {shape} returned shape {:?}, not {expected_shape:?}",
                 out.shape()
             )));
         }
-        if let Err(reason) = judge::compare_outputs(out.view(), reference.view(), out_dt, tol, &ctx)
-        {
+        let at = ReferenceJob {
+            offsets: Some(offsets),
+            ..case.clone()
+        };
+        if let Some(Err(reason)) = parent.check(stage, at, &[out])?.into_iter().next() {
             return Ok(Err(format!(
                 "a timed call's output (its inputs overwritten with another seed's before \
                  the call) differs from the reference: {reason}"
@@ -376,9 +369,11 @@ fn load_failed_in_harness(job: &BenchJob, h: &Harness, reason: String) -> BenchR
 }
 
 /// The state of one bench request's stages.
-struct Run<'a, 'py> {
+struct Run<'a, 'py, 'l> {
     py: Python<'py>,
     h: &'a Harness,
+    /// Where the outputs are compared with the trusted reference.
+    parent: &'a mut ParentLink<'l>,
     cand: Bound<'py, PyAny>,
     /// The kind's catalogue entry.
     spec: &'a KindSpec,
@@ -396,7 +391,7 @@ struct Run<'a, 'py> {
 
 type StageOutcome = Result<Option<Correctness>, Failure>;
 
-impl Run<'_, '_> {
+impl Run<'_, '_, '_> {
     /// Runs `plan` after the load: the guards first (the module-level code of kernel.py
     /// has run), the correctness stages, the timing, the plausibility gate, the integrity
     /// re-check. The first verdict other than `PASS` ends it.
@@ -437,8 +432,8 @@ impl Run<'_, '_> {
                 self.layout,
                 self.params.as_str(),
             ))
-            .and_then(|r| r.extract::<(String, Vec<Bound<'_, PyAny>>, Vec<Bound<'_, PyAny>>)>());
-        let (timed, timed_outputs, timed_references) = match timed {
+            .and_then(|r| r.extract::<(String, Vec<Bound<'_, PyAny>>, String)>());
+        let (timed, timed_outputs, timed_offsets) = match timed {
             Ok(t) => t,
             Err(e) => {
                 let (message, _tb, cuda) = self.h.describe(self.py, &e);
@@ -459,12 +454,14 @@ impl Run<'_, '_> {
             serde_json::from_str(&timed).map_err(|e| Failure::Harness(e.to_string()))?;
         // timing calls are judged calls: a few of them, on inputs overwritten in place
         // before each call, checked against the reference of those inputs
+        let case = self.reference_job(timing_shape, timing_dtype, seed, "normal");
         if let Err(reason) = check_timed_outputs(
+            self.parent,
             self.spec,
-            timing_shape,
-            timing_dtype,
+            &case,
+            Stage::Timing,
             timed_outputs,
-            timed_references,
+            &timed_offsets,
         )? {
             let v = Correctness::Fail {
                 stage: Stage::Timing,
@@ -485,8 +482,12 @@ impl Run<'_, '_> {
             self.fail_report(Stage::Timing, &v);
             return Ok((v, None));
         }
-        let metrics = self.metrics(&t, timing_shape, timing_dtype, job.gpu_bandwidth_gb_s);
-        let compiled_note = t
+        // the reference is timed where it is computed: in the trusted reference worker
+        let r = self
+            .parent
+            .time_reference(case, job.quick, job.time_compiled)?;
+        let metrics = self.metrics(&t, &r, timing_shape, timing_dtype, job.gpu_bandwidth_gb_s);
+        let compiled_note = r
             .compiled_error
             .as_ref()
             .map(|e| format!("; torch.compile failed: {e}"))
@@ -527,6 +528,7 @@ impl Run<'_, '_> {
     fn metrics(
         &self,
         t: &TimingMeta,
+        r: &ReferenceTiming,
         shape: &Shape,
         dtype: DType,
         bandwidth: Option<f64>,
@@ -549,10 +551,10 @@ impl Run<'_, '_> {
             shape: shape.clone(),
             dtype,
             latency_us: t.latency_us,
-            reference_latency_us: t.reference_latency_us,
-            compiled_latency_us: t.compiled_latency_us,
+            reference_latency_us: r.reference_latency_us,
+            compiled_latency_us: r.compiled_latency_us,
             speedup_vs_reference: if t.latency_us > 0.0 {
-                t.reference_latency_us / t.latency_us
+                r.reference_latency_us / t.latency_us
             } else {
                 0.0
             },
@@ -561,6 +563,20 @@ impl Run<'_, '_> {
             pct_peak,
             peak_vram_mb: t.peak_vram_mb.unwrap_or(0.0),
             config_keys_read: t.config_keys_read.clone(),
+        }
+    }
+
+    /// The trusted reference worker's description of a case run with `seed`.
+    fn reference_job(&self, shape: &Shape, dtype: DType, seed: u64, mode: &str) -> ReferenceJob {
+        ReferenceJob {
+            kind: self.spec.name.clone(),
+            shape: shape.clone(),
+            dtype,
+            seed,
+            mode: mode.into(),
+            layout: self.layout.into(),
+            params: self.params.clone(),
+            offsets: None,
         }
     }
 
@@ -725,15 +741,14 @@ impl Run<'_, '_> {
                 )));
             }
         };
-        let (meta, outputs, reference): (String, Vec<Bound<'_, PyAny>>, Bound<'_, PyAny>) =
-            res.extract()?;
+        let (meta, outputs): (String, Vec<Bound<'_, PyAny>>) = res.extract()?;
         let meta: CaseMeta =
             serde_json::from_str(&meta).map_err(|e| Failure::Harness(e.to_string()))?;
         let where_ = format!(
             "{} {}{}",
             c.dtype,
             c.shape,
-            if c.mode == InputMode::Normal {
+            if c.mode == plan::InputMode::Normal {
                 String::new()
             } else {
                 format!(" {} inputs", c.mode.name())
@@ -791,36 +806,24 @@ impl Run<'_, '_> {
                 reason: format!("{where_}: {reason}"),
             }));
         }
-        let reference = reference
-            .cast_into::<PyArrayDyn<f32>>()
-            .map_err(PyErr::from)?;
-        let reference = reference.readonly();
         let arrays: Vec<Bound<'_, PyArrayDyn<f32>>> = outputs
             .into_iter()
             .map(|o| o.cast_into::<PyArrayDyn<f32>>().map_err(PyErr::from))
             .collect::<Result<_, _>>()?;
         let readonly: Vec<_> = arrays.iter().map(|a| a.readonly()).collect();
         let views: Vec<_> = readonly.iter().map(|r| r.as_array()).collect();
-        let out_dt: DType = expected_dtype.parse().unwrap_or(c.dtype);
-        let ctx = CaseContext {
-            kind: &self.spec.name,
-            stage,
-            shape: &c.shape,
-            dtype: c.dtype,
-            mode: c.mode.name(),
-            note: meta.note.as_deref(),
-        };
         if views.is_empty() {
             return Err(Failure::Harness("the harness returned no outputs".into()));
         }
-        let tol = self.spec.tolerance(c.dtype);
-        // every call's output against the reference (the repeats' too: a wrong repeat is
-        // FAIL whoever computed it); the first call's agreement is the case's
+        // every call's output against the trusted reference, in the parent (the repeats'
+        // too: a wrong repeat is FAIL whoever computed it); the first call's agreement is
+        // the case's
+        let case = self.reference_job(&c.shape, c.dtype, seed, c.mode.name());
         let mut agreement = None;
-        for view in &views {
-            match judge::compare_outputs(view.view(), reference.as_array(), out_dt, tol, &ctx) {
-                Ok(a) => {
-                    agreement.get_or_insert(a);
+        for result in self.parent.check(stage, case, &views)? {
+            match result {
+                Ok(rel_l2) => {
+                    agreement.get_or_insert(rel_l2);
                 }
                 Err(reason) => return Ok(Err(Correctness::Fail { stage, reason })),
             }
@@ -844,10 +847,18 @@ impl Run<'_, '_> {
             }));
         }
         if views.len() > 1 {
+            let ctx = judge::CaseContext {
+                kind: &self.spec.name,
+                stage,
+                shape: &c.shape,
+                dtype: c.dtype,
+                mode: c.mode.name(),
+                note: None,
+            };
             if let Err(reason) = judge::check_bitwise_identical(&views, &ctx) {
                 return Ok(Err(Correctness::Fail { stage, reason }));
             }
         }
-        Ok(Ok(agreement.rel_l2))
+        Ok(Ok(agreement))
     }
 }

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::guards::Guards;
 
 /// The harness functions Rust calls, looked up when the harness is imported.
-const FUNCS: [&str; 10] = [
+const FUNCS: [&str; 12] = [
     "status",
     "load",
     "unload",
@@ -25,6 +25,8 @@ const FUNCS: [&str; 10] = [
     "describe_exception",
     "guarded_names",
     "launcher_signatures",
+    "reference_output",
+    "time_reference",
 ];
 
 /// What the harness's `init` reports.

@@ -10,11 +10,13 @@
 //! the harness for each case; `guards` are taken when the harness starts and checked after
 //! the load and every stage.
 pub(crate) mod bootstrap;
+mod checks;
 pub(crate) mod client;
 mod execute;
 mod guards;
 mod harness;
 pub(crate) mod launchers;
 pub(crate) mod log;
+mod parent;
 mod plan;
 mod requests;

@@ -1,17 +1,20 @@
 //! One request in, one reply out: [`handle`] dispatches a [`Request`] to the harness
-//! (`status`, `call_script`), the head-to-head comparison of two kernel files (here) or the
-//! judging of one ([`super::execute::bench`]), and says whether the worker must restart.
+//! (`status`, `call_script`, and in the trusted reference worker a case's reference output
+//! and the reference's timing), the head-to-head comparison of two kernel files (here) or
+//! the judging of one ([`super::execute::bench`]), and says whether the worker must restart.
 
 use std::path::Path;
 
-use autokernel_core::Comparison;
+use autokernel_core::{Comparison, Stage};
+use numpy::{PyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use serde::Deserialize;
 
 use super::execute;
 use super::harness::{Failure, Harness};
+use super::parent::ParentLink;
 use super::plan::check_request;
-use crate::protocol::{CompareJob, ReplyBody, Request};
+use crate::protocol::{CompareJob, ReferenceJob, ReplyBody, Request};
 
 /// What the harness's `compare` reports: interleaved latencies, in µs.
 #[derive(Deserialize)]
@@ -34,28 +37,45 @@ struct CompareMeta {
     candidate_own_ops: Vec<String>,
 }
 
-/// Answers `request`: the reply's body, and whether the worker must exit after sending it
-/// (a CUDA error or tampering: the next request gets a fresh process).
-pub(super) fn handle(h: &Harness, py: Python<'_>, request: Request) -> (ReplyBody, bool) {
+/// Answers `request`, asking `parent` what a candidate's process must not compute itself:
+/// the reply's body, whether the worker must exit after sending it (a CUDA error or
+/// tampering: the next request gets a fresh process), and the float32 array whose bytes
+/// follow the reply line (a reference output; `None` for every other request).
+pub(super) fn handle<'py>(
+    h: &Harness,
+    py: Python<'py>,
+    request: Request,
+    parent: &mut ParentLink<'_>,
+) -> (ReplyBody, bool, Option<Bound<'py, PyArrayDyn<f32>>>) {
+    let mut payload = None;
     let result: Result<(serde_json::Value, bool), Failure> = match request {
         Request::Status => status(h, py).map(|v| (v, false)),
-        Request::Bench(job) => execute::bench(h, py, &job).and_then(|(r, restart)| {
+        Request::Bench(job) => execute::bench(h, py, &job, parent).and_then(|(r, restart)| {
             serde_json::to_value(&r)
                 .map(|v| (v, restart))
                 .map_err(|e| Failure::Harness(e.to_string()))
         }),
-        Request::Compare(job) => compare(h, py, &job).and_then(|c| {
+        Request::Compare(job) => compare(h, py, &job, parent).and_then(|c| {
             serde_json::to_value(&c)
                 .map(|v| (v, false))
                 .map_err(|e| Failure::Harness(e.to_string()))
         }),
+        Request::Reference(job) => reference(h, py, &job).map(|(value, out)| {
+            payload = Some(out);
+            (value, false)
+        }),
+        Request::TimeReference {
+            case,
+            quick,
+            compiled,
+        } => time_reference(h, py, &case, quick, compiled).map(|v| (v, false)),
         Request::CallScript {
             script,
             function,
             kwargs,
         } => call_script(h, py, &script, &function, &kwargs),
     };
-    match result {
+    let (body, restart) = match result {
         Ok((value, restart)) => (ReplyBody::Ok { value }, restart),
         Err(Failure::Harness(message) | Failure::Request(message)) => {
             (ReplyBody::Error { message }, false)
@@ -66,7 +86,73 @@ pub(super) fn handle(h: &Harness, py: Python<'_>, request: Request) -> (ReplyBod
             let (message, traceback, cuda) = h.describe(py, &e);
             (ReplyBody::PythonError { message, traceback }, cuda)
         }
+    };
+    if !matches!(body, ReplyBody::Ok { .. }) {
+        payload = None;
     }
+    (body, restart, payload)
+}
+
+/// The reference output of `job` (`harness.reference_output`): the reply's value
+/// `{shape, note, bytes}` and the output (float32, C-contiguous: its bytes are sent as
+/// they lie).
+fn reference<'py>(
+    h: &Harness,
+    py: Python<'py>,
+    job: &ReferenceJob,
+) -> Result<(serde_json::Value, Bound<'py, PyArrayDyn<f32>>), Failure> {
+    let offsets =
+        serde_json::to_string(&job.offsets).map_err(|e| Failure::Harness(e.to_string()))?;
+    let (note, out): (Option<String>, Bound<'_, PyAny>) = h
+        .func(py, "reference_output")
+        .call1((
+            job.kind.as_str(),
+            job.shape.0.clone(),
+            job.dtype.name(),
+            job.seed,
+            job.mode.as_str(),
+            job.layout.as_str(),
+            job.params.as_str(),
+            offsets,
+        ))?
+        .extract()?;
+    let out = out.cast_into::<PyArrayDyn<f32>>().map_err(PyErr::from)?;
+    if !out.is_c_contiguous() {
+        return Err(Failure::Harness(
+            "the harness's reference output is not C-contiguous".into(),
+        ));
+    }
+    let value = serde_json::json!({
+        "shape": out.shape(),
+        "note": note,
+        "bytes": PyUntypedArrayMethods::len(&out) * size_of::<f32>(),
+    });
+    Ok((value, out))
+}
+
+/// The reference's latencies at the timing case `job` (`harness.time_reference`), as a
+/// [`crate::protocol::ReferenceTiming`]'s JSON.
+fn time_reference(
+    h: &Harness,
+    py: Python<'_>,
+    job: &ReferenceJob,
+    quick: bool,
+    compiled: bool,
+) -> Result<serde_json::Value, Failure> {
+    let text: String = h
+        .func(py, "time_reference")
+        .call1((
+            job.kind.as_str(),
+            job.shape.0.clone(),
+            job.dtype.name(),
+            job.seed,
+            quick,
+            compiled,
+            job.layout.as_str(),
+            job.params.as_str(),
+        ))?
+        .extract()?;
+    serde_json::from_str(&text).map_err(|e| Failure::Harness(e.to_string()))
 }
 
 /// The harness's `status` (pid, device, warmth), as JSON.
@@ -95,8 +181,17 @@ fn call_script(
     Ok((value, false))
 }
 
+/// The seed of the head-to-head's inputs (any: the rotation overwrites them before every
+/// timed call).
+const COMPARE_SEED: u64 = 7;
+
 /// Times the incumbent and the candidate interleaved at the job's shape and dtype.
-fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, Failure> {
+fn compare(
+    h: &Harness,
+    py: Python<'_>,
+    job: &CompareJob,
+    parent: &mut ParentLink<'_>,
+) -> Result<Comparison, Failure> {
     let (shape, dtype) = &job.timing;
     let spec = h.catalogue.get(&job.kind).ok_or_else(|| {
         Failure::Harness(format!(
@@ -126,7 +221,13 @@ fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, 
     }
     let reps = job.repetitions.max(1);
     type Kept<'py> = Vec<Bound<'py, PyAny>>;
-    let (text, inc_outs, inc_refs, cand_outs, cand_refs): (String, Kept, Kept, Kept, Kept) = h
+    let (text, inc_outs, inc_offsets, cand_outs, cand_offsets): (
+        String,
+        Kept,
+        String,
+        Kept,
+        String,
+    ) = h
         .func(py, "compare")
         .call1((
             &loaded[0],
@@ -134,7 +235,7 @@ fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, 
             job.kind.as_str(),
             shape.0.clone(),
             dtype.name(),
-            7u64,
+            COMPARE_SEED,
             reps,
             job.layout.name(),
             params.as_str(),
@@ -143,8 +244,7 @@ fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, 
     for c in &loaded {
         let _ = h.func(py, "unload").call1((c,));
     }
-    // both kernels' module code ran again here: no verdict was taken after it; and the
-    // references of the outputs checked below are computed with what the guards watch
+    // both kernels' module code ran again here: no verdict was taken after it
     let changed = h.guards.changed(py);
     if !changed.is_empty() {
         return Err(Failure::Tampered(format!(
@@ -154,11 +254,23 @@ fn compare(h: &Harness, py: Python<'_>, job: &CompareJob) -> Result<Comparison, 
     }
     // the head-to-head's calls are judged calls too: a kernel right when benched alone and
     // wrong beside the incumbent (or at this CONFIG only here) gets no comparison
-    for (role, outs, refs) in [
-        ("incumbent", inc_outs, inc_refs),
-        ("candidate", cand_outs, cand_refs),
+    let case = ReferenceJob {
+        kind: job.kind.clone(),
+        shape: shape.clone(),
+        dtype: *dtype,
+        seed: COMPARE_SEED,
+        mode: "normal".into(),
+        layout: job.layout.name().into(),
+        params,
+        offsets: None,
+    };
+    for (role, outs, offsets) in [
+        ("incumbent", inc_outs, inc_offsets),
+        ("candidate", cand_outs, cand_offsets),
     ] {
-        if let Err(reason) = execute::check_timed_outputs(spec, shape, *dtype, outs, refs)? {
+        if let Err(reason) =
+            execute::check_timed_outputs(parent, spec, &case, Stage::Timing, outs, &offsets)?
+        {
             // a kernel that behaves only when judged alone: its process is not reused
             return Err(Failure::Tampered(format!(
                 "the {role} went wrong in the head-to-head: {reason}"

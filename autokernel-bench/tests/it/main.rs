@@ -9,6 +9,7 @@ mod launchers;
 mod ops;
 mod params;
 mod poisoning;
+mod reference;
 mod robustness;
 mod sandbox;
 mod script;
