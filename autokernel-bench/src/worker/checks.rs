@@ -42,9 +42,12 @@ pub(super) async fn read_f32s<R: AsyncRead + Unpin>(
     Ok(values)
 }
 
-/// What the checks of one request may ask for: the kind, the layout and the parameters
-/// come from the request the parent sent, never from the candidate's process.
+/// What the checks of one request may ask for (the kind, the layout and the parameters
+/// come from the request the parent sent, never from the candidate's process), and what
+/// they found.
 pub(super) struct Scope<'c> {
+    /// Every check answered so far.
+    pub tally: Tally,
     catalogue: &'c Catalogue,
     /// The kind: the request's, else the first check's (the file's `KERNEL_KIND`).
     kind: Option<String>,
@@ -58,12 +61,14 @@ impl<'c> Scope<'c> {
     pub(super) fn of(catalogue: &'c Catalogue, request: &Request) -> Option<Self> {
         match request {
             Request::Bench(job) => Some(Scope {
+                tally: Tally::default(),
                 catalogue,
                 kind: job.kind.clone(),
                 layout: job.layout.name().into(),
                 params: job.params.clone(),
             }),
             Request::Compare(job) => Some(Scope {
+                tally: Tally::default(),
                 catalogue,
                 kind: Some(job.kind.clone()),
                 layout: job.layout.name().into(),

@@ -604,7 +604,6 @@ impl Worker {
             running.stdin.flush().await
         }
         .await;
-        let mut tally = Tally::default();
         loop {
             let mut reply_line = String::new();
             let read = match written {
@@ -646,7 +645,14 @@ impl Worker {
                     return (Err(error), None);
                 }
                 let answer = match self
-                    .answer(state, &mut running, call.call, scope, &mut tally, deadline)
+                    .answer(
+                        state,
+                        &mut running,
+                        call.call,
+                        scope,
+                        deadline,
+                        timeout.as_secs_f64(),
+                    )
                     .await
                 {
                     Ok(a) => a,
@@ -692,8 +698,14 @@ impl Worker {
             if let Ok(mut seen) = self.launchers.lock() {
                 seen.add(std::mem::take(&mut reply.launchers));
             }
-            if scope.is_some() {
-                reply.body = backed(reply.body, &tally, catalogue, bench_job.as_ref(), &running);
+            if let Some(scope) = &scope {
+                reply.body = backed(
+                    reply.body,
+                    &scope.tally,
+                    catalogue,
+                    bench_job.as_ref(),
+                    &running,
+                );
             }
             if reply.restart {
                 tracing::debug!(pid = running.pid, "bench worker asked to be restarted");
@@ -715,7 +727,7 @@ impl Worker {
     /// Answers a candidate's worker's `call` (issue 21, point 1): its outputs are read into
     /// the parent's memory and compared with the reference the trusted reference worker
     /// computes from the same seed; or the reference is timed there. The case is pinned to
-    /// the request (`scope`) and every check is kept in `tally`.
+    /// the request, and every check is kept, in `scope`.
     ///
     /// # Errors
     /// [`WorkerError::Protocol`] for a call the request cannot make (another kind, an
@@ -728,8 +740,8 @@ impl Worker {
         running: &mut Running,
         call: ParentCall,
         scope: &mut Scope<'_>,
-        tally: &mut Tally,
         deadline: tokio::time::Instant,
+        limit_s: f64,
     ) -> Result<ParentAnswer, WorkerError> {
         let protocol = |message: String| WorkerError::Protocol {
             message: format!("a check the request cannot make: {message}"),
@@ -742,34 +754,39 @@ impl Worker {
             } => {
                 let (case, spec) = scope.pin(case).map_err(protocol)?;
                 let numel = checks::payload_numel(spec, &case, &outputs).map_err(protocol)?;
-                let mut outs = Vec::with_capacity(outputs.len());
-                for _ in &outputs {
-                    let read = tokio::time::timeout_at(
-                        deadline,
-                        checks::read_f32s(&mut running.stdout, numel),
-                    )
-                    .await;
-                    match read {
-                        Ok(Ok(values)) => outs.push(values),
-                        Ok(Err(e)) => {
-                            return Err(WorkerError::Protocol {
-                                message: format!("a check's outputs were cut short: {e}"),
-                            })
-                        }
-                        Err(_) => {
-                            return Err(WorkerError::Timeout {
-                                limit_s: 0.0,
-                                stderr_tail:
-                                    "the deadline passed while a check's outputs were read".into(),
-                            })
-                        }
+                // the candidate's outputs are read while the reference worker computes and
+                // sends the reference: both transfers at once
+                let device = running.device;
+                let stdout = &mut running.stdout;
+                let read_outputs = async {
+                    let mut outs = Vec::with_capacity(outputs.len());
+                    for _ in &outputs {
+                        outs.push(checks::read_f32s(stdout, numel).await?);
                     }
-                }
-                let (note, reference) =
-                    match self.reference(state, running.device, &case, deadline).await {
-                        Ok(r) => r,
-                        Err(message) => return Ok(ParentAnswer::Error { message }),
-                    };
+                    Ok::<_, std::io::Error>(outs)
+                };
+                let read_outputs = tokio::time::timeout_at(deadline, read_outputs);
+                let (outs, reference) =
+                    tokio::join!(read_outputs, self.reference(state, device, &case, deadline));
+                let outs = match outs {
+                    Ok(Ok(outs)) => outs,
+                    Ok(Err(e)) => {
+                        return Err(WorkerError::Protocol {
+                            message: format!("a check's outputs were cut short: {e}"),
+                        })
+                    }
+                    Err(_) => {
+                        return Err(WorkerError::Timeout {
+                            limit_s,
+                            stderr_tail: "the deadline passed while a check's outputs were read"
+                                .into(),
+                        })
+                    }
+                };
+                let (note, reference) = match reference {
+                    Ok(r) => r,
+                    Err(message) => return Ok(ParentAnswer::Error { message }),
+                };
                 if reference.len() != numel {
                     return Ok(ParentAnswer::Error {
                         message: format!(
@@ -789,7 +806,7 @@ impl Worker {
                 .map_err(|e| WorkerError::Protocol {
                     message: format!("the comparison failed: {e}"),
                 })?;
-                tally.record(stage, case, &results);
+                scope.tally.record(stage, case, &results);
                 Ok(ParentAnswer::Checked { results })
             }
             ParentCall::TimeReference {
