@@ -1,0 +1,44 @@
+"""Throughput of a pipe between two processes, as the judge's payloads cross it (a
+candidate's outputs and the trusted reference, float32, up to 800 MB a case): 512 MB
+written by a forked child in 8 MB writes and read by the parent, with Linux's default pipe
+buffer and with 1 MiB (`F_SETPIPE_SZ`). Usage: `python3 benches/gpu/pipe_throughput.py`;
+the figures are in docs/benchmarks.md ("the trusted reference worker")."""
+import fcntl
+import os
+import time
+
+TOTAL = 512 * 1024 * 1024
+CHUNK = 8 << 20
+F_SETPIPE_SZ = 1031  # linux/fcntl.h; not in Python's fcntl module before 3.10 on every build
+
+
+def rate_gb_s(pipe_bytes):
+    data = bytearray(TOTAL)
+    r, w = os.pipe()
+    if pipe_bytes:
+        fcntl.fcntl(r, F_SETPIPE_SZ, pipe_bytes)
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        view, sent = memoryview(data), 0
+        while sent < TOTAL:
+            sent += os.write(w, view[sent:sent + CHUNK])
+        os._exit(0)
+    os.close(w)
+    buf = bytearray(TOTAL)
+    view, got = memoryview(buf), 0
+    t0 = time.perf_counter()
+    while got < TOTAL:
+        n = os.readv(r, [view[got:got + CHUNK]])
+        if n == 0:
+            break
+        got += n
+    elapsed = time.perf_counter() - t0
+    os.waitpid(pid, 0)
+    os.close(r)
+    return got / elapsed / 1e9
+
+
+if __name__ == "__main__":
+    for size, label in ((None, "default buffer"), (1 << 20, "1 MiB buffer")):
+        print(f"{label}: {rate_gb_s(size):.2f} GB/s")
