@@ -1239,7 +1239,7 @@ def reference_output(kind, shape, dtype, seed, mode, layout="contiguous", params
         inputs = _make(kind, shape, dt, seed, mode, layout, params)
     else:
         # a measurement's timed outputs come one after another: its pools are made once
-        key = (kind, tuple(shape), dtype, int(seed), layout, params_json)
+        key = (kind, tuple(shape), dtype, int(seed), mode, layout, params_json)
         if _STATE.get("pools_key") != key:
             _STATE["pools"] = None  # freed before the next are made
             made = _make(kind, shape, dt, seed, mode, layout, params)
@@ -1268,6 +1268,9 @@ def time_reference(kind, shape, dtype, seed, quick, compiled, layout="contiguous
     result["reference_latency_us"] = _measure_us(lambda: _eager(kind, inputs, params), quick)
     if compiled:
         try:
+            # this worker lives on: without a reset, Dynamo would count every earlier
+            # target's graph against its recompile limit, and fall back to eager
+            torch._dynamo.reset()
             cfn = torch.compile(lambda **kw: _eager(kind, kw, params))
             cfn(**inputs)
             result["compiled_latency_us"] = _measure_us(lambda: cfn(**inputs), quick)

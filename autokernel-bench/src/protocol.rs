@@ -29,8 +29,9 @@ pub(crate) mod env {
     /// Triton launcher signatures to build before any candidate is loaded, as a JSON array
     /// of arrays of argument type names (`worker::launchers`); unset: none.
     pub const TRITON_LAUNCHERS: &str = "AUTOKERNEL_WORKER_TRITON_LAUNCHERS";
-    /// Set (to `1`) for the trusted reference worker: it serves only [`super::Request::Reference`]
-    /// and [`super::Request::TimeReference`], and makes itself undumpable so that no other
+    /// Set (to `1`) for the trusted reference worker: it serves only [`super::Request::Reference`],
+    /// [`super::Request::TimeReference`] and status (`bootstrap.rs` refuses the rest), and
+    /// makes itself undumpable so that no other
     /// process of the user's (a candidate outside a user namespace) can read its memory or
     /// open its pipes through `/proc`.
     pub const REFERENCE: &str = "AUTOKERNEL_WORKER_REFERENCE";

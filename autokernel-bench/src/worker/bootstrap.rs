@@ -28,7 +28,7 @@ use super::harness::Harness;
 use super::log::log;
 use super::parent::ParentLink;
 use super::requests;
-use crate::protocol::{env, Envelope, Hello, Reply, Request};
+use crate::protocol::{env, Envelope, Hello, Reply, ReplyBody, Request};
 use crate::sandbox;
 
 /// Entry point of the worker process; any binary can host it (the `autokernel` binary's
@@ -235,7 +235,8 @@ fn serve() -> Result<(), String> {
             (spec, isolation)
         });
     exit_with_parent();
-    if std::env::var_os(env::REFERENCE).is_some() {
+    let reference_role = std::env::var_os(env::REFERENCE).is_some();
+    if reference_role {
         // the trusted reference worker: /proc/<pid>/{mem,fd} of an undumpable process are
         // root's, so a candidate of the same user cannot read its references there
         // SAFETY: prctl with integer arguments only.
@@ -337,6 +338,28 @@ fn serve() -> Result<(), String> {
             Err(e) => return Err(format!("unreadable request: {e}")),
         };
         let candidate = matches!(envelope.request, Request::Bench(_) | Request::Compare(_));
+        let refused = reference_role
+            && !matches!(
+                envelope.request,
+                Request::Reference(_) | Request::TimeReference { .. } | Request::Status
+            );
+        if refused {
+            // the trusted reference worker never runs a candidate or a script
+            send(
+                &mut ch.replies,
+                &Reply {
+                    id: envelope.id,
+                    nonce: envelope.nonce,
+                    pid,
+                    restart: false,
+                    body: ReplyBody::Error {
+                        message: "the trusted reference worker serves only references".into(),
+                    },
+                    launchers: Vec::new(),
+                },
+            )?;
+            continue;
+        }
         let restart = Python::attach(|py| {
             let mut parent = ParentLink::new(
                 &mut ch.replies,

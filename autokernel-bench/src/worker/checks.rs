@@ -1,9 +1,10 @@
 //! The parent's side of the checks (issue 21, point 1): a candidate's worker sends its
 //! outputs ([`super::parent`]); the parent reads them into its own memory, has the trusted
 //! reference worker compute the reference from the same seed, and compares the two with
-//! the judge ([`crate::judge`]). [`Scope`] pins what a check may ask for to the request the
-//! parent sent, and [`Tally`] keeps what was checked, so that a PASS the candidate's process
-//! reports must be backed by the parent's own comparison of every planned case.
+//! the judge ([`crate::judge`]). [`Scope`] admits a check only as the next one the parent's
+//! own plan of the request expects, and keeps what was checked ([`Tally`]), so that a PASS
+//! the candidate's process reports must be backed by the parent's own comparison of every
+//! planned case.
 
 use autokernel_core::{BenchResult, Catalogue, Correctness, DType, KindSpec, Stage};
 use ndarray::{ArrayViewD, IxDyn};
@@ -11,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::plan;
 use crate::judge::{self, CaseContext};
-use crate::protocol::{BenchJob, ReferenceJob, Request};
+use crate::protocol::{ReferenceJob, ReferenceTiming, Request};
 
 /// The most outputs one check may carry (the determinism stage's 3 calls, with room).
 const MAX_OUTPUTS: usize = 8;
@@ -42,54 +43,82 @@ pub(super) async fn read_f32s<R: AsyncRead + Unpin>(
     Ok(values)
 }
 
-/// What the checks of one request may ask for (the kind, the layout and the parameters
-/// come from the request the parent sent, never from the candidate's process), and what
-/// they found.
+/// The most timed outputs one measurement keeps (`harness._CHECKED_TIMED_CALLS` + the
+/// last call), per kernel.
+const MAX_TIMED: usize = 4;
+
+/// One check the plan expects, in order.
+#[derive(Debug, Clone, PartialEq)]
+struct Expected {
+    stage: Stage,
+    shape: autokernel_core::Shape,
+    dtype: DType,
+    mode: &'static str,
+    seed: u64,
+    /// Outputs (calls) of a case; for the timing, any number from 1 to [`MAX_TIMED`] (per
+    /// kernel in a head-to-head), each with its inputs' offsets.
+    outputs: usize,
+    timed: bool,
+}
+
+/// What the checks of one request may ask for, and what they found. Every check is
+/// admitted only as the next one the parent's own plan of the request expects (the kind,
+/// the layout and the parameters the request's; shape, dtype, mode, seed and the number
+/// of outputs the plan's), before a byte of its outputs is read: a check's size is never
+/// the candidate's process's to choose.
 pub(super) struct Scope<'c> {
     /// Every check answered so far.
     pub tally: Tally,
+    /// The reference timing the parent served, which the reply's metrics must carry.
+    pub timed: Option<ReferenceTiming>,
     catalogue: &'c Catalogue,
+    request: Request,
+    on_gpu: bool,
     /// The kind: the request's, else the first check's (the file's `KERNEL_KIND`).
     kind: Option<String>,
-    layout: String,
-    /// The request's parameters (unresolved: resolved once the kind is known).
-    params: autokernel_core::Params,
+    /// The checks the plan expects (known once the kind is), and the next one's index.
+    expected: Vec<Expected>,
+    next: usize,
+    /// Timed outputs admitted at the current timing entry.
+    timed_outputs: usize,
 }
 
 impl<'c> Scope<'c> {
-    /// The scope of `request`, or `None` for a request that runs no candidate.
-    pub(super) fn of(catalogue: &'c Catalogue, request: &Request) -> Option<Self> {
-        match request {
-            Request::Bench(job) => Some(Scope {
-                tally: Tally::default(),
-                catalogue,
-                kind: job.kind.clone(),
-                layout: job.layout.name().into(),
-                params: job.params.clone(),
-            }),
-            Request::Compare(job) => Some(Scope {
-                tally: Tally::default(),
-                catalogue,
-                kind: Some(job.kind.clone()),
-                layout: job.layout.name().into(),
-                params: job.params.clone(),
-            }),
-            _ => None,
-        }
+    /// The scope of `request` to a worker on the GPU when `on_gpu`, or `None` for a request
+    /// that runs no candidate.
+    pub(super) fn of(catalogue: &'c Catalogue, request: &Request, on_gpu: bool) -> Option<Self> {
+        let kind = match request {
+            Request::Bench(job) => job.kind.clone(),
+            Request::Compare(job) => Some(job.kind.clone()),
+            _ => return None,
+        };
+        Some(Scope {
+            tally: Tally::default(),
+            timed: None,
+            catalogue,
+            request: request.clone(),
+            on_gpu,
+            kind,
+            expected: Vec::new(),
+            next: 0,
+            timed_outputs: 0,
+        })
     }
 
     /// `case` with the request's kind, layout and parameters, and its kind's catalogue
-    /// entry.
+    /// entry, if it is the next check the plan expects with `outputs` outputs at `stage`
+    /// (`None` for a [`ParentCall::TimeReference`]).
     ///
     /// # Errors
-    /// A message for a case of another kind than the request's (or than the first check's),
-    /// or of a kind the catalogue lacks.
-    pub(super) fn pin(
+    /// A message naming what the plan expected instead, or why there is no plan.
+    pub(super) fn admit(
         &mut self,
+        stage: Option<Stage>,
         mut case: ReferenceJob,
+        outputs: usize,
     ) -> Result<(ReferenceJob, &'c KindSpec), String> {
-        let kind = self.kind.get_or_insert_with(|| case.kind.clone());
-        if *kind != case.kind {
+        let kind = self.kind.get_or_insert_with(|| case.kind.clone()).clone();
+        if kind != case.kind {
             return Err(format!(
                 "a check of kind `{}` in a request for `{kind}`",
                 case.kind
@@ -97,15 +126,166 @@ impl<'c> Scope<'c> {
         }
         let spec = self
             .catalogue
-            .get(kind)
+            .get(&kind)
             .ok_or_else(|| format!("a check of unknown kind `{kind}`"))?;
-        let params = spec
-            .resolve_params(&self.params)
-            .map_err(|e| e.to_string())?;
-        case.params = serde_json::to_string(&params).map_err(|e| e.to_string())?;
-        case.layout.clone_from(&self.layout);
+        let (layout, params) = match &self.request {
+            Request::Bench(job) => (job.layout, &job.params),
+            Request::Compare(job) => (job.layout, &job.params),
+            _ => return Err("a check in a request that runs no candidate".into()),
+        };
+        let resolved = spec.resolve_params(params).map_err(|e| e.to_string())?;
+        case.params = serde_json::to_string(&resolved).map_err(|e| e.to_string())?;
+        case.layout = layout.name().into();
+        if self.expected.is_empty() {
+            self.expected = expected_checks(spec, &self.request, &resolved, self.on_gpu)?;
+        }
+        let Some(stage) = stage else {
+            // the reference's timing: once, at the timing case, after its outputs' checks
+            let timing = self.expected.iter().find(|e| e.timed);
+            let fits = timing.is_some_and(|e| {
+                e.shape == case.shape && e.dtype == case.dtype && e.seed == case.seed
+            });
+            if !fits || self.timed.is_some() || self.timed_outputs == 0 {
+                return Err("a reference timing the plan does not expect here".into());
+            }
+            return Ok((case, spec));
+        };
+        let matches = |e: &Expected| {
+            e.stage == stage
+                && e.shape == case.shape
+                && e.dtype == case.dtype
+                && e.mode == case.mode
+                && e.seed == case.seed
+                && e.timed == case.offsets.is_some()
+                && (e.timed || e.outputs == outputs)
+                && (!e.timed || outputs == 1)
+        };
+        let at_timing = self.expected.get(self.next).is_some_and(|e| e.timed);
+        if at_timing && self.timed_outputs > 0 && !matches(&self.expected[self.next]) {
+            // past the timed outputs: on to the next entry
+            self.next += 1;
+            self.timed_outputs = 0;
+        }
+        let Some(e) = self.expected.get(self.next) else {
+            return Err(format!(
+                "an unplanned check of {} {} (seed {})",
+                case.dtype, case.shape, case.seed
+            ));
+        };
+        if !matches(e) {
+            return Err(format!(
+                "a check of {stage} {} {} {} (seed {}) where the plan expects {} {} {} {} (seed {})",
+                case.dtype, case.shape, case.mode, case.seed, e.stage, e.dtype, e.shape, e.mode, e.seed
+            ));
+        }
+        if e.timed {
+            if self.timed_outputs == e.outputs {
+                return Err("more timed outputs checked than a measurement keeps".into());
+            }
+            self.timed_outputs += 1;
+        } else {
+            self.next += 1;
+        }
         Ok((case, spec))
     }
+
+    /// Whether the request is a bench (else a head-to-head).
+    pub(super) fn is_bench(&self) -> bool {
+        matches!(self.request, Request::Bench(_))
+    }
+
+    /// Why the candidate's worker's PASS is not backed by the parent's checks, or `None`
+    /// when it is: every check the plan expects answered and passed (at least one timed
+    /// output), the kind the one checked.
+    pub(super) fn unbacked_pass(&self, kind: Option<&str>) -> Option<String> {
+        if let Some(f) = self.tally.first_failure() {
+            return Some(format!("a check failed: {f}"));
+        }
+        if let (Some(reported), Some(checked)) = (kind, self.kind.as_deref()) {
+            if reported != checked {
+                return Some(format!(
+                    "it reports kind `{reported}`, the checks were of `{checked}`"
+                ));
+            }
+        }
+        if self.expected.is_empty() {
+            return Some("no output was checked".into());
+        }
+        let done = self.next + usize::from(self.timed_outputs > 0);
+        match self.expected.get(done) {
+            None => None,
+            Some(e) if e.timed => Some("no timed output was checked".into()),
+            Some(e) => Some(format!(
+                "the {} case {} {} {} (seed {}) was not checked",
+                e.stage, e.dtype, e.shape, e.mode, e.seed
+            )),
+        }
+    }
+}
+
+/// The checks a request's plan expects, in order: for a bench, each case of each stage
+/// with its seed (`execute::Run`: from [`FIRST_SEED`] + 1, one per case and one for the
+/// timing, which comes between the stages and the integrity re-check), and its timed
+/// outputs; for a head-to-head, the timed outputs of both kernels.
+fn expected_checks(
+    spec: &KindSpec,
+    request: &Request,
+    params: &autokernel_core::Params,
+    on_gpu: bool,
+) -> Result<Vec<Expected>, String> {
+    let timed =
+        |shape: &autokernel_core::Shape, dtype: DType, seed: u64, outputs: usize| Expected {
+            stage: Stage::Timing,
+            shape: shape.clone(),
+            dtype,
+            mode: "normal",
+            seed,
+            outputs,
+            timed: true,
+        };
+    let job = match request {
+        Request::Bench(job) => job,
+        Request::Compare(job) => {
+            let (shape, dtype) = &job.timing;
+            return Ok(vec![timed(
+                shape,
+                *dtype,
+                super::requests::COMPARE_SEED,
+                2 * MAX_TIMED,
+            )]);
+        }
+        _ => return Err("a request that runs no candidate".into()),
+    };
+    let plan = plan::plan(spec, job, params, on_gpu)?;
+    let mut seed = FIRST_SEED;
+    let mut expected = Vec::new();
+    let case = |stage: Stage, c: &plan::Case, seed: u64| Expected {
+        stage,
+        shape: c.shape.clone(),
+        dtype: c.dtype,
+        mode: c.mode.name(),
+        seed,
+        outputs: c.repeats as usize,
+        timed: false,
+    };
+    for s in &plan.stages {
+        for c in &s.cases {
+            seed += 1;
+            expected.push(case(s.stage, c, seed));
+        }
+    }
+    seed += 1;
+    expected.push(timed(
+        &plan.timing_shape,
+        plan.timing_dtype,
+        seed,
+        MAX_TIMED,
+    ));
+    for c in &plan.integrity.cases {
+        seed += 1;
+        expected.push(case(plan.integrity.stage, c, seed));
+    }
+    Ok(expected)
 }
 
 /// The output shape every payload of a check of `case` must have, checked before a byte is
@@ -188,6 +368,13 @@ pub(super) struct Tally {
 }
 
 impl Tally {
+    /// How many checks were answered.
+    pub(super) fn len(&self) -> usize {
+        self.checks.len()
+    }
+}
+
+impl Tally {
     /// Records a check of `outputs` outputs of `case` at `stage` with its `results`.
     pub(super) fn record(
         &mut self,
@@ -207,124 +394,13 @@ impl Tally {
     pub(super) fn first_failure(&self) -> Option<&str> {
         self.checks.iter().find_map(|c| c.failure.as_deref())
     }
-
-    /// Why the candidate's worker's PASS for `job` (on the GPU when `on_gpu`) is not backed
-    /// by these checks, or `None` when it is: every case of the plan, in order and with its
-    /// seed (the worker's: 1001 on, one per case and one for the timing), checked with all
-    /// its calls' outputs and passed, at least one timed output checked, nothing else.
-    pub(super) fn unbacked_pass(
-        &self,
-        catalogue: &Catalogue,
-        job: &BenchJob,
-        on_gpu: bool,
-    ) -> Option<String> {
-        if let Some(f) = self.first_failure() {
-            return Some(format!("a check failed: {f}"));
-        }
-        let Some(kind) = self.checks.first().map(|c| c.case.kind.as_str()) else {
-            return Some("no output was checked".into());
-        };
-        let plan = catalogue
-            .get(kind)
-            .ok_or_else(|| format!("unknown kind `{kind}`"))
-            .and_then(|spec| {
-                let params = spec
-                    .resolve_params(&job.params)
-                    .map_err(|e| e.to_string())?;
-                plan::plan(spec, job, &params, on_gpu)
-            });
-        let plan = match plan {
-            Ok(p) => p,
-            Err(e) => return Some(format!("the parent cannot plan the request: {e}")),
-        };
-        let mut seed = FIRST_SEED;
-        let mut expected = Vec::new();
-        let mut push = |stage: Stage, case: &plan::Case, seed: &mut u64| {
-            *seed += 1;
-            expected.push((
-                stage,
-                case.shape.clone(),
-                case.dtype,
-                case.mode.name(),
-                *seed,
-                case.repeats as usize,
-            ));
-        };
-        for s in &plan.stages {
-            for c in &s.cases {
-                push(s.stage, c, &mut seed);
-            }
-        }
-        seed += 1;
-        let timing_seed = seed;
-        let mut checks = self.checks.iter().peekable();
-        for (stage, shape, dtype, mode, seed, repeats) in &expected {
-            match checks.next() {
-                Some(c) if c.stage == *stage
-                    && c.case.shape == *shape
-                    && c.case.dtype == *dtype
-                    && c.case.mode == *mode
-                    && c.case.seed == *seed
-                    && c.case.offsets.is_none()
-                    && c.outputs == *repeats => {}
-                other => {
-                    return Some(format!(
-                        "the {stage} case {dtype} {shape} {mode} (seed {seed}) was not checked as planned{}",
-                        other.map(|c| format!("; the parent checked {} {} {} (seed {}) instead", c.stage, c.case.dtype, c.case.shape, c.case.seed)).unwrap_or_default()
-                    ))
-                }
-            }
-        }
-        let mut timed = 0;
-        while let Some(c) = checks.next_if(|c| c.stage == Stage::Timing) {
-            if c.case.seed != timing_seed
-                || c.case.shape != plan.timing_shape
-                || c.case.dtype != plan.timing_dtype
-                || c.case.offsets.is_none()
-            {
-                return Some(format!(
-                    "a timed output of {} {} (seed {}) is not of the planned timing case",
-                    c.case.dtype, c.case.shape, c.case.seed
-                ));
-            }
-            timed += 1;
-        }
-        if timed == 0 {
-            return Some("no timed output was checked".into());
-        }
-        let mut seed = timing_seed;
-        for c in &plan.integrity.cases {
-            seed += 1;
-            match checks.next() {
-                Some(k)
-                    if k.stage == plan.integrity.stage
-                        && k.case.shape == c.shape
-                        && k.case.dtype == c.dtype
-                        && k.case.mode == c.mode.name()
-                        && k.case.seed == seed
-                        && k.outputs == c.repeats as usize => {}
-                _ => {
-                    return Some(format!(
-                        "the {} case {} {} (seed {seed}) was not checked as planned",
-                        plan.integrity.stage, c.dtype, c.shape
-                    ))
-                }
-            }
-        }
-        checks.next().map(|c| {
-            format!(
-                "an unplanned check of {} {} (seed {})",
-                c.case.dtype, c.case.shape, c.case.seed
-            )
-        })
-    }
 }
 
 /// The seed before the first case's (`execute::Run`'s counter starts here).
 pub(super) const FIRST_SEED: u64 = 1000;
 
 /// `result` (a candidate's worker's PASS) made TAMPER when the parent's checks do not back
-/// it ([`Tally::unbacked_pass`]).
+/// it ([`Scope::unbacked_pass`]).
 pub(super) fn overrule(result: &mut BenchResult, why: String) {
     if result.correctness == Correctness::Pass {
         result.correctness = Correctness::Tamper {
@@ -339,12 +415,13 @@ pub(super) fn overrule(result: &mut BenchResult, why: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::BenchJob;
     use autokernel_core::{Layout, Params, Shape};
 
-    fn job() -> BenchJob {
-        BenchJob {
+    fn bench_request() -> Request {
+        Request::Bench(BenchJob {
             kernel_path: "kernel.py".into(),
-            kind: Some("rmsnorm".into()),
+            kind: None,
             extra_shapes: Vec::new(),
             timing: None,
             dtypes: Vec::new(),
@@ -353,7 +430,7 @@ mod tests {
             gpu_bandwidth_gb_s: None,
             layout: Layout::default(),
             params: Params::default(),
-        }
+        })
     }
 
     fn case(shape: &Shape, dtype: DType, mode: &str, seed: u64) -> ReferenceJob {
@@ -363,108 +440,180 @@ mod tests {
             dtype,
             seed,
             mode: mode.into(),
-            layout: "contiguous".into(),
+            layout: "anything: the parent sets the request's".into(),
             params: "{}".into(),
             offsets: None,
         }
     }
 
-    /// The checks an honest worker makes for `job` on the CPU, worked out from the plan
-    /// (seeds from 1001, the timing's between the stages and the integrity re-check).
-    fn honest(job: &BenchJob) -> Tally {
+    /// The checks an honest worker makes for a quick rmsnorm bench on the CPU, worked out
+    /// from the plan (seeds from 1001, the timing's between the stages and the integrity
+    /// re-check, two timed outputs): (stage, case, outputs).
+    fn honest() -> Vec<(Stage, ReferenceJob, usize)> {
+        let Request::Bench(job) = bench_request() else {
+            unreachable!()
+        };
         let spec = Catalogue::builtin().get("rmsnorm").unwrap();
         let params = spec.resolve_params(&job.params).unwrap();
-        let plan = plan::plan(spec, job, &params, false).unwrap();
-        let mut tally = Tally::default();
+        let plan = plan::plan(spec, &job, &params, false).unwrap();
+        let mut calls = Vec::new();
         let mut seed = FIRST_SEED;
         for s in &plan.stages {
             for c in &s.cases {
                 seed += 1;
-                let ok = vec![Ok(0.0); c.repeats as usize];
-                tally.record(s.stage, case(&c.shape, c.dtype, c.mode.name(), seed), &ok);
+                calls.push((
+                    s.stage,
+                    case(&c.shape, c.dtype, c.mode.name(), seed),
+                    c.repeats as usize,
+                ));
             }
         }
         seed += 1;
         for offset in [3, 5] {
             let mut timed = case(&plan.timing_shape, plan.timing_dtype, "normal", seed);
             timed.offsets = Some([("x".to_string(), offset)].into());
-            tally.record(Stage::Timing, timed, &[Ok(0.0)]);
+            calls.push((Stage::Timing, timed, 1));
         }
         for c in &plan.integrity.cases {
             seed += 1;
-            let ok = vec![Ok(0.0); c.repeats as usize];
-            tally.record(
+            calls.push((
                 plan.integrity.stage,
                 case(&c.shape, c.dtype, c.mode.name(), seed),
-                &ok,
-            );
+                c.repeats as usize,
+            ));
         }
-        tally
+        calls
+    }
+
+    /// A scope fed `calls`, each answered as passed: the first refusal, if any.
+    fn feed(scope: &mut Scope<'_>, calls: &[(Stage, ReferenceJob, usize)]) -> Result<(), String> {
+        for (stage, c, outputs) in calls {
+            let (c, _) = scope.admit(Some(*stage), c.clone(), *outputs)?;
+            assert_eq!(
+                c.layout, "contiguous",
+                "the request's layout, not the call's"
+            );
+            scope.tally.record(*stage, c, &vec![Ok(0.0); *outputs]);
+        }
+        Ok(())
     }
 
     #[test]
     fn every_planned_case_checked_in_order_backs_a_pass() {
-        let job = job();
-        assert_eq!(
-            honest(&job).unbacked_pass(Catalogue::builtin(), &job, false),
-            None
-        );
+        let request = bench_request();
+        let mut scope = Scope::of(Catalogue::builtin(), &request, false).unwrap();
+        feed(&mut scope, &honest()).unwrap();
+        assert_eq!(scope.unbacked_pass(Some("rmsnorm")), None);
     }
 
     #[test]
-    fn a_pass_with_a_case_left_unchecked_is_not_backed() {
-        let job = job();
-        let mut tally = honest(&job);
-        tally.checks.remove(1);
-        let why = tally
-            .unbacked_pass(Catalogue::builtin(), &job, false)
-            .unwrap();
-        assert!(why.contains("was not checked as planned"), "{why}");
+    fn a_pass_with_the_last_case_unchecked_is_not_backed() {
+        let request = bench_request();
+        let mut scope = Scope::of(Catalogue::builtin(), &request, false).unwrap();
+        let calls = honest();
+        feed(&mut scope, &calls[..calls.len() - 1]).unwrap();
+        let why = scope.unbacked_pass(Some("rmsnorm")).unwrap();
+        assert!(why.contains("was not checked"), "{why}");
     }
 
     #[test]
-    fn a_pass_with_a_failed_check_is_not_backed() {
-        let job = job();
-        let mut tally = honest(&job);
-        tally.checks[2].failure = Some("1 of 8 elements differ".into());
-        let why = tally
-            .unbacked_pass(Catalogue::builtin(), &job, false)
-            .unwrap();
+    fn a_pass_with_a_failed_check_or_of_another_kind_is_not_backed() {
+        let request = bench_request();
+        let mut scope = Scope::of(Catalogue::builtin(), &request, false).unwrap();
+        feed(&mut scope, &honest()).unwrap();
+        assert!(scope
+            .unbacked_pass(Some("softmax"))
+            .unwrap()
+            .contains("`rmsnorm`"));
+        scope.tally.checks[2].failure = Some("1 of 8 elements differ".into());
+        let why = scope.unbacked_pass(Some("rmsnorm")).unwrap();
         assert!(why.contains("1 of 8 elements differ"), "{why}");
     }
 
     #[test]
-    fn a_check_at_another_seed_or_without_its_repeats_is_not_backing() {
-        let job = job();
-        let mut reseeded = honest(&job);
-        reseeded.checks[0].case.seed += 100;
-        assert!(reseeded
-            .unbacked_pass(Catalogue::builtin(), &job, false)
-            .is_some());
-        let mut fewer = honest(&job);
+    fn a_check_out_of_plan_is_refused_before_its_outputs_are_read() {
+        let request = bench_request();
+        let calls = honest();
+        // skipped a case, another seed, fewer calls, a huge shape, the timing's mode changed
+        let mut skipped = Scope::of(Catalogue::builtin(), &request, false).unwrap();
+        assert!(feed(&mut skipped, &calls[1..]).is_err());
+        let mut reseeded = calls.clone();
+        reseeded[0].1.seed += 100;
+        let mut fewer = calls.clone();
         let determinism = fewer
-            .checks
             .iter_mut()
-            .find(|c| c.stage == Stage::Determinism)
+            .find(|c| c.0 == Stage::Determinism)
             .unwrap();
-        assert!(determinism.outputs > 1);
-        determinism.outputs = 1;
-        assert!(fewer
-            .unbacked_pass(Catalogue::builtin(), &job, false)
-            .is_some());
+        assert!(determinism.2 > 1);
+        determinism.2 = 1;
+        let mut huge = calls.clone();
+        huge[0].1.shape = Shape(vec![1 << 20, 1 << 20]);
+        let mut zeros = calls.clone();
+        zeros
+            .iter_mut()
+            .find(|c| c.0 == Stage::Timing)
+            .unwrap()
+            .1
+            .mode = "zeros".into();
+        for bad in [reseeded, fewer, huge, zeros] {
+            let mut scope = Scope::of(Catalogue::builtin(), &request, false).unwrap();
+            assert!(feed(&mut scope, &bad).is_err());
+        }
     }
 
     #[test]
-    fn no_timed_output_or_no_check_at_all_is_not_backing() {
-        let job = job();
-        let mut untimed = honest(&job);
-        untimed.checks.retain(|c| c.stage != Stage::Timing);
-        let why = untimed
-            .unbacked_pass(Catalogue::builtin(), &job, false)
-            .unwrap();
-        assert!(why.contains("no timed output"), "{why}");
-        let none = Tally::default().unbacked_pass(Catalogue::builtin(), &job, false);
-        assert_eq!(none.as_deref(), Some("no output was checked"));
+    fn no_timed_output_no_check_or_too_many_timed_ones_is_not_backing() {
+        let request = bench_request();
+        let mut untimed = Scope::of(Catalogue::builtin(), &request, false).unwrap();
+        let calls: Vec<_> = honest()
+            .into_iter()
+            .filter(|c| c.0 != Stage::Timing)
+            .collect();
+        let stages: Vec<_> = calls
+            .iter()
+            .take_while(|c| c.0 != Stage::Integrity)
+            .cloned()
+            .collect();
+        feed(&mut untimed, &stages).unwrap();
+        assert_eq!(
+            untimed.unbacked_pass(None).as_deref(),
+            Some("no timed output was checked")
+        );
+        let none = Scope::of(Catalogue::builtin(), &request, false).unwrap();
+        assert_eq!(
+            none.unbacked_pass(None).as_deref(),
+            Some("no output was checked")
+        );
+        let mut calls = honest();
+        let timed = calls.iter().position(|c| c.0 == Stage::Timing).unwrap();
+        for _ in 0..MAX_TIMED {
+            calls.insert(timed, calls[timed].clone());
+        }
+        let mut flooded = Scope::of(Catalogue::builtin(), &request, false).unwrap();
+        assert!(feed(&mut flooded, &calls).is_err());
+    }
+
+    #[test]
+    fn the_reference_timing_is_admitted_once_after_the_timed_outputs() {
+        let request = bench_request();
+        let mut scope = Scope::of(Catalogue::builtin(), &request, false).unwrap();
+        let calls = honest();
+        let timed = calls.iter().position(|c| c.0 == Stage::Timing).unwrap();
+        let mut at = calls[timed].1.clone();
+        at.offsets = None;
+        feed(&mut scope, &calls[..timed]).unwrap();
+        assert!(
+            scope.admit(None, at.clone(), 0).is_err(),
+            "before any timed output"
+        );
+        feed(&mut scope, &calls[timed..timed + 1]).unwrap();
+        assert!(scope.admit(None, at.clone(), 0).is_ok());
+        scope.timed = Some(ReferenceTiming {
+            reference_latency_us: 1.0,
+            compiled_latency_us: None,
+            compiled_error: None,
+        });
+        assert!(scope.admit(None, at, 0).is_err(), "a second time");
     }
 
     #[test]
@@ -509,7 +658,6 @@ mod tests {
             &[reference.to_vec(), vec![0.0; 4]],
         );
         assert_eq!(results[0], Ok(0.0));
-        // all zeros against a reference of norm √30: relative L2 error exactly 1
         let why = results[1].clone().unwrap_err();
         assert!(why.contains("4 of 4 elements differ"), "{why}");
     }
@@ -518,20 +666,16 @@ mod tests {
     fn floats_survive_the_byte_view_both_ways() {
         let values = [1.5f32, -0.0, f32::NAN, f32::INFINITY];
         let bytes = as_bytes(&values).to_vec();
-        let back = tokio_test_read(&bytes, values.len());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let back = rt.block_on(async {
+            let mut reader = bytes.as_slice();
+            read_f32s(&mut reader, values.len()).await.unwrap()
+        });
         assert_eq!(
             back.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             values.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         );
-    }
-
-    fn tokio_test_read(bytes: &[u8], numel: usize) -> Vec<f32> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let mut reader = bytes;
-            read_f32s(&mut reader, numel).await.unwrap()
-        })
     }
 }

@@ -11,16 +11,16 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use autokernel_core::{Catalogue, Device};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
-use super::checks::{self, Scope, Tally};
+use super::checks::{self, Scope};
 use super::launchers::LauncherSignatures;
 use crate::protocol::{
-    env, Answer, Call, Envelope, Hello, ParentAnswer, ParentCall, ReferenceJob, Reply, ReplyBody,
-    Request,
+    env, Answer, Call, Envelope, Hello, ParentAnswer, ParentCall, ReferenceJob, ReferenceTiming,
+    Reply, ReplyBody, Request,
 };
 use crate::python_env::{preflight, resolve_python};
 use crate::sandbox::{self, SandboxOptions};
@@ -30,6 +30,10 @@ use crate::WorkerError;
 const STDERR_LINES: usize = 40;
 /// Longest stderr line kept, in bytes.
 const STDERR_LINE_MAX: usize = 400;
+/// Longest line the parent reads from a worker's reply channel, in bytes: a bench's reply
+/// is a few kB, and a candidate's process can write to the channel, so a line without end
+/// must not grow the parent's memory without end.
+const REPLY_LINE_MAX: u64 = 16 << 20;
 
 /// How to start the worker process. Default: this executable with the argument `worker`
 /// (the `autokernel` binary has a hidden `worker` verb that calls
@@ -565,7 +569,7 @@ impl Worker {
     /// calls a candidate's worker makes in between ([`Worker::answer`]). Returns the reply
     /// and the worker when it can serve again (not after a timeout, a crash, a stray line or
     /// a reply that asked for a restart: those are killed or reaped here). A bench's PASS
-    /// that the parent's own checks do not back is made TAMPER ([`Tally::unbacked_pass`]).
+    /// that the parent's own checks do not back is made TAMPER ([`Scope::unbacked_pass`]).
     async fn exchange(
         &self,
         state: &mut State,
@@ -578,11 +582,7 @@ impl Worker {
         state.next_id += 1;
         let nonce = nonce(id);
         let catalogue = self.catalogue();
-        let mut scope = Scope::of(catalogue, &request);
-        let bench_job = match &request {
-            Request::Bench(job) => Some(job.clone()),
-            _ => None,
-        };
+        let mut scope = Scope::of(catalogue, &request, running.hello.device == "cuda");
         let envelope = Envelope {
             id,
             nonce: nonce.clone(),
@@ -608,8 +608,8 @@ impl Worker {
             let mut reply_line = String::new();
             let read = match written {
                 Ok(()) => {
-                    tokio::time::timeout_at(deadline, running.stdout.read_line(&mut reply_line))
-                        .await
+                    let mut bounded = (&mut running.stdout).take(REPLY_LINE_MAX);
+                    tokio::time::timeout_at(deadline, bounded.read_line(&mut reply_line)).await
                 }
                 Err(e) => Ok(Err(e)),
             };
@@ -631,6 +631,14 @@ impl Worker {
                     };
                     return (Err(error), None);
                 }
+                Ok(Ok(n)) if n as u64 == REPLY_LINE_MAX && !reply_line.ends_with('\n') => {
+                    running.kill().await;
+                    let error = protocol_error(format!(
+                        "a line of more than {} MiB on the reply channel",
+                        REPLY_LINE_MAX >> 20
+                    ));
+                    return (Err(error), None);
+                }
                 Ok(Ok(_)) => {}
             }
             tracing::trace!(line = %reply_line.trim_end(), "from the bench worker");
@@ -645,17 +653,28 @@ impl Worker {
                     return (Err(error), None);
                 }
                 let answer = match self
-                    .answer(
-                        state,
-                        &mut running,
-                        call.call,
-                        scope,
-                        deadline,
-                        timeout.as_secs_f64(),
-                    )
+                    .answer(state, &mut running, call.call, scope, deadline)
                     .await
                 {
                     Ok(a) => a,
+                    // the worker died or ran out of time while sending its outputs: as if
+                    // it had while computing them
+                    Err(WorkerError::Crashed { .. }) => {
+                        let (status, stderr_tail) = running.reap().await;
+                        let error = WorkerError::Crashed {
+                            status,
+                            stderr_tail,
+                        };
+                        return (Err(error), None);
+                    }
+                    Err(WorkerError::Timeout { .. }) => {
+                        let (_status, stderr_tail) = running.kill().await;
+                        let error = WorkerError::Timeout {
+                            limit_s: timeout.as_secs_f64(),
+                            stderr_tail,
+                        };
+                        return (Err(error), None);
+                    }
                     Err(error) => {
                         running.kill().await;
                         return (Err(error), None);
@@ -673,11 +692,22 @@ impl Worker {
                     }
                 };
                 line.push('\n');
-                written = async {
+                // a worker that stops reading its answers must not hold the parent
+                let write = async {
                     running.stdin.write_all(line.as_bytes()).await?;
                     running.stdin.flush().await
-                }
-                .await;
+                };
+                written = match tokio::time::timeout_at(deadline, write).await {
+                    Ok(w) => w,
+                    Err(_) => {
+                        let (_status, stderr_tail) = running.kill().await;
+                        let error = WorkerError::Timeout {
+                            limit_s: timeout.as_secs_f64(),
+                            stderr_tail,
+                        };
+                        return (Err(error), None);
+                    }
+                };
                 continue;
             }
             let reply: Result<Reply, _> = serde_json::from_str(reply_line.trim_end());
@@ -699,13 +729,7 @@ impl Worker {
                 seen.add(std::mem::take(&mut reply.launchers));
             }
             if let Some(scope) = &scope {
-                reply.body = backed(
-                    reply.body,
-                    &scope.tally,
-                    catalogue,
-                    bench_job.as_ref(),
-                    &running,
-                );
+                reply.body = backed(reply.body, scope);
             }
             if reply.restart {
                 tracing::debug!(pid = running.pid, "bench worker asked to be restarted");
@@ -731,9 +755,10 @@ impl Worker {
     ///
     /// # Errors
     /// [`WorkerError::Protocol`] for a call the request cannot make (another kind, an
-    /// output of another shape than the catalogue's); the worker's crash or the deadline
-    /// while its outputs are read. A reference worker that fails is an
-    /// [`ParentAnswer::Error`] for the candidate's worker, not its verdict.
+    /// output of another shape than the catalogue's); [`WorkerError::Crashed`] or
+    /// [`WorkerError::Timeout`], their details left for the caller, when the worker's
+    /// outputs end early or the deadline passes while they are read. A reference worker
+    /// that fails is an [`ParentAnswer::Error`] for the candidate's worker, not its verdict.
     async fn answer(
         &self,
         state: &mut State,
@@ -741,7 +766,6 @@ impl Worker {
         call: ParentCall,
         scope: &mut Scope<'_>,
         deadline: tokio::time::Instant,
-        limit_s: f64,
     ) -> Result<ParentAnswer, WorkerError> {
         let protocol = |message: String| WorkerError::Protocol {
             message: format!("a check the request cannot make: {message}"),
@@ -752,7 +776,9 @@ impl Worker {
                 case,
                 outputs,
             } => {
-                let (case, spec) = scope.pin(case).map_err(protocol)?;
+                let (case, spec) = scope
+                    .admit(Some(stage), case, outputs.len())
+                    .map_err(protocol)?;
                 let numel = checks::payload_numel(spec, &case, &outputs).map_err(protocol)?;
                 // the candidate's outputs are read while the reference worker computes and
                 // sends the reference: both transfers at once
@@ -768,18 +794,19 @@ impl Worker {
                 let read_outputs = tokio::time::timeout_at(deadline, read_outputs);
                 let (outs, reference) =
                     tokio::join!(read_outputs, self.reference(state, device, &case, deadline));
+                // the caller fills in the status, the stderr tail and the limit
                 let outs = match outs {
                     Ok(Ok(outs)) => outs,
-                    Ok(Err(e)) => {
-                        return Err(WorkerError::Protocol {
-                            message: format!("a check's outputs were cut short: {e}"),
+                    Ok(Err(_)) => {
+                        return Err(WorkerError::Crashed {
+                            status: String::new(),
+                            stderr_tail: String::new(),
                         })
                     }
                     Err(_) => {
                         return Err(WorkerError::Timeout {
-                            limit_s,
-                            stderr_tail: "the deadline passed while a check's outputs were read"
-                                .into(),
+                            limit_s: 0.0,
+                            stderr_tail: String::new(),
                         })
                     }
                 };
@@ -814,15 +841,18 @@ impl Worker {
                 quick,
                 compiled,
             } => {
-                let (case, _) = scope.pin(case).map_err(protocol)?;
+                let (case, _) = scope.admit(None, case, 0).map_err(protocol)?;
                 let request = Request::TimeReference {
                     case,
                     quick,
                     compiled,
                 };
                 match self.trusted(state, running.device, request, deadline).await {
-                    Ok((value, _)) => match serde_json::from_value(value) {
-                        Ok(t) => Ok(ParentAnswer::Timed(t)),
+                    Ok((value, _)) => match serde_json::from_value::<ReferenceTiming>(value) {
+                        Ok(t) => {
+                            scope.timed = Some(t.clone());
+                            Ok(ParentAnswer::Timed(t))
+                        }
                         Err(e) => Ok(ParentAnswer::Error {
                             message: format!("unreadable reference timing: {e}"),
                         }),
@@ -853,9 +883,10 @@ impl Worker {
     }
 
     /// Sends `request` to the trusted reference worker (started when there is none for
-    /// `device`) and reads its reply before `deadline`, with the float32 payload a reply
-    /// announces (`bytes`). A worker that crashed, hung or broke the protocol is stopped
-    /// and started afresh on the next call.
+    /// `device`, within `deadline`) and reads its reply before `deadline`, with the float32
+    /// payload a reply announces (`bytes`). A worker that crashed, hung, broke the protocol
+    /// or asked for a restart is not kept; one that had died since its last request (a
+    /// broken pipe at once) is replaced and the request sent again, once.
     async fn trusted(
         &self,
         state: &mut State,
@@ -868,63 +899,82 @@ impl Worker {
                 r.kill().await;
             }
         }
-        let mut worker = match state.reference.take() {
-            Some(r) => r,
-            None => {
-                let python = self.python(state).map_err(|e| e.to_string())?;
-                let started = self
-                    .launch(&python, device, Role::Reference)
-                    .map_err(|e| e.to_string())?;
-                self.ready(state, started)
-                    .await
-                    .map_err(|e| e.to_string())?
-            }
-        };
-        let id = state.next_id;
-        state.next_id += 1;
-        let nonce = nonce(id);
-        let mut line = serde_json::to_string(&Envelope {
-            id,
-            nonce: nonce.clone(),
-            request,
-        })
-        .map_err(|e| e.to_string())?;
-        line.push('\n');
-        let exchange = async {
-            worker.stdin.write_all(line.as_bytes()).await?;
-            worker.stdin.flush().await?;
-            let mut reply = String::new();
-            worker.stdout.read_line(&mut reply).await?;
-            let reply: Reply = serde_json::from_str(reply.trim_end())
-                .map_err(|e| std::io::Error::other(format!("unreadable reply: {e}")))?;
-            if reply.id != id || reply.nonce != nonce {
-                return Err(std::io::Error::other("a reply to another request"));
-            }
-            let value = match reply.body {
-                ReplyBody::Ok { value } => value,
-                ReplyBody::PythonError { message, traceback } => {
-                    return Ok(Err(format!("{message}\n{traceback}")))
+        let mut retried = false;
+        loop {
+            let (mut worker, fresh) = match state.reference.take() {
+                Some(r) => (r, false),
+                None => {
+                    let python = self.python(state).map_err(|e| e.to_string())?;
+                    let started = self
+                        .launch(&python, device, Role::Reference)
+                        .map_err(|e| e.to_string())?;
+                    let ready = tokio::time::timeout_at(deadline, self.ready(state, started))
+                        .await
+                        .map_err(|_| {
+                            "the trusted reference worker did not start before the deadline"
+                        })?;
+                    (ready.map_err(|e| e.to_string())?, true)
                 }
-                ReplyBody::Error { message } => return Ok(Err(message)),
             };
-            let bytes = value.get("bytes").and_then(|b| b.as_u64()).unwrap_or(0) as usize;
-            let values = checks::read_f32s(&mut worker.stdout, bytes / 4).await?;
-            Ok(Ok((value, values)))
-        };
-        match tokio::time::timeout_at(deadline, exchange).await {
-            Ok(Ok(answer)) => {
-                state.reference = Some(worker);
-                answer.map_err(|m| format!("the trusted reference worker failed: {m}"))
-            }
-            Ok(Err(e)) => {
-                let (status, tail) = worker.kill().await;
-                Err(format!(
-                    "the trusted reference worker stopped ({status}): {e}\n{tail}"
-                ))
-            }
-            Err(_) => {
-                worker.kill().await;
-                Err("the trusted reference worker did not answer before the deadline".into())
+            let id = state.next_id;
+            state.next_id += 1;
+            let nonce = nonce(id);
+            let mut line = serde_json::to_string(&Envelope {
+                id,
+                nonce: nonce.clone(),
+                request: request.clone(),
+            })
+            .map_err(|e| e.to_string())?;
+            line.push('\n');
+            let exchange = async {
+                worker.stdin.write_all(line.as_bytes()).await?;
+                worker.stdin.flush().await?;
+                let mut reply = String::new();
+                if worker.stdout.read_line(&mut reply).await? == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                let reply: Reply = serde_json::from_str(reply.trim_end())
+                    .map_err(|e| std::io::Error::other(format!("unreadable reply: {e}")))?;
+                if reply.id != id || reply.nonce != nonce {
+                    return Err(std::io::Error::other("a reply to another request"));
+                }
+                let value = match reply.body {
+                    ReplyBody::Ok { value } => value,
+                    ReplyBody::PythonError { message, traceback } => {
+                        return Ok((Err(format!("{message}\n{traceback}")), reply.restart))
+                    }
+                    ReplyBody::Error { message } => return Ok((Err(message), reply.restart)),
+                };
+                let bytes = value.get("bytes").and_then(|b| b.as_u64()).unwrap_or(0) as usize;
+                let values = checks::read_f32s(&mut worker.stdout, bytes / 4).await?;
+                Ok((Ok((value, values)), reply.restart))
+            };
+            match tokio::time::timeout_at(deadline, exchange).await {
+                Ok(Ok((answer, restart))) => {
+                    if restart {
+                        worker.reap().await;
+                    } else {
+                        state.reference = Some(worker);
+                    }
+                    return answer.map_err(|m| format!("the trusted reference worker failed: {m}"));
+                }
+                Ok(Err(e)) => {
+                    let (status, tail) = worker.kill().await;
+                    if !fresh && !retried {
+                        tracing::debug!("the trusted reference worker had stopped ({status}): {e}; starting another");
+                        retried = true;
+                        continue;
+                    }
+                    return Err(format!(
+                        "the trusted reference worker stopped ({status}): {e}\n{tail}"
+                    ));
+                }
+                Err(_) => {
+                    worker.kill().await;
+                    return Err(
+                        "the trusted reference worker did not answer before the deadline".into(),
+                    );
+                }
             }
         }
     }
@@ -1147,48 +1197,55 @@ impl Worker {
     }
 }
 
-/// `body`, a candidate's worker's reply, as the parent's checks (`tally`) allow: a bench's
-/// PASS they do not back is TAMPER ([`Tally::unbacked_pass`], with the plan of `job` on the
-/// device `running` found), and a head-to-head whose check failed is refused.
-fn backed(
-    body: ReplyBody,
-    tally: &Tally,
-    catalogue: &Catalogue,
-    job: Option<&crate::protocol::BenchJob>,
-    running: &Running,
-) -> ReplyBody {
+/// `body`, a candidate's worker's reply, as the parent's checks (`scope`) allow: a bench's
+/// PASS they do not back is TAMPER ([`Scope::unbacked_pass`]) and its reference latencies
+/// are the ones the parent served; a head-to-head whose checks failed, or that checked
+/// fewer outputs than one per kernel, is refused.
+fn backed(body: ReplyBody, scope: &Scope<'_>) -> ReplyBody {
     let ReplyBody::Ok { value } = body else {
         return body;
     };
-    let Some(job) = job else {
-        return match tally.first_failure() {
-            Some(why) => ReplyBody::Error {
-                message: format!(
-                    "a kernel went wrong in the head-to-head: a timed call's output differs from the reference: {why}"
-                ),
-            },
-            None => ReplyBody::Ok { value },
-        };
-    };
-    let Ok(mut result) = serde_json::from_value::<autokernel_core::BenchResult>(value.clone())
+    let Some(Ok(mut result)) = scope
+        .is_bench()
+        .then(|| serde_json::from_value::<autokernel_core::BenchResult>(value.clone()))
     else {
-        return ReplyBody::Ok { value };
+        let why = match scope.tally.first_failure() {
+            Some(why) => format!("a timed call's output differs from the reference: {why}"),
+            None if scope.tally.len() < 2 => {
+                "fewer timed outputs were checked than one per kernel".to_string()
+            }
+            None => return ReplyBody::Ok { value },
+        };
+        return ReplyBody::Error {
+            message: format!("a kernel went wrong in the head-to-head: {why}"),
+        };
     };
     if result.correctness != autokernel_core::Correctness::Pass {
         return ReplyBody::Ok { value };
     }
-    let on_gpu = running.hello.device == "cuda";
-    match tally.unbacked_pass(catalogue, job, on_gpu) {
-        Some(why) => {
-            checks::overrule(&mut result, why);
-            match serde_json::to_value(&result) {
-                Ok(value) => ReplyBody::Ok { value },
-                Err(e) => ReplyBody::Error {
-                    message: e.to_string(),
-                },
+    let why = scope
+        .unbacked_pass(result.kind.map(|k| k.name()))
+        .or_else(|| match (&scope.timed, &mut result.metrics) {
+            (Some(t), Some(m)) => {
+                m.reference_latency_us = t.reference_latency_us;
+                m.compiled_latency_us = t.compiled_latency_us;
+                m.speedup_vs_reference = if m.latency_us > 0.0 {
+                    t.reference_latency_us / m.latency_us
+                } else {
+                    0.0
+                };
+                None
             }
-        }
-        None => ReplyBody::Ok { value },
+            _ => Some("the reference was not timed by the parent".into()),
+        });
+    if let Some(why) = why {
+        checks::overrule(&mut result, why);
+    }
+    match serde_json::to_value(&result) {
+        Ok(value) => ReplyBody::Ok { value },
+        Err(e) => ReplyBody::Error {
+            message: e.to_string(),
+        },
     }
 }
 

@@ -815,6 +815,20 @@ impl Run<'_, '_, '_> {
         if views.is_empty() {
             return Err(Failure::Harness("the harness returned no outputs".into()));
         }
+        // the repeats' shapes too (the spec check saw the last call's), before the parent
+        // is asked: it refuses outputs of another shape than the catalogue's
+        if let Some(v) = views
+            .iter()
+            .find(|v| v.shape() != expected_shape.as_slice())
+        {
+            return Ok(Err(Correctness::Fail {
+                stage,
+                reason: format!(
+                    "{where_}: a call returned shape {:?}, another returned {expected_shape:?}",
+                    v.shape()
+                ),
+            }));
+        }
         // every call's output against the trusted reference, in the parent (the repeats'
         // too: a wrong repeat is FAIL whoever computed it); the first call's agreement is
         // the case's

@@ -46,8 +46,8 @@ impl<'a> ParentLink<'a> {
     /// `case` at `stage`: per output, its relative L2 error or why it differs.
     ///
     /// # Errors
-    /// [`Failure::Harness`] when the channel broke or the parent could not get the
-    /// reference.
+    /// [`Failure::Harness`] when the channel broke; [`Failure::Request`] when the parent
+    /// could not get the reference (not the candidate's doing: an error, not a verdict).
     pub(super) fn check(
         &mut self,
         stage: Stage,
@@ -129,9 +129,11 @@ impl<'a> ParentLink<'a> {
     }
 }
 
+/// The failure an answer other than the one asked for stands for: the parent's error (its
+/// reference worker failed) is the request's, never the candidate's verdict.
 fn unexpected(answer: &ParentAnswer) -> Failure {
     match answer {
-        ParentAnswer::Error { message } => Failure::Harness(message.clone()),
+        ParentAnswer::Error { message } => Failure::Request(message.clone()),
         other => Failure::Harness(format!("the parent answered out of turn: {other:?}")),
     }
 }

@@ -183,7 +183,7 @@ fn call_script(
 
 /// The seed of the head-to-head's inputs (any: the rotation overwrites them before every
 /// timed call).
-const COMPARE_SEED: u64 = 7;
+pub(super) const COMPARE_SEED: u64 = 7;
 
 /// Times the incumbent and the candidate interleaved at the job's shape and dtype.
 fn compare(

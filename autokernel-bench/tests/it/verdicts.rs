@@ -11,7 +11,7 @@ use autokernel_core::{Benchmarker, CompareRequest, Correctness, DType, KernelKin
 use super::*;
 
 /// Each case: file, whether its verdict is TAMPER (else FAIL), a fragment of its reason.
-const CASES: [(&str, bool, &str); 9] = [
+const CASES: [(&str, bool, &str); 10] = [
     (
         "returns_meta_tensor.py",
         false,
@@ -56,6 +56,11 @@ const CASES: [(&str, bool, &str); 9] = [
         "returns_subclass_whose_methods_raise.py",
         false,
         "not a plain torch.Tensor",
+    ),
+    (
+        "floods_the_reply_channel.py",
+        true,
+        "a line of more than 16 MiB on the reply channel",
     ),
 ];
 
