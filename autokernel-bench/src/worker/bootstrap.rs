@@ -343,36 +343,26 @@ fn serve() -> Result<(), String> {
                 envelope.request,
                 Request::Reference(_) | Request::TimeReference { .. } | Request::Status
             );
-        if refused {
-            // the trusted reference worker never runs a candidate or a script
-            send(
-                &mut ch.replies,
-                &Reply {
-                    id: envelope.id,
-                    nonce: envelope.nonce,
-                    pid,
-                    restart: false,
-                    body: ReplyBody::Error {
-                        message: "the trusted reference worker serves only references".into(),
-                    },
-                    launchers: Vec::new(),
-                },
-            )?;
-            continue;
-        }
         let restart = Python::attach(|py| {
-            let mut parent = ParentLink::new(
-                &mut ch.replies,
-                &mut ch.requests,
-                envelope.id,
-                envelope.nonce.clone(),
-            );
-            let (body, restart, payload) =
-                requests::handle(&harness, py, envelope.request, &mut parent);
-            let launchers = if candidate {
-                harness.launcher_signatures(py)
+            let (body, restart, payload, launchers) = if refused {
+                // the trusted reference worker never runs a candidate or a script
+                let message = "the trusted reference worker serves only references".into();
+                (ReplyBody::Error { message }, false, None, Vec::new())
             } else {
-                Vec::new()
+                let mut parent = ParentLink::new(
+                    &mut ch.replies,
+                    &mut ch.requests,
+                    envelope.id,
+                    envelope.nonce.clone(),
+                );
+                let (body, restart, payload) =
+                    requests::handle(&harness, py, envelope.request, &mut parent);
+                let launchers = if candidate {
+                    harness.launcher_signatures(py)
+                } else {
+                    Vec::new()
+                };
+                (body, restart, payload, launchers)
             };
             send(
                 &mut ch.replies,
