@@ -119,3 +119,34 @@ async fn a_catalogue_kind_without_its_python_side_stops_the_worker_naming_it() {
         "{text}"
     );
 }
+
+/// A reference that cannot be computed is the tool's failure, never the candidate's
+/// verdict (issue 21, point 1): the trusted reference worker raises at every case (past the
+/// tiny shape its start-up runs), the candidate's worker never computes a reference, and
+/// `bench` answers with an error naming the reference worker.
+#[tokio::test]
+async fn a_reference_that_fails_in_the_reference_worker_is_an_error_not_a_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = std::fs::read_to_string(case("registry.py")).unwrap();
+    let failing = source.replace(
+        "    return 2.0 * f[\"x\"]",
+        "    if f[\"x\"].shape[0] > 4:\n        raise RuntimeError(\"no reference past the tiny shape\")\n    return 2.0 * f[\"x\"]",
+    );
+    assert_ne!(failing, source, "the registry's reference line changed");
+    let registry = write(dir.path(), "registry.py", &failing);
+    let b = PyWorkerBenchmarker::with_worker(std::sync::Arc::new(toy_worker(vec![registry])));
+    let mut r = BenchRequest::new(case("starter.py"));
+    r.device = Device::Cpu;
+    r.quick = true;
+    r.timeout = std::time::Duration::from_secs(300);
+    let err = b
+        .bench(&r)
+        .await
+        .expect_err("no verdict without a reference");
+    let text = err.to_string();
+    assert!(
+        text.contains("trusted reference worker failed")
+            && text.contains("no reference past the tiny shape"),
+        "{text}"
+    );
+}
