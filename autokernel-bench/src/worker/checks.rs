@@ -250,7 +250,7 @@ fn expected_checks(
             return Ok(vec![timed(
                 shape,
                 *dtype,
-                super::requests::COMPARE_SEED,
+                plan::COMPARE_SEED,
                 2 * MAX_TIMED,
             )]);
         }

@@ -113,6 +113,10 @@ impl Plan {
     }
 }
 
+/// The seed of a head-to-head's inputs (any: the rotation overwrites them before every
+/// timed call); the parent expects its timed outputs' checks at it.
+pub(crate) const COMPARE_SEED: u64 = 7;
+
 /// The plan of a bench request for a candidate of `kind` with the target's resolved
 /// `params`, on a GPU when `on_gpu` (else the CPU with Triton's interpreter). The kind's own
 /// shapes are fitted to the params ([`KindSpec::fit_shape`]: a grouped-query target's heads

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::execute;
 use super::harness::{Failure, Harness};
 use super::parent::ParentLink;
-use super::plan::check_request;
+use super::plan::{check_request, COMPARE_SEED};
 use crate::protocol::{CompareJob, ReferenceJob, ReplyBody, Request};
 
 /// What the harness's `compare` reports: interleaved latencies, in µs.
@@ -180,10 +180,6 @@ fn call_script(
     let value = serde_json::from_str(&text).map_err(|e| Failure::Harness(e.to_string()))?;
     Ok((value, false))
 }
-
-/// The seed of the head-to-head's inputs (any: the rotation overwrites them before every
-/// timed call).
-pub(super) const COMPARE_SEED: u64 = 7;
 
 /// Times the incumbent and the candidate interleaved at the job's shape and dtype.
 fn compare(
