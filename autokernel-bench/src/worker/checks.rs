@@ -107,7 +107,7 @@ impl<'c> Scope<'c> {
 
     /// `case` with the request's kind, layout and parameters, and its kind's catalogue
     /// entry, if it is the next check the plan expects with `outputs` outputs at `stage`
-    /// (`None` for a [`ParentCall::TimeReference`]).
+    /// (`None` for a [`crate::protocol::ParentCall::TimeReference`]).
     ///
     /// # Errors
     /// A message naming what the plan expected instead, or why there is no plan.
@@ -350,49 +350,31 @@ pub(super) fn compare(
         .collect()
 }
 
-/// One check the parent ran.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Checked {
-    pub stage: Stage,
-    pub case: ReferenceJob,
-    /// How many outputs it compared.
-    pub outputs: usize,
-    /// Why the first that differed did, if one did.
-    pub failure: Option<String>,
-}
-
-/// The checks of one request, in order.
+/// What the checks of one request found: how many were answered, and the first reason
+/// an output differed (what backs or refuses a reply; the admission keeps the order).
 #[derive(Debug, Default)]
 pub(super) struct Tally {
-    checks: Vec<Checked>,
+    checks: usize,
+    failure: Option<String>,
 }
 
 impl Tally {
     /// How many checks were answered.
     pub(super) fn len(&self) -> usize {
-        self.checks.len()
+        self.checks
     }
-}
 
-impl Tally {
-    /// Records a check of `outputs` outputs of `case` at `stage` with its `results`.
-    pub(super) fn record(
-        &mut self,
-        stage: Stage,
-        case: ReferenceJob,
-        results: &[Result<f64, String>],
-    ) {
-        self.checks.push(Checked {
-            stage,
-            case,
-            outputs: results.len(),
-            failure: results.iter().find_map(|r| r.as_ref().err().cloned()),
-        });
+    /// Records a check's `results`, one per output.
+    pub(super) fn record(&mut self, results: &[Result<f64, String>]) {
+        self.checks += 1;
+        if self.failure.is_none() {
+            self.failure = results.iter().find_map(|r| r.as_ref().err().cloned());
+        }
     }
 
     /// The first failed check's reason.
     pub(super) fn first_failure(&self) -> Option<&str> {
-        self.checks.iter().find_map(|c| c.failure.as_deref())
+        self.failure.as_deref()
     }
 }
 
@@ -493,7 +475,7 @@ mod tests {
                 c.layout, "contiguous",
                 "the request's layout, not the call's"
             );
-            scope.tally.record(*stage, c, &vec![Ok(0.0); *outputs]);
+            scope.tally.record(&vec![Ok(0.0); *outputs]);
         }
         Ok(())
     }
@@ -525,7 +507,9 @@ mod tests {
             .unbacked_pass(Some("softmax"))
             .unwrap()
             .contains("`rmsnorm`"));
-        scope.tally.checks[2].failure = Some("1 of 8 elements differ".into());
+        scope
+            .tally
+            .record(&[Ok(0.0), Err("1 of 8 elements differ".into())]);
         let why = scope.unbacked_pass(Some("rmsnorm")).unwrap();
         assert!(why.contains("1 of 8 elements differ"), "{why}");
     }

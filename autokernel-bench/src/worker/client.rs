@@ -824,16 +824,14 @@ impl Worker {
                 }
                 // the judge scans every element: off the async executor's thread
                 let spec = spec.clone();
-                let (results, case) = tokio::task::spawn_blocking(move || {
-                    let results =
-                        checks::compare(&spec, stage, &case, note.as_deref(), &reference, &outs);
-                    (results, case)
+                let results = tokio::task::spawn_blocking(move || {
+                    checks::compare(&spec, stage, &case, note.as_deref(), &reference, &outs)
                 })
                 .await
                 .map_err(|e| WorkerError::Protocol {
                     message: format!("the comparison failed: {e}"),
                 })?;
-                scope.tally.record(stage, case, &results);
+                scope.tally.record(&results);
                 Ok(ParentAnswer::Checked { results })
             }
             ParentCall::TimeReference {
