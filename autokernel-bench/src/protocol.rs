@@ -35,6 +35,9 @@ pub(crate) mod env {
     /// process of the user's (a candidate outside a user namespace) can read its memory or
     /// open its pipes through `/proc`.
     pub const REFERENCE: &str = "AUTOKERNEL_WORKER_REFERENCE";
+    /// The number of the inherited fd of the worker's payload area (`worker/payload.rs`),
+    /// where its check outputs or references go; unset: none (a worker started by hand).
+    pub const PAYLOAD_FD: &str = "AUTOKERNEL_WORKER_PAYLOAD_FD";
 }
 
 /// One request line.
@@ -60,7 +63,8 @@ pub(crate) enum Request {
     Compare(CompareJob),
     /// The reference output of one case (trusted reference worker only): the reply's value
     /// is `{shape, note, bytes}`, and `bytes` bytes of float32 (native byte order, the
-    /// output in row-major order) follow the reply line on the channel.
+    /// output in row-major order) are at the start of the worker's payload area, which the
+    /// parent sized before it asked (`worker/payload.rs`).
     Reference(ReferenceJob),
     /// Times the reference (eager, and torch.compile when `compiled`) at `case` (trusted
     /// reference worker only): the reply's value is a [`ReferenceTiming`].
@@ -168,14 +172,18 @@ pub(crate) struct Call {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum ParentCall {
-    /// Compare the candidate's outputs with the reference of `case`: one float32 payload
-    /// per entry of `outputs` (its shape) follows the line, in order, as in
-    /// [`Request::Reference`]'s reply.
+    /// Compare the candidate's outputs with the reference of `case`, one per entry of
+    /// `outputs` (its shape). The parent answers [`ParentAnswer::Ready`] once it admitted
+    /// the check and sized the worker's payload area; the worker then copies the outputs
+    /// there, one after the other as float32, and calls [`ParentCall::Written`].
     Check {
         stage: autokernel_core::Stage,
         case: ReferenceJob,
         outputs: Vec<Vec<usize>>,
     },
+    /// The outputs of the [`ParentCall::Check`] just answered `Ready` are in the payload
+    /// area; answered with [`ParentAnswer::Checked`].
+    Written,
     /// The reference's latencies at the timing case.
     TimeReference {
         case: ReferenceJob,
@@ -199,6 +207,8 @@ pub(crate) enum ParentAnswer {
     /// Per output, in order: its relative L2 error when it agrees with the reference, else
     /// why not (the judge's reason).
     Checked { results: Vec<Result<f64, String>> },
+    /// The check is admitted and the payload area is large enough: write the outputs.
+    Ready,
     /// [`ParentCall::TimeReference`]'s answer.
     Timed(ReferenceTiming),
     /// The parent could not get the reference (the reference worker failed): not the

@@ -23,10 +23,10 @@ use numpy::PyArrayMethods;
 use pyo3::prelude::*;
 use sha2::{Digest, Sha256};
 
-use super::checks::as_bytes;
 use super::harness::Harness;
 use super::log::log;
 use super::parent::ParentLink;
+use super::payload::PayloadWriter;
 use super::requests;
 use crate::protocol::{env, Envelope, Hello, Reply, ReplyBody, Request};
 use crate::sandbox;
@@ -47,10 +47,12 @@ pub fn serve_worker() -> ExitCode {
     }
 }
 
-/// The reply channel and request channel, moved off fds 1 and 0.
+/// The reply channel and request channel, moved off fds 1 and 0, and the payload area the
+/// parent gave (`None` for a worker started by hand).
 struct Channels {
     replies: File,
     requests: BufReader<File>,
+    payload: Option<PayloadWriter>,
 }
 
 /// Moves the channels off fds 1 and 0: replies go to a private close-on-exec duplicate of
@@ -79,6 +81,7 @@ fn take_channels() -> Result<Channels, String> {
         Ok(Channels {
             replies: File::from_raw_fd(out),
             requests: BufReader::new(File::from_raw_fd(inp)),
+            payload: PayloadWriter::from_env(),
         })
     }
 }
@@ -352,6 +355,7 @@ fn serve() -> Result<(), String> {
                 let mut parent = ParentLink::new(
                     &mut ch.replies,
                     &mut ch.requests,
+                    ch.payload.as_mut(),
                     envelope.id,
                     envelope.nonce.clone(),
                 );
@@ -364,6 +368,26 @@ fn serve() -> Result<(), String> {
                 };
                 (body, restart, payload, launchers)
             };
+            // a reference output: in the payload area before the line that announces it
+            let body = match payload {
+                Some(out) => {
+                    let out = out.readonly();
+                    let written = match (out.as_slice(), ch.payload.as_mut()) {
+                        (Ok(values), Some(area)) => {
+                            area.write(&[values]).map_err(|e| e.to_string())
+                        }
+                        (Err(e), _) => Err(e.to_string()),
+                        (_, None) => Err(format!("no payload area ({} is unset)", env::PAYLOAD_FD)),
+                    };
+                    match written {
+                        Ok(()) => body,
+                        Err(e) => ReplyBody::Error {
+                            message: format!("cannot write the reference to the payload area: {e}"),
+                        },
+                    }
+                }
+                None => body,
+            };
             send(
                 &mut ch.replies,
                 &Reply {
@@ -375,15 +399,6 @@ fn serve() -> Result<(), String> {
                     launchers,
                 },
             )?;
-            // a reference output: its bytes as they lie in the array, after the line
-            if let Some(out) = payload {
-                let out = out.readonly();
-                let bytes = out.as_slice().map_err(|e| e.to_string())?;
-                ch.replies
-                    .write_all(as_bytes(bytes))
-                    .and_then(|()| ch.replies.flush())
-                    .map_err(|e| format!("cannot write a reply's payload: {e}"))?;
-            }
             Ok::<_, String>(restart)
         })?;
         if restart {

@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::checks::{self, Scope};
 use super::launchers::LauncherSignatures;
+use super::payload::PayloadArea;
 use crate::protocol::{
     env, Answer, Call, Envelope, Hello, ParentAnswer, ParentCall, ReferenceJob, ReferenceTiming,
     Reply, ReplyBody, Request,
@@ -106,6 +107,10 @@ struct Running {
     /// A candidate's worker: its private scratch folder (removed when this is dropped, after
     /// the process), and a launcher that ends it cleanly on [`sandbox::STOP_SIGNAL`].
     scratch: Option<tempfile::TempDir>,
+    /// Where its check outputs or references arrive (`payload.rs`), and the parent's own
+    /// copy of the last ones, its memory reused from check to check.
+    payload: PayloadArea,
+    received: Vec<f32>,
 }
 
 impl Running {
@@ -140,6 +145,68 @@ impl Running {
 
     /// Kills the whole process group (the worker and anything it started) and reaps it.
     /// Returns the exit description.
+    /// Writes `answer` to call `id` (`nonce`) on the worker's request channel before
+    /// `deadline`: a worker that stops reading its answers must not hold the parent.
+    ///
+    /// # Errors
+    /// [`WorkerError::Timeout`] past the deadline, [`WorkerError::Crashed`] when the channel
+    /// broke (the caller fills in their details).
+    async fn send_answer(
+        &mut self,
+        id: u64,
+        nonce: &str,
+        answer: ParentAnswer,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), WorkerError> {
+        let mut line = serde_json::to_string(&Answer {
+            id,
+            nonce: nonce.to_string(),
+            answer,
+        })
+        .map_err(|e| WorkerError::Protocol {
+            message: e.to_string(),
+        })?;
+        line.push('\n');
+        let write = async {
+            self.stdin.write_all(line.as_bytes()).await?;
+            self.stdin.flush().await
+        };
+        match tokio::time::timeout_at(deadline, write).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(crashed()),
+            Err(_) => Err(timed_out()),
+        }
+    }
+
+    /// Reads the worker's next line before `deadline`, which must be a call of request `id`
+    /// (`nonce`).
+    ///
+    /// # Errors
+    /// As [`Running::send_answer`], and [`WorkerError::Protocol`] for any other line.
+    async fn read_call(
+        &mut self,
+        id: u64,
+        nonce: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<ParentCall, WorkerError> {
+        let mut line = String::new();
+        let mut bounded = (&mut self.stdout).take(REPLY_LINE_MAX);
+        match tokio::time::timeout_at(deadline, bounded.read_line(&mut line)).await {
+            Err(_) => return Err(timed_out()),
+            Ok(Err(_)) | Ok(Ok(0)) => return Err(crashed()),
+            Ok(Ok(_)) => {}
+        }
+        match serde_json::from_str::<Call>(line.trim_end()) {
+            Ok(call) if call.id == id && call.nonce == nonce => Ok(call.call),
+            _ => Err(WorkerError::Protocol {
+                message: format!(
+                    "a line that is not a call of request {id}: `{}`",
+                    line.trim_end().chars().take(200).collect::<String>()
+                ),
+            }),
+        }
+    }
+
     async fn kill(mut self) -> (String, String) {
         // a sandboxed worker: the launcher first, so that the candidate's daemons go too
         if !self.stop_through_launcher(Duration::from_secs(3)).await {
@@ -231,6 +298,34 @@ enum Role {
     Candidate,
     /// The trusted reference worker ([`State::reference`]).
     Reference,
+}
+
+/// The first `numel` float32 values of a worker's payload `area`, copied into `buffer`
+/// (its memory reused) on a blocking thread: up to 800 MB.
+async fn read_payload(
+    area: PayloadArea,
+    numel: usize,
+    mut buffer: Vec<f32>,
+) -> std::io::Result<Vec<f32>> {
+    tokio::task::spawn_blocking(move || area.read_into(numel, &mut buffer).map(|()| buffer))
+        .await
+        .map_err(std::io::Error::other)?
+}
+
+/// A worker that died mid-request, its details left for the caller.
+fn crashed() -> WorkerError {
+    WorkerError::Crashed {
+        status: String::new(),
+        stderr_tail: String::new(),
+    }
+}
+
+/// A worker past its request's deadline, its details left for the caller.
+fn timed_out() -> WorkerError {
+    WorkerError::Timeout {
+        limit_s: 0.0,
+        stderr_tail: String::new(),
+    }
 }
 
 struct State {
@@ -652,11 +747,22 @@ impl Worker {
                     let error = protocol_error(format!("a call that is not of request {id}"));
                     return (Err(error), None);
                 }
-                let answer = match self
-                    .answer(state, &mut running, call.call, scope, deadline)
+                let answered = match self
+                    .answer(
+                        state,
+                        &mut running,
+                        (id, &nonce),
+                        call.call,
+                        scope,
+                        deadline,
+                    )
                     .await
                 {
-                    Ok(a) => a,
+                    Ok(answer) => running.send_answer(id, &nonce, answer, deadline).await,
+                    Err(e) => Err(e),
+                };
+                match answered {
+                    Ok(()) => {}
                     // the worker died or ran out of time while sending its outputs: as if
                     // it had while computing them
                     Err(WorkerError::Crashed { .. }) => {
@@ -680,34 +786,7 @@ impl Worker {
                         return (Err(error), None);
                     }
                 };
-                let mut line = match serde_json::to_string(&Answer {
-                    id,
-                    nonce: nonce.clone(),
-                    answer,
-                }) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        running.kill().await;
-                        return (Err(protocol_error(e.to_string())), None);
-                    }
-                };
-                line.push('\n');
-                // a worker that stops reading its answers must not hold the parent
-                let write = async {
-                    running.stdin.write_all(line.as_bytes()).await?;
-                    running.stdin.flush().await
-                };
-                written = match tokio::time::timeout_at(deadline, write).await {
-                    Ok(w) => w,
-                    Err(_) => {
-                        let (_status, stderr_tail) = running.kill().await;
-                        let error = WorkerError::Timeout {
-                            limit_s: timeout.as_secs_f64(),
-                            stderr_tail,
-                        };
-                        return (Err(error), None);
-                    }
-                };
+                written = Ok(());
                 continue;
             }
             let reply: Result<Reply, _> = serde_json::from_str(reply_line.trim_end());
@@ -763,6 +842,7 @@ impl Worker {
         &self,
         state: &mut State,
         running: &mut Running,
+        (id, nonce): (u64, &str),
         call: ParentCall,
         scope: &mut Scope<'_>,
         deadline: tokio::time::Instant,
@@ -780,60 +860,62 @@ impl Worker {
                     .admit(Some(stage), case, outputs.len())
                     .map_err(protocol)?;
                 let numel = checks::payload_numel(spec, &case, &outputs).map_err(protocol)?;
-                // the candidate's outputs are read while the reference worker computes and
-                // sends the reference: both transfers at once
+                let count = outputs.len();
+                let bytes = numel
+                    .checked_mul(count * 4)
+                    .ok_or_else(|| protocol(format!("{count} outputs of {numel} values")))?;
+                running.payload.reserve(bytes as u64)?;
+                running
+                    .send_answer(id, nonce, ParentAnswer::Ready, deadline)
+                    .await?;
+                // the reference worker computes the reference while the candidate's worker
+                // writes its outputs, and the parent copies both out at once
                 let device = running.device;
-                let stdout = &mut running.stdout;
-                let read_outputs = async {
-                    let mut outs = Vec::with_capacity(outputs.len());
-                    for _ in &outputs {
-                        outs.push(checks::read_f32s(stdout, numel).await?);
+                let receive = async {
+                    match running.read_call(id, nonce, deadline).await? {
+                        ParentCall::Written => {}
+                        other => {
+                            return Err(protocol(format!(
+                                "{other:?} where the outputs were to be written"
+                            )))
+                        }
                     }
-                    Ok::<_, std::io::Error>(outs)
+                    let area = running.payload.try_clone()?;
+                    let buffer = std::mem::take(&mut running.received);
+                    Ok(read_payload(area, numel * count, buffer).await?)
                 };
-                let read_outputs = tokio::time::timeout_at(deadline, read_outputs);
-                let (outs, reference) =
-                    tokio::join!(read_outputs, self.reference(state, device, &case, deadline));
-                // the caller fills in the status, the stderr tail and the limit
-                let outs = match outs {
-                    Ok(Ok(outs)) => outs,
-                    Ok(Err(_)) => {
-                        return Err(WorkerError::Crashed {
-                            status: String::new(),
-                            stderr_tail: String::new(),
-                        })
-                    }
-                    Err(_) => {
-                        return Err(WorkerError::Timeout {
-                            limit_s: 0.0,
-                            stderr_tail: String::new(),
-                        })
-                    }
-                };
+                let (outs, reference) = tokio::join!(
+                    receive,
+                    self.reference(state, device, &case, numel, deadline)
+                );
+                let outs = outs?;
                 let (note, reference) = match reference {
                     Ok(r) => r,
-                    Err(message) => return Ok(ParentAnswer::Error { message }),
+                    Err(message) => {
+                        running.received = outs;
+                        return Ok(ParentAnswer::Error { message });
+                    }
                 };
-                if reference.len() != numel {
-                    return Ok(ParentAnswer::Error {
-                        message: format!(
-                            "the reference worker returned {} values for an output of {numel}",
-                            reference.len()
-                        ),
-                    });
-                }
                 // the judge scans every element: off the async executor's thread
                 let spec = spec.clone();
-                let results = tokio::task::spawn_blocking(move || {
-                    checks::compare(&spec, stage, &case, note.as_deref(), &reference, &outs)
+                let (results, outs, reference) = tokio::task::spawn_blocking(move || {
+                    let parts: Vec<&[f32]> = outs.chunks(numel).collect();
+                    let results =
+                        checks::compare(&spec, stage, &case, note.as_deref(), &reference, &parts);
+                    (results, outs, reference)
                 })
                 .await
                 .map_err(|e| WorkerError::Protocol {
                     message: format!("the comparison failed: {e}"),
                 })?;
+                running.received = outs;
+                if let Some(r) = state.reference.as_mut() {
+                    r.received = reference;
+                }
                 scope.tally.record(&results);
                 Ok(ParentAnswer::Checked { results })
             }
+            ParentCall::Written => Err(protocol("outputs written before a check".into())),
             ParentCall::TimeReference {
                 case,
                 quick,
@@ -845,7 +927,10 @@ impl Worker {
                     quick,
                     compiled,
                 };
-                match self.trusted(state, running.device, request, deadline).await {
+                match self
+                    .trusted(state, running.device, request, 0, deadline)
+                    .await
+                {
                     Ok((value, _)) => match serde_json::from_value::<ReferenceTiming>(value) {
                         Ok(t) => {
                             scope.timed = Some(t.clone());
@@ -868,10 +953,12 @@ impl Worker {
         state: &mut State,
         device: Device,
         case: &ReferenceJob,
+        numel: usize,
         deadline: tokio::time::Instant,
     ) -> Result<(Option<String>, Vec<f32>), String> {
+        let request = Request::Reference(case.clone());
         let (value, values) = self
-            .trusted(state, device, Request::Reference(case.clone()), deadline)
+            .trusted(state, device, request, numel, deadline)
             .await?;
         let note = value
             .get("note")
@@ -890,6 +977,7 @@ impl Worker {
         state: &mut State,
         device: Device,
         request: Request,
+        numel: usize,
         deadline: tokio::time::Instant,
     ) -> Result<(serde_json::Value, Vec<f32>), String> {
         if state.reference.as_ref().is_some_and(|r| r.device != device) {
@@ -925,6 +1013,7 @@ impl Worker {
             .map_err(|e| e.to_string())?;
             line.push('\n');
             let exchange = async {
+                worker.payload.reserve(numel as u64 * 4)?;
                 worker.stdin.write_all(line.as_bytes()).await?;
                 worker.stdin.flush().await?;
                 let mut reply = String::new();
@@ -943,8 +1032,14 @@ impl Worker {
                     }
                     ReplyBody::Error { message } => return Ok((Err(message), reply.restart)),
                 };
-                let bytes = value.get("bytes").and_then(|b| b.as_u64()).unwrap_or(0) as usize;
-                let values = checks::read_f32s(&mut worker.stdout, bytes / 4).await?;
+                let bytes = value.get("bytes").and_then(|b| b.as_u64()).unwrap_or(0);
+                if bytes != numel as u64 * 4 {
+                    let message = format!("{bytes} bytes of reference for {numel} values");
+                    return Ok((Err(message), reply.restart));
+                }
+                let area = worker.payload.try_clone()?;
+                let buffer = std::mem::take(&mut worker.received);
+                let values = read_payload(area, numel, buffer).await?;
                 Ok((Ok((value, values)), reply.restart))
             };
             match tokio::time::timeout_at(deadline, exchange).await {
@@ -1080,6 +1175,14 @@ impl Worker {
             // before triton is imported; the harness sets it too
             cmd.env("TRITON_INTERPRET", "1");
         }
+        let payload = PayloadArea::create()?;
+        let payload_fd = payload.raw_fd();
+        cmd.env(env::PAYLOAD_FD, payload_fd.to_string());
+        // SAFETY: the hook runs in the child between fork and exec and only calls fcntl on
+        // the child's copy of the area's fd (`inherit_in_child`).
+        unsafe {
+            cmd.pre_exec(move || PayloadArea::inherit_in_child(payload_fd));
+        }
         let mut child = cmd.spawn().map_err(|source| WorkerError::Spawn {
             exe: program.exe.clone(),
             source,
@@ -1140,6 +1243,8 @@ impl Worker {
                 warning: None,
             },
             scratch,
+            payload,
+            received: Vec::new(),
         })
     }
 

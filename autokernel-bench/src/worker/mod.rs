@@ -4,7 +4,8 @@
 //! `harness.py`), [`guards`] (the tamper guards), [`plan`] (which cases a bench runs: pure
 //! Rust, no Python) and [`execute`] (running a plan's cases through the harness and the
 //! judge); both of the last write their lines through [`log`]. [`launchers`] carries the
-//! Triton launcher signatures a candidate's worker built to the next workers' start.
+//! Triton launcher signatures a candidate's worker built to the next workers' start;
+//! [`payload`] carries the checks' outputs and references through shared memory.
 //!
 //! Data flows `bootstrap` → `requests` → `execute`, which asks `plan` what to run and calls
 //! the harness for each case; `guards` are taken when the harness starts and checked after
@@ -18,5 +19,6 @@ mod harness;
 pub(crate) mod launchers;
 pub(crate) mod log;
 mod parent;
+mod payload;
 mod plan;
 mod requests;

@@ -3,9 +3,9 @@
 //! latency. Both are computed by the trusted reference worker and judged in the parent, so
 //! no reference output ever exists in the process a candidate runs in.
 //!
-//! In the middle of a request the worker writes a [`Call`] line on its reply channel, then
-//! each output as raw float32 bytes, and reads the parent's [`Answer`] line from its
-//! request channel (`protocol.rs`).
+//! In the middle of a request the worker writes a [`Call`] line on its reply channel and
+//! reads the parent's [`Answer`] line from its request channel (`protocol.rs`); a check's
+//! outputs go through the worker's payload area (`payload.rs`) once the parent has sized it.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -13,30 +13,35 @@ use std::io::{BufRead, BufReader, Write};
 use autokernel_core::Stage;
 use ndarray::ArrayViewD;
 
-use super::checks::as_bytes;
 use super::harness::Failure;
+use super::payload::PayloadWriter;
 use crate::protocol::{Answer, Call, ParentAnswer, ParentCall, ReferenceJob, ReferenceTiming};
 
 /// The worker's side of the channels to its parent, for the request being answered.
 pub(super) struct ParentLink<'a> {
     replies: &'a mut File,
     requests: &'a mut BufReader<File>,
+    /// Where a check's outputs go; `None` in a worker started by hand (its checks fail).
+    payload: Option<&'a mut PayloadWriter>,
     /// The request's id and nonce, echoed in every call.
     id: u64,
     nonce: String,
 }
 
 impl<'a> ParentLink<'a> {
-    /// The link for request `id` (`nonce`) over the worker's reply and request channels.
+    /// The link for request `id` (`nonce`) over the worker's reply and request channels
+    /// and its payload area.
     pub(super) fn new(
         replies: &'a mut File,
         requests: &'a mut BufReader<File>,
+        payload: Option<&'a mut PayloadWriter>,
         id: u64,
         nonce: String,
     ) -> Self {
         ParentLink {
             replies,
             requests,
+            payload,
             id,
             nonce,
         }
@@ -60,16 +65,30 @@ impl<'a> ParentLink<'a> {
             case,
             outputs: shapes,
         };
-        let write_outputs = |out: &mut File| -> std::io::Result<()> {
-            for o in outputs {
-                match o.as_slice() {
-                    Some(s) => out.write_all(as_bytes(s))?,
-                    None => out.write_all(as_bytes(&o.iter().copied().collect::<Vec<f32>>()))?,
-                }
-            }
-            Ok(())
+        match self.call(&call)? {
+            ParentAnswer::Ready => {}
+            other => return Err(unexpected(&other)),
+        }
+        let Some(area) = self.payload.as_deref_mut() else {
+            return Err(Failure::Harness(format!(
+                "no payload area to send outputs through ({} is unset)",
+                crate::protocol::env::PAYLOAD_FD
+            )));
         };
-        match self.call(&call, write_outputs)? {
+        // a view that is not contiguous is copied first, in row-major order
+        let owned: Vec<Option<Vec<f32>>> = outputs
+            .iter()
+            .map(|o| o.as_slice().is_none().then(|| o.iter().copied().collect()))
+            .collect();
+        let parts: Vec<&[f32]> = outputs
+            .iter()
+            .zip(&owned)
+            .map(|(o, copy)| copy.as_deref().or(o.as_slice()).unwrap_or_default())
+            .collect();
+        area.write(&parts).map_err(|e| {
+            Failure::Harness(format!("cannot write the outputs to the payload area: {e}"))
+        })?;
+        match self.call(&ParentCall::Written)? {
             ParentAnswer::Checked { results } if results.len() == outputs.len() => Ok(results),
             other => Err(unexpected(&other)),
         }
@@ -90,18 +109,14 @@ impl<'a> ParentLink<'a> {
             quick,
             compiled,
         };
-        match self.call(&call, |_| Ok(()))? {
+        match self.call(&call)? {
             ParentAnswer::Timed(t) => Ok(t),
             other => Err(unexpected(&other)),
         }
     }
 
-    /// Writes `call` and its payload, then reads the parent's answer.
-    fn call(
-        &mut self,
-        call: &ParentCall,
-        payload: impl FnOnce(&mut File) -> std::io::Result<()>,
-    ) -> Result<ParentAnswer, Failure> {
+    /// Writes `call`, then reads the parent's answer.
+    fn call(&mut self, call: &ParentCall) -> Result<ParentAnswer, Failure> {
         let broken =
             |e: std::io::Error| Failure::Harness(format!("the channel to the parent broke: {e}"));
         let mut line = serde_json::to_string(&Call {
@@ -112,7 +127,6 @@ impl<'a> ParentLink<'a> {
         .map_err(|e| Failure::Harness(e.to_string()))?;
         line.push('\n');
         self.replies.write_all(line.as_bytes()).map_err(broken)?;
-        payload(self.replies).map_err(broken)?;
         self.replies.flush().map_err(broken)?;
         let mut answer = String::new();
         if self.requests.read_line(&mut answer).map_err(broken)? == 0 {

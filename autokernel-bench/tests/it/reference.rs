@@ -56,7 +56,11 @@ async fn a_candidate_cannot_reach_the_reference_workers_pipes_or_memory() {
     let source =
         std::fs::read_to_string(cases_dir("reference").join("probes_the_reference_worker.py"))
             .unwrap()
-            .replace("REFERENCE_PID = 0", &format!("REFERENCE_PID = {pid}"));
+            .replace("REFERENCE_PID = 0", &format!("REFERENCE_PID = {pid}"))
+            .replace(
+                "PARENT_PID = 0",
+                &format!("PARENT_PID = {}", std::process::id()),
+            );
     let probe = write(dir.path(), "probes_the_reference_worker.py", &source);
     let r = bench(&b, &probe, true, 120).await;
     let reason = r.correctness.reason().unwrap_or_default().to_string();
@@ -66,6 +70,15 @@ async fn a_candidate_cannot_reach_the_reference_workers_pipes_or_memory() {
         )),
         "{reason}"
     );
+    // the parent's handle on the reference's payload area: out of reach where Landlock is
+    // in force (its ptrace scope covers /proc/<pid>/fd); without it, open, as the threat
+    // model in docs/bench.md says
+    let parent = if reason.contains("writes outside: refused") {
+        "the parent's payload areas: refused"
+    } else {
+        "the parent's payload areas: open"
+    };
+    assert!(reason.contains(parent), "{reason}");
     assert_eq!(
         worker.reference_pid().await,
         Some(pid),

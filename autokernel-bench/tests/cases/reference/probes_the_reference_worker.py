@@ -1,13 +1,17 @@
 """Tries to reach the trusted reference worker, whose process id the test writes in
-(`REFERENCE_PID`): open any of its open files through `/proc/<pid>/fd` (its reply pipe is
-one) and open its memory (`/proc/<pid>/mem`). Raises at import with what it found, so the load
-stage's reason says whether each was open or refused."""
+(`REFERENCE_PID`): open any of its open files through `/proc/<pid>/fd` (its reply pipe and
+payload area are among them) and open its memory (`/proc/<pid>/mem`); and the parent's
+handle on the reference's payload area, through the parent's `/proc/<pid>/fd` (`PARENT_PID`,
+the process that runs the judge). Raises at import with what it found, so the load stage's
+reason says whether each was open or refused, and whether writing outside the scratch
+folder was refused (Landlock in force)."""
 import os
 
 KERNEL_KIND = "rmsnorm"
 CONFIG = {}
 TUNABLES = {}
 REFERENCE_PID = 0
+PARENT_PID = 0
 
 
 def _fds(pid):
@@ -34,10 +38,49 @@ def _mem(pid):
         return "refused"
 
 
+def _payload_areas(pid):
+    """"open" when a payload area of the process (a memfd) can be opened for reading."""
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return "refused"
+    found, opened, refused = 0, 0, 0
+    for n in names:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{n}")
+        except OSError:
+            refused += 1
+            continue
+        if "autokernel-payload" not in target:
+            continue
+        found += 1
+        try:
+            os.close(os.open(f"/proc/{pid}/fd/{n}", os.O_RDONLY))
+            opened += 1
+        except OSError:
+            pass
+    if opened:
+        return "open"
+    return "refused" if found or refused else "none found"
+
+
+def _writes_outside():
+    path = f"/tmp/autokernel-probe-{os.getpid()}"
+    try:
+        with open(path, "w"):
+            pass
+    except OSError:
+        return "refused"
+    os.remove(path)
+    return "allowed"
+
+
 _pid = REFERENCE_PID
 raise RuntimeError(
     f"probe of pid {_pid}: alive: {os.path.exists(f'/proc/{_pid}/status')}, "
-    f"fd: {_fds(_pid)}, mem: {_mem(_pid)}"
+    f"fd: {_fds(_pid)}, mem: {_mem(_pid)}; "
+    f"the parent's payload areas: {_payload_areas(PARENT_PID)}; "
+    f"writes outside: {_writes_outside()}"
 )
 
 

@@ -1,0 +1,209 @@
+//! The payloads of the checks (issue 21, point 1) through shared memory instead of a pipe:
+//! a candidate's outputs and the trusted reference, float32, reach 800 MB a case, and a
+//! pipe carries them at about 1.3 GB/s where a copy into memory runs several times faster
+//! (docs/benchmarks.md, "payloads through shared memory").
+//!
+//! The parent creates one area per worker ([`PayloadArea`]: an anonymous `memfd`, sealed
+//! against shrinking) and the worker inherits it, the fd's number in
+//! [`crate::protocol::env::PAYLOAD_FD`]. The parent sizes the area before the worker
+//! writes (a candidate's `RLIMIT_FSIZE` would stop the worker growing it); the worker maps
+//! it and copies its outputs in ([`PayloadWriter`]); the parent `pread`s them into its own
+//! memory, which no worker can reach, before it compares anything. Each worker has an area
+//! of its own, close-on-exec in the parent, so a candidate's worker never holds the
+//! reference worker's.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::unix::fs::FileExt;
+
+use super::checks::{as_bytes, as_bytes_mut};
+use crate::protocol::env;
+
+/// The parent's handle on a worker's payload area.
+#[derive(Debug)]
+pub(super) struct PayloadArea {
+    file: File,
+}
+
+impl PayloadArea {
+    /// A new, empty area: close-on-exec (each child is given its own in
+    /// [`PayloadArea::inherit_in_child`]) and sealed against shrinking, so that what the
+    /// parent sized stays there.
+    ///
+    /// # Errors
+    /// `memfd_create` or the seal failed (a kernel before 3.17).
+    pub(super) fn create() -> std::io::Result<Self> {
+        // SAFETY: memfd_create with a NUL-terminated name and flags; the fd it returns is
+        // owned by the File from here on.
+        let fd = unsafe {
+            libc::memfd_create(
+                c"autokernel-payload".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and nothing else owns it.
+        let file = unsafe { File::from_raw_fd(fd) };
+        // SAFETY: fcntl on the fd `file` owns, with an integer argument.
+        if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(PayloadArea { file })
+    }
+
+    /// The fd's number, the same in the child that inherits it.
+    pub(super) fn raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// Clears close-on-exec on `fd` in a child between fork and exec, so that this child,
+    /// and no other, inherits it.
+    ///
+    /// # Safety
+    /// Only between fork and exec (a `pre_exec` hook): it touches the child's own fd table
+    /// and calls nothing but `fcntl`, which is async-signal-safe.
+    pub(super) unsafe fn inherit_in_child(fd: RawFd) -> std::io::Result<()> {
+        // SAFETY: fcntl with an integer argument, on an fd of the caller's.
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Grows the area to at least `bytes` (never shrinks: sealed).
+    ///
+    /// # Errors
+    /// `ftruncate` failed (no memory for the tmpfs file).
+    pub(super) fn reserve(&self, bytes: u64) -> std::io::Result<()> {
+        if self.file.metadata()?.len() < bytes {
+            self.file.set_len(bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Copies the area's first `numel` float32 values into `buffer` (resized to `numel`,
+    /// its memory reused): the parent's own copy, which no worker can write.
+    ///
+    /// # Errors
+    /// The area is shorter than `numel` values (never after [`PayloadArea::reserve`]), or
+    /// the read failed.
+    pub(super) fn read_into(&self, numel: usize, buffer: &mut Vec<f32>) -> std::io::Result<()> {
+        buffer.resize(numel, 0.0);
+        self.file.read_exact_at(as_bytes_mut(buffer), 0)
+    }
+
+    /// A handle on the same area for a blocking task.
+    pub(super) fn try_clone(&self) -> std::io::Result<Self> {
+        Ok(PayloadArea {
+            file: self.file.try_clone()?,
+        })
+    }
+}
+
+/// The worker's side: the area it inherited, mapped while its size stays the same.
+pub(crate) struct PayloadWriter {
+    file: File,
+    map: Option<memmap2::MmapMut>,
+}
+
+impl PayloadWriter {
+    /// The area named by [`env::PAYLOAD_FD`], made close-on-exec so that nothing the worker
+    /// starts inherits it; `None` when the parent gave none (a worker started by hand).
+    pub(crate) fn from_env() -> Option<Self> {
+        let fd: RawFd = std::env::var(env::PAYLOAD_FD).ok()?.parse().ok()?;
+        // SAFETY: the parent cleared close-on-exec on this fd for this process alone; it is
+        // owned by the File from here on, and fcntl takes an integer argument.
+        unsafe {
+            if libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) < 0 {
+                return None;
+            }
+            Some(PayloadWriter {
+                file: File::from_raw_fd(fd),
+                map: None,
+            })
+        }
+    }
+
+    /// Copies `parts` one after the other to the start of the area, as float32 in native
+    /// order.
+    ///
+    /// # Errors
+    /// The area is smaller than the parts (the parent sizes it from its own plan before it
+    /// lets a worker write), or mapping it failed.
+    pub(crate) fn write(&mut self, parts: &[&[f32]]) -> std::io::Result<()> {
+        let bytes: usize = parts.iter().map(|p| size_of_val(*p)).sum();
+        let len = self.file.metadata()?.len() as usize;
+        if len < bytes {
+            return Err(std::io::Error::other(format!(
+                "the payload area holds {len} bytes, {bytes} are to be written"
+            )));
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        if self.map.as_ref().is_none_or(|m| m.len() != len) {
+            // SAFETY: a shared map of this worker's own payload area. The parent only ever
+            // grows it (it is sealed against shrinking), so the map stays backed, and only
+            // this process writes it while the parent waits for the line that follows.
+            self.map = Some(unsafe { memmap2::MmapMut::map_mut(&self.file)? });
+        }
+        let map = self.map.as_mut().expect("mapped above");
+        let mut at = 0;
+        for part in parts {
+            let b = as_bytes(part);
+            map[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_written_through_the_map_are_read_back_by_pread() {
+        let area = PayloadArea::create().unwrap();
+        area.reserve(6 * 4).unwrap();
+        let mut writer = PayloadWriter {
+            file: area.file.try_clone().unwrap(),
+            map: None,
+        };
+        writer
+            .write(&[&[1.0, 2.0], &[f32::NAN, -0.0, 3.5, 4.0]])
+            .unwrap();
+        let mut back = vec![9.0; 1];
+        area.read_into(6, &mut back).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&back), bits(&[1.0, 2.0, f32::NAN, -0.0, 3.5, 4.0]));
+    }
+
+    #[test]
+    fn a_writer_cannot_overrun_or_shrink_the_area() {
+        let area = PayloadArea::create().unwrap();
+        area.reserve(8).unwrap();
+        let mut writer = PayloadWriter {
+            file: area.file.try_clone().unwrap(),
+            map: None,
+        };
+        let err = writer.write(&[&[1.0, 2.0, 3.0]]).unwrap_err();
+        assert!(err.to_string().contains("holds 8 bytes, 12"), "{err}");
+        // the seal refuses a shrink, whoever asks
+        assert!(writer.file.set_len(4).is_err());
+        assert_eq!(area.file.metadata().unwrap().len(), 8);
+        // growing is the parent's: reserve never shrinks what is there
+        area.reserve(4).unwrap();
+        assert_eq!(area.file.metadata().unwrap().len(), 8);
+    }
+
+    #[test]
+    fn reading_past_what_was_reserved_is_an_error_not_a_short_buffer() {
+        let area = PayloadArea::create().unwrap();
+        area.reserve(8).unwrap();
+        let mut buffer = Vec::new();
+        assert!(area.read_into(3, &mut buffer).is_err());
+    }
+}
