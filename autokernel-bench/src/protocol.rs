@@ -62,10 +62,15 @@ pub(crate) enum Request {
     /// Time two kernel files interleaved.
     Compare(CompareJob),
     /// The reference output of one case (trusted reference worker only): the reply's value
-    /// is `{shape, note, bytes}`, and `bytes` bytes of float32 (native byte order, the
-    /// output in row-major order) are at the start of the worker's payload area, which the
-    /// parent sized before it asked (`worker/payload.rs`).
+    /// is `{shape, note, bytes}`, and the worker keeps the output, `bytes` bytes of float32,
+    /// in its own memory until [`Request::Deliver`].
     Reference(ReferenceJob),
+    /// Writes the output of the last [`Request::Reference`] (native byte order, row-major)
+    /// to the start of the worker's payload area (`worker/payload.rs`), which the parent
+    /// sized before it asked; the reply's value is `{bytes}`. A separate step so that the
+    /// parent can have a reference computed while a candidate's worker writes its outputs,
+    /// and make it readable only once those outputs are in the parent's memory.
+    Deliver,
     /// Times the reference (eager, and torch.compile when `compiled`) at `case` (trusted
     /// reference worker only): the reply's value is a [`ReferenceTiming`].
     TimeReference {

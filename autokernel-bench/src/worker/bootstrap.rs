@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use autokernel_core::Catalogue;
-use numpy::PyArrayMethods;
+use numpy::{PyArrayDyn, PyArrayMethods};
 use pyo3::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -327,6 +327,8 @@ fn serve() -> Result<(), String> {
     ));
 
     let mut line = String::new();
+    // the last reference computed, until the parent has it delivered to the payload area
+    let mut pending: Option<Py<PyArrayDyn<f32>>> = None;
     loop {
         line.clear();
         let n = ch
@@ -344,13 +346,25 @@ fn serve() -> Result<(), String> {
         let refused = reference_role
             && !matches!(
                 envelope.request,
-                Request::Reference(_) | Request::TimeReference { .. } | Request::Status
+                Request::Reference(_)
+                    | Request::Deliver
+                    | Request::TimeReference { .. }
+                    | Request::Status
             );
+        let deliver = reference_role && matches!(envelope.request, Request::Deliver);
         let restart = Python::attach(|py| {
             let (body, restart, payload, launchers) = if refused {
                 // the trusted reference worker never runs a candidate or a script
                 let message = "the trusted reference worker serves only references".into();
                 (ReplyBody::Error { message }, false, None, Vec::new())
+            } else if deliver {
+                let body = match pending.take() {
+                    Some(out) => deliver_reference(out.bind(py), ch.payload.as_mut()),
+                    None => ReplyBody::Error {
+                        message: "no reference to deliver".into(),
+                    },
+                };
+                (body, false, None, Vec::new())
             } else {
                 let mut parent = ParentLink::new(
                     &mut ch.replies,
@@ -368,26 +382,8 @@ fn serve() -> Result<(), String> {
                 };
                 (body, restart, payload, launchers)
             };
-            // a reference output: in the payload area before the line that announces it
-            let body = match payload {
-                Some(out) => {
-                    let out = out.readonly();
-                    let written = match (out.as_slice(), ch.payload.as_mut()) {
-                        (Ok(values), Some(area)) => {
-                            area.write(&[values]).map_err(|e| e.to_string())
-                        }
-                        (Err(e), _) => Err(e.to_string()),
-                        (_, None) => Err(format!("no payload area ({} is unset)", env::PAYLOAD_FD)),
-                    };
-                    match written {
-                        Ok(()) => body,
-                        Err(e) => ReplyBody::Error {
-                            message: format!("cannot write the reference to the payload area: {e}"),
-                        },
-                    }
-                }
-                None => body,
-            };
+            // a reference output: kept until the parent asks for it to be delivered
+            pending = payload.map(Bound::unbind);
             send(
                 &mut ch.replies,
                 &Reply {
@@ -405,6 +401,31 @@ fn serve() -> Result<(), String> {
             log("exiting so that the next request gets a fresh process");
             return Ok(());
         }
+    }
+}
+
+/// Writes the reference `out` to the payload `area`: the reply to [`Request::Deliver`],
+/// `{bytes}`, or why it could not be written.
+fn deliver_reference(
+    out: &Bound<'_, PyArrayDyn<f32>>,
+    area: Option<&mut PayloadWriter>,
+) -> ReplyBody {
+    let out = out.readonly();
+    let written = match (out.as_slice(), area) {
+        (Ok(values), Some(area)) => area
+            .write(&[values])
+            .map(|()| size_of_val(values))
+            .map_err(|e| e.to_string()),
+        (Err(e), _) => Err(e.to_string()),
+        (_, None) => Err(format!("no payload area ({} is unset)", env::PAYLOAD_FD)),
+    };
+    match written {
+        Ok(bytes) => ReplyBody::Ok {
+            value: serde_json::json!({ "bytes": bytes }),
+        },
+        Err(e) => ReplyBody::Error {
+            message: format!("cannot write the reference to the payload area: {e}"),
+        },
     }
 }
 

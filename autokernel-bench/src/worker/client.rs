@@ -868,8 +868,6 @@ impl Worker {
                 running
                     .send_answer(id, nonce, ParentAnswer::Ready, deadline)
                     .await?;
-                // the reference worker computes the reference while the candidate's worker
-                // writes its outputs, and the parent copies both out at once
                 let device = running.device;
                 let receive = async {
                     match running.read_call(id, nonce, deadline).await? {
@@ -884,11 +882,20 @@ impl Worker {
                     let buffer = std::mem::take(&mut running.received);
                     Ok(read_payload(area, numel * count, buffer).await?)
                 };
-                let (outs, reference) = tokio::join!(
-                    receive,
-                    self.reference(state, device, &case, numel, deadline)
-                );
+                // The reference is computed while the candidate's worker writes its outputs,
+                // but written where the parent reads it only once those outputs are in the
+                // parent's memory: without Landlock a candidate can open the parent's fds
+                // (the reference's payload area among them) through /proc.
+                let (outs, computed) =
+                    tokio::join!(receive, self.reference(state, device, &case, deadline));
                 let outs = outs?;
+                let reference = match computed {
+                    Ok(note) => self
+                        .trusted(state, device, Request::Deliver, Some(numel), deadline)
+                        .await
+                        .map(|(_, values)| (note, values)),
+                    Err(message) => Err(message),
+                };
                 let (note, reference) = match reference {
                     Ok(r) => r,
                     Err(message) => {
@@ -928,7 +935,7 @@ impl Worker {
                     compiled,
                 };
                 match self
-                    .trusted(state, running.device, request, 0, deadline)
+                    .trusted(state, running.device, request, None, deadline)
                     .await
                 {
                     Ok((value, _)) => match serde_json::from_value::<ReferenceTiming>(value) {
@@ -946,30 +953,27 @@ impl Worker {
         }
     }
 
-    /// The reference output of `case` from the trusted reference worker: the catalogue's
-    /// note on a mismatch, and the output's float32 values.
+    /// Has the trusted reference worker compute the reference output of `case` and keep it
+    /// until [`Request::Deliver`]: the catalogue's note on a mismatch.
     async fn reference(
         &self,
         state: &mut State,
         device: Device,
         case: &ReferenceJob,
-        numel: usize,
         deadline: tokio::time::Instant,
-    ) -> Result<(Option<String>, Vec<f32>), String> {
+    ) -> Result<Option<String>, String> {
         let request = Request::Reference(case.clone());
-        let (value, values) = self
-            .trusted(state, device, request, numel, deadline)
-            .await?;
-        let note = value
+        let (value, _) = self.trusted(state, device, request, None, deadline).await?;
+        Ok(value
             .get("note")
             .and_then(|n| n.as_str())
-            .map(str::to_string);
-        Ok((note, values))
+            .map(str::to_string))
     }
 
     /// Sends `request` to the trusted reference worker (started when there is none for
-    /// `device`, within `deadline`) and reads its reply before `deadline`, with the float32
-    /// payload a reply announces (`bytes`). A worker that crashed, hung, broke the protocol
+    /// `device`, within `deadline`) and reads its reply before `deadline`; with
+    /// `payload: Some(numel)`, the area is sized for `numel` float32 values first, the reply
+    /// must announce them (`bytes`) and they are read from the area. A worker that crashed, hung, broke the protocol
     /// or asked for a restart is not kept; one that had died since its last request (a
     /// broken pipe at once) is replaced and the request sent again, once.
     async fn trusted(
@@ -977,7 +981,7 @@ impl Worker {
         state: &mut State,
         device: Device,
         request: Request,
-        numel: usize,
+        payload: Option<usize>,
         deadline: tokio::time::Instant,
     ) -> Result<(serde_json::Value, Vec<f32>), String> {
         if state.reference.as_ref().is_some_and(|r| r.device != device) {
@@ -1013,7 +1017,9 @@ impl Worker {
             .map_err(|e| e.to_string())?;
             line.push('\n');
             let exchange = async {
-                worker.payload.reserve(numel as u64 * 4)?;
+                if let Some(numel) = payload {
+                    worker.payload.reserve(numel as u64 * 4)?;
+                }
                 worker.stdin.write_all(line.as_bytes()).await?;
                 worker.stdin.flush().await?;
                 let mut reply = String::new();
@@ -1031,6 +1037,9 @@ impl Worker {
                         return Ok((Err(format!("{message}\n{traceback}")), reply.restart))
                     }
                     ReplyBody::Error { message } => return Ok((Err(message), reply.restart)),
+                };
+                let Some(numel) = payload else {
+                    return Ok((Ok((value, Vec::new())), reply.restart));
                 };
                 let bytes = value.get("bytes").and_then(|b| b.as_u64()).unwrap_or(0);
                 if bytes != numel as u64 * 4 {

@@ -39,8 +39,9 @@ struct CompareMeta {
 
 /// Answers `request`, asking `parent` what a candidate's process must not compute itself:
 /// the reply's body, whether the worker must exit after sending it (a CUDA error or
-/// tampering: the next request gets a fresh process), and the float32 array whose bytes
-/// follow the reply line (a reference output; `None` for every other request).
+/// tampering: the next request gets a fresh process), and the float32 array of a reference
+/// output, which the request loop keeps until [`Request::Deliver`] (`None` for every other
+/// request).
 pub(super) fn handle<'py>(
     h: &Harness,
     py: Python<'py>,
@@ -64,6 +65,10 @@ pub(super) fn handle<'py>(
             payload = Some(out);
             (value, false)
         }),
+        // the request loop keeps the last reference and answers this itself
+        Request::Deliver => Err(Failure::Request(
+            "only the trusted reference worker delivers references".into(),
+        )),
         Request::TimeReference {
             case,
             quick,

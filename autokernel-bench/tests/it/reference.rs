@@ -85,3 +85,116 @@ async fn a_candidate_cannot_reach_the_reference_workers_pipes_or_memory() {
         "the same reference worker serves on"
     );
 }
+
+/// One request line to a worker started by hand, and its reply line as JSON.
+fn ask(
+    stdin: &mut std::process::ChildStdin,
+    stdout: &mut std::io::BufReader<std::process::ChildStdout>,
+    id: u64,
+    request: serde_json::Value,
+) -> serde_json::Value {
+    use std::io::{BufRead, Write};
+    let line = serde_json::json!({ "id": id, "nonce": format!("n{id}"), "request": request });
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    let mut reply = String::new();
+    stdout.read_line(&mut reply).unwrap();
+    serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply}"))
+}
+
+/// The reference worker computes a reference on `reference` but writes it to its payload
+/// area only on `deliver` (the parent asks once the candidate's outputs are in its own
+/// memory, so a candidate that can open the parent's fds finds no reference there while it
+/// still writes): the area is untouched after the first, and holds the softmax after the
+/// second (each row sums to 1), once.
+#[test]
+fn the_reference_worker_writes_a_reference_only_when_asked_to_deliver_it() {
+    use std::io::BufRead;
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::FileExt;
+    // SAFETY: memfd_create with a NUL-terminated name; the fd is owned by the File. Without
+    // MFD_CLOEXEC, the worker started below inherits it, as the parent's own hook arranges.
+    let area = unsafe {
+        let fd = libc::memfd_create(c"test-payload".as_ptr(), 0);
+        assert!(fd >= 0, "memfd_create");
+        std::fs::File::from_raw_fd(fd)
+    };
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&area);
+    let (rows, cols) = (4usize, 8usize);
+    area.set_len((rows * cols * 4) as u64).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_autokernel-bench-worker"))
+        .env("AUTOKERNEL_WORKER_PYTHON", python())
+        .env("AUTOKERNEL_WORKER_DEVICE", "cpu")
+        .env("AUTOKERNEL_WORKER_REFERENCE", "1")
+        .env("AUTOKERNEL_WORKER_PAYLOAD_FD", fd.to_string())
+        .env("TRITON_INTERPRET", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut hello = String::new();
+    stdout.read_line(&mut hello).unwrap();
+    assert!(hello.contains("\"error\":null"), "{hello}");
+    let read_area = || {
+        let mut bytes = vec![0u8; rows * cols * 4];
+        area.read_exact_at(&mut bytes, 0).unwrap();
+        bytes
+            .chunks(4)
+            .map(|b| f32::from_ne_bytes(b.try_into().unwrap()))
+            .collect::<Vec<f32>>()
+    };
+
+    let job = serde_json::json!({
+        "op": "reference", "kind": "softmax", "shape": [rows, cols], "dtype": "float32",
+        "seed": 1001, "mode": "normal", "layout": "contiguous", "params": "{}",
+    });
+    let computed = ask(&mut stdin, &mut stdout, 1, job);
+    assert_eq!(computed["body"]["status"], "ok", "{computed}");
+    assert_eq!(
+        computed["body"]["value"]["bytes"],
+        rows * cols * 4,
+        "{computed}"
+    );
+    assert!(
+        read_area().iter().all(|&v| v == 0.0),
+        "the reference reached the area before it was delivered"
+    );
+
+    let delivered = ask(
+        &mut stdin,
+        &mut stdout,
+        2,
+        serde_json::json!({ "op": "deliver" }),
+    );
+    assert_eq!(
+        delivered["body"]["value"]["bytes"],
+        rows * cols * 4,
+        "{delivered}"
+    );
+    let values = read_area();
+    for row in values.chunks(cols) {
+        let sum: f32 = row.iter().sum();
+        assert!(
+            (sum - 1.0).abs() < 1e-5,
+            "a softmax row sums to {sum}: {values:?}"
+        );
+    }
+
+    let again = ask(
+        &mut stdin,
+        &mut stdout,
+        3,
+        serde_json::json!({ "op": "deliver" }),
+    );
+    assert!(
+        again["body"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no reference to deliver")),
+        "{again}"
+    );
+    drop(stdin);
+    child.wait().unwrap();
+}
