@@ -29,11 +29,11 @@ pub(crate) mod env {
     /// Triton launcher signatures to build before any candidate is loaded, as a JSON array
     /// of arrays of argument type names (`worker::launchers`); unset: none.
     pub const TRITON_LAUNCHERS: &str = "AUTOKERNEL_WORKER_TRITON_LAUNCHERS";
-    /// Set (to `1`) for the trusted reference worker: it serves only [`super::Request::Reference`],
+    /// Set (to `1`) for the trusted reference worker: it serves only
+    /// [`super::Request::Reference`], [`super::Request::Deliver`],
     /// [`super::Request::TimeReference`] and status (`bootstrap.rs` refuses the rest), and
-    /// makes itself undumpable so that no other
-    /// process of the user's (a candidate outside a user namespace) can read its memory or
-    /// open its pipes through `/proc`.
+    /// makes itself undumpable so that no other process of the user's (a candidate without
+    /// Landlock) can read its memory or open its pipes or payload area through `/proc`.
     pub const REFERENCE: &str = "AUTOKERNEL_WORKER_REFERENCE";
     /// The number of the inherited fd of the worker's payload area (`worker/payload.rs`),
     /// where its check outputs or references go; unset: none (a worker started by hand).
@@ -189,6 +189,9 @@ pub(crate) enum ParentCall {
     /// The outputs of the [`ParentCall::Check`] just answered `Ready` are in the payload
     /// area; answered with [`ParentAnswer::Checked`].
     Written,
+    /// The outputs of that check could not be written (`reason`: the map failed, out of
+    /// address space): answered with [`ParentAnswer::Checked`], every output failed.
+    NotWritten { reason: String },
     /// The reference's latencies at the timing case.
     TimeReference {
         case: ReferenceJob,

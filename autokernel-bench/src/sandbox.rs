@@ -96,7 +96,17 @@ pub(crate) struct Isolation {
 }
 
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{isolate, restrict};
+pub(crate) use linux::{isolate, landlock_abi, restrict, shield_parent};
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn landlock_abi() -> i64 {
+    0
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn shield_parent(_landlock_abi: i64) -> bool {
+    false
+}
 
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn isolate(_spec: &Spec) -> Isolation {
@@ -516,6 +526,35 @@ mod linux {
         })
     }
 
+    /// The Landlock ABI version the kernel offers; 0 without Landlock (not built, or not in
+    /// the `lsm=` list).
+    pub(crate) fn landlock_abi() -> i64 {
+        // LANDLOCK_CREATE_RULESET_VERSION (linux/landlock.h): asks for the version only
+        const VERSION: libc::c_uint = 1;
+        // SAFETY: landlock_create_ruleset with a null attribute, size 0 and the version flag
+        // creates nothing and returns the ABI version or -1.
+        let abi = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<u8>(),
+                0usize,
+                VERSION,
+            )
+        };
+        abi.max(0)
+    }
+
+    /// Without Landlock (`landlock_abi` 0), makes this process, the one that starts the
+    /// candidates' workers, undumpable: a candidate of the same user could otherwise open
+    /// its fds (the reference worker's pipes and payload area) through `/proc/<pid>/fd`,
+    /// read-write. Its `/proc` files are then root's (a candidate running as root still
+    /// reaches them), and it leaves no core dump. Whether it did.
+    pub(crate) fn shield_parent(landlock_abi: i64) -> bool {
+        // Landlock's ptrace scope already refuses a sandboxed process those files
+        // SAFETY: prctl with integer arguments only.
+        landlock_abi < 1 && unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) } == 0
+    }
+
     /// Sets a resource limit (soft and hard); a macro because the resource's type differs
     /// between C libraries.
     macro_rules! set_limit {
@@ -578,5 +617,31 @@ mod linux {
             )),
         }
         warnings
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    /// `PR_GET_DUMPABLE` in a forked child after it ran `f`: the test process stays as it was.
+    fn dumpable_after(f: fn()) -> i32 {
+        // SAFETY: the child calls only prctl and _exit (async-signal-safe) before it exits;
+        // the parent waits for it with a valid status pointer.
+        unsafe {
+            let pid = libc::fork();
+            assert!(pid >= 0, "fork");
+            if pid == 0 {
+                f();
+                libc::_exit(libc::prctl(libc::PR_GET_DUMPABLE));
+            }
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+            libc::WEXITSTATUS(status)
+        }
+    }
+
+    #[test]
+    fn without_landlock_the_parent_makes_itself_undumpable_and_with_it_stays_dumpable() {
+        assert_eq!(dumpable_after(|| assert!(super::shield_parent(0))), 0);
+        assert_eq!(dumpable_after(|| assert!(!super::shield_parent(3))), 1);
     }
 }

@@ -143,8 +143,6 @@ impl Running {
         }
     }
 
-    /// Kills the whole process group (the worker and anything it started) and reaps it.
-    /// Returns the exit description.
     /// Writes `answer` to call `id` (`nonce`) on the worker's request channel before
     /// `deadline`: a worker that stops reading its answers must not hold the parent.
     ///
@@ -207,6 +205,8 @@ impl Running {
         }
     }
 
+    /// Kills the whole process group (the worker and anything it started) and reaps it.
+    /// Returns the exit description.
     async fn kill(mut self) -> (String, String) {
         // a sandboxed worker: the launcher first, so that the candidate's daemons go too
         if !self.stop_through_launcher(Duration::from_secs(3)).await {
@@ -835,9 +835,11 @@ impl Worker {
     /// # Errors
     /// [`WorkerError::Protocol`] for a call the request cannot make (another kind, an
     /// output of another shape than the catalogue's); [`WorkerError::Crashed`] or
-    /// [`WorkerError::Timeout`], their details left for the caller, when the worker's
-    /// outputs end early or the deadline passes while they are read. A reference worker
-    /// that fails is an [`ParentAnswer::Error`] for the candidate's worker, not its verdict.
+    /// [`WorkerError::Timeout`], their details left for the caller, when the worker dies or
+    /// the deadline passes before it has written its outputs; [`WorkerError::Io`] when the
+    /// parent cannot size or read a payload area (its own failure: the areas admit no seal
+    /// a worker could add). A reference worker that fails is an [`ParentAnswer::Error`] for
+    /// the candidate's worker, not its verdict.
     async fn answer(
         &self,
         state: &mut State,
@@ -869,9 +871,11 @@ impl Worker {
                     .send_answer(id, nonce, ParentAnswer::Ready, deadline)
                     .await?;
                 let device = running.device;
+                // Ok(Err(reason)): the worker could not write its outputs
                 let receive = async {
                     match running.read_call(id, nonce, deadline).await? {
                         ParentCall::Written => {}
+                        ParentCall::NotWritten { reason } => return Ok(Err(reason)),
                         other => {
                             return Err(protocol(format!(
                                 "{other:?} where the outputs were to be written"
@@ -880,7 +884,7 @@ impl Worker {
                     }
                     let area = running.payload.try_clone()?;
                     let buffer = std::mem::take(&mut running.received);
-                    Ok(read_payload(area, numel * count, buffer).await?)
+                    Ok(Ok(read_payload(area, numel * count, buffer).await?))
                 };
                 // The reference is computed while the candidate's worker writes its outputs,
                 // but written where the parent reads it only once those outputs are in the
@@ -888,7 +892,19 @@ impl Worker {
                 // (the reference's payload area among them) through /proc.
                 let (outs, computed) =
                     tokio::join!(receive, self.reference(state, device, &case, deadline));
-                let outs = outs?;
+                let outs = match outs? {
+                    Ok(outs) => outs,
+                    Err(reason) => {
+                        let why = format!(
+                            "{} {}: its outputs could not be sent to the judge: {reason}",
+                            case.dtype.name(),
+                            case.shape
+                        );
+                        let results = vec![Err(why); count];
+                        scope.tally.record(&results);
+                        return Ok(ParentAnswer::Checked { results });
+                    }
+                };
                 let reference = match computed {
                     Ok(note) => self
                         .trusted(state, device, Request::Deliver, Some(numel), deadline)
@@ -922,7 +938,9 @@ impl Worker {
                 scope.tally.record(&results);
                 Ok(ParentAnswer::Checked { results })
             }
-            ParentCall::Written => Err(protocol("outputs written before a check".into())),
+            ParentCall::Written | ParentCall::NotWritten { .. } => {
+                Err(protocol("outputs written before a check".into()))
+            }
             ParentCall::TimeReference {
                 case,
                 quick,
@@ -973,9 +991,10 @@ impl Worker {
     /// Sends `request` to the trusted reference worker (started when there is none for
     /// `device`, within `deadline`) and reads its reply before `deadline`; with
     /// `payload: Some(numel)`, the area is sized for `numel` float32 values first, the reply
-    /// must announce them (`bytes`) and they are read from the area. A worker that crashed, hung, broke the protocol
-    /// or asked for a restart is not kept; one that had died since its last request (a
-    /// broken pipe at once) is replaced and the request sent again, once.
+    /// must announce them (`bytes`) and they are read from the area. A worker that crashed,
+    /// hung, broke the protocol or asked for a restart is not kept; one that had died since
+    /// its last request (a broken pipe at once) is replaced and the request sent again,
+    /// once, unless it is a [`Request::Deliver`] (the new worker holds nothing to deliver).
     async fn trusted(
         &self,
         state: &mut State,
@@ -1062,7 +1081,9 @@ impl Worker {
                 }
                 Ok(Err(e)) => {
                     let (status, tail) = worker.kill().await;
-                    if !fresh && !retried {
+                    // a fresh worker holds no reference to deliver: only a request that
+                    // stands alone is sent again
+                    if !fresh && !retried && !matches!(request, Request::Deliver) {
                         tracing::debug!("the trusted reference worker had stopped ({status}): {e}; starting another");
                         retried = true;
                         continue;
@@ -1156,6 +1177,16 @@ impl Worker {
             Some(mb) => cmd.env(env::MEMORY_LIMIT_MB, mb.to_string()),
             None => cmd.env_remove(env::MEMORY_LIMIT_MB),
         };
+        if sandboxed {
+            static SHIELD: std::sync::Once = std::sync::Once::new();
+            SHIELD.call_once(|| {
+                if sandbox::shield_parent(sandbox::landlock_abi()) {
+                    tracing::warn!(
+                        "no Landlock on this kernel: this process made itself undumpable                          (PR_SET_DUMPABLE 0, no core dump) so that a candidate cannot open its                          files through /proc (docs/bench.md, the weaker guarantees)"
+                    );
+                }
+            });
+        }
         let scratch = if sandboxed {
             let parent =
                 crate::private_temp_dir("scratch").map_err(|message| WorkerError::Startup {
@@ -1205,7 +1236,6 @@ impl Worker {
                 message: "the worker's pipes were not created".into(),
             });
         };
-        widen_pipe(&stdout);
         let ring = Arc::new(StdMutex::new(VecDeque::with_capacity(STDERR_LINES)));
         let ring_w = Arc::clone(&ring);
         let stderr_task = tokio::spawn(async move {
@@ -1358,22 +1388,6 @@ fn backed(body: ReplyBody, scope: &Scope<'_>) -> ReplyBody {
         Err(e) => ReplyBody::Error {
             message: e.to_string(),
         },
-    }
-}
-
-/// Widens the pipe of a worker's replies, which carries its outputs (or references) as raw
-/// float32 (up to 800 MB a case): with Linux's default 64 KiB a transfer wakes each side
-/// per 64 KiB, and a 512 MB transfer ran at 0.35 GB/s on a 2-core machine against 1.24 GB/s
-/// with 1 MiB (docs/benchmarks.md). Best effort: 1 MiB is `/proc/sys/fs/pipe-max-size`'s
-/// default, so a larger size is tried first and a refusal leaves the default.
-fn widen_pipe(stdout: &ChildStdout) {
-    use std::os::fd::AsRawFd;
-    let fd = stdout.as_raw_fd();
-    for bytes in [16 << 20, 4 << 20, 1 << 20] {
-        // SAFETY: fcntl on a pipe this process owns, with an integer argument.
-        if unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, bytes) } >= 0 {
-            return;
-        }
     }
 }
 

@@ -85,10 +85,15 @@ impl<'a> ParentLink<'a> {
             .zip(&owned)
             .map(|(o, copy)| copy.as_deref().or(o.as_slice()).unwrap_or_default())
             .collect();
-        area.write(&parts).map_err(|e| {
-            Failure::Harness(format!("cannot write the outputs to the payload area: {e}"))
-        })?;
-        match self.call(&ParentCall::Written)? {
+        // a write that failed (the candidate's process out of address space) is a check
+        // that failed, answered as one: the parent is waiting for one of the two calls
+        let written = match area.write(&parts) {
+            Ok(()) => ParentCall::Written,
+            Err(e) => ParentCall::NotWritten {
+                reason: e.to_string(),
+            },
+        };
+        match self.call(&written)? {
             ParentAnswer::Checked { results } if results.len() == outputs.len() => Ok(results),
             other => Err(unexpected(&other)),
         }

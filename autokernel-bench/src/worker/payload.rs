@@ -9,12 +9,14 @@
 //! writes (a candidate's `RLIMIT_FSIZE` would stop the worker growing it); the worker maps
 //! it and copies its outputs in ([`PayloadWriter`]); the parent `pread`s them into its own
 //! memory, which no worker can reach, before it compares anything. Each worker has an area
-//! of its own, close-on-exec in the parent, so a candidate's worker never holds the
-//! reference worker's.
+//! of its own, close-on-exec in the parent and inherited by that worker's process alone
+//! (and by the sandbox's launcher processes it forks, which exec nothing), so a candidate's
+//! worker never holds the reference worker's.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::fs::FileExt;
+use std::sync::Mutex;
 
 use super::checks::{as_bytes, as_bytes_mut};
 use crate::protocol::env;
@@ -27,8 +29,8 @@ pub(super) struct PayloadArea {
 
 impl PayloadArea {
     /// A new, empty area: close-on-exec (each child is given its own in
-    /// [`PayloadArea::inherit_in_child`]) and sealed against shrinking, so that what the
-    /// parent sized stays there.
+    /// [`PayloadArea::inherit_in_child`]), sealed against shrinking, so that what the parent
+    /// sized stays there, and against further seals.
     ///
     /// # Errors
     /// `memfd_create` or the seal failed (a kernel before 3.17).
@@ -46,8 +48,11 @@ impl PayloadArea {
         }
         // SAFETY: `fd` was just created and nothing else owns it.
         let file = unsafe { File::from_raw_fd(fd) };
+        // no seal can be added after these: a worker that sealed its area against growing
+        // would turn the parent's next `reserve` into an error instead of a verdict
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
         // SAFETY: fcntl on the fd `file` owns, with an integer argument.
-        if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) } < 0 {
+        if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) } < 0 {
             return Err(std::io::Error::last_os_error());
         }
         Ok(PayloadArea { file })
@@ -93,17 +98,8 @@ impl PayloadArea {
         buffer.resize(numel, 0.0);
         let bytes = as_bytes_mut(buffer);
         let chunk = chunk_len(bytes.len());
-        let file = &self.file;
-        std::thread::scope(|s| {
-            let reads: Vec<_> = bytes
-                .chunks_mut(chunk)
-                .enumerate()
-                .map(|(i, c)| s.spawn(move || file.read_exact_at(c, (i * chunk) as u64)))
-                .collect();
-            reads.into_iter().try_for_each(|r| {
-                r.join()
-                    .unwrap_or_else(|_| Err(std::io::Error::other("a copy thread panicked")))
-            })
+        in_pieces(bytes.chunks_mut(chunk).enumerate().collect(), |(i, c)| {
+            self.file.read_exact_at(c, (i * chunk) as u64)
         })
     }
 
@@ -191,11 +187,49 @@ fn chunk_len(bytes: usize) -> usize {
 /// `dst.copy_from_slice(src)`, in pieces on several threads when it is large.
 fn copy(dst: &mut [u8], src: &[u8]) {
     let chunk = chunk_len(src.len());
-    std::thread::scope(|s| {
-        for (d, c) in dst.chunks_mut(chunk).zip(src.chunks(chunk)) {
-            s.spawn(move || d.copy_from_slice(c));
-        }
+    let pieces = dst.chunks_mut(chunk).zip(src.chunks(chunk)).collect();
+    // a copy between slices of the same length cannot fail
+    let _ = in_pieces(pieces, |(d, c)| {
+        d.copy_from_slice(c);
+        Ok(())
     });
+}
+
+/// Runs `work` on every piece: the first on this thread, the others on threads of their
+/// own where one can be started, else here too (a candidate that used up the user's
+/// processes must not make the parent panic). The first error, if any.
+fn in_pieces<T: Send>(
+    pieces: Vec<T>,
+    work: impl Fn(T) -> std::io::Result<()> + Sync,
+) -> std::io::Result<()> {
+    // each piece is taken once, by a thread or by this one, whichever comes first
+    let slots: Vec<Mutex<Option<T>>> = pieces.into_iter().map(|p| Mutex::new(Some(p))).collect();
+    let take = |slot: &Mutex<Option<T>>| slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let (work, take) = (&work, &take);
+    std::thread::scope(|s| {
+        let started: Vec<_> = slots
+            .iter()
+            .skip(1)
+            .filter_map(|slot| {
+                std::thread::Builder::new()
+                    .spawn_scoped(s, move || take(slot).map_or(Ok(()), work))
+                    .ok()
+            })
+            .collect();
+        let mut result = Ok(());
+        for slot in &slots {
+            if let Some(piece) = take(slot) {
+                result = result.and(work(piece));
+            }
+        }
+        for thread in started {
+            let done = thread
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("a copy thread panicked")));
+            result = result.and(done);
+        }
+        result
+    })
 }
 
 #[cfg(test)]
@@ -229,12 +263,22 @@ mod tests {
         };
         let err = writer.write(&[&[1.0, 2.0, 3.0]]).unwrap_err();
         assert!(err.to_string().contains("holds 8 bytes, 12"), "{err}");
-        // the seal refuses a shrink, whoever asks
+        // the seal refuses a shrink, whoever asks, and any further seal
         assert!(writer.file.set_len(4).is_err());
+        // SAFETY: fcntl with an integer argument on an fd the writer owns.
+        let sealed = unsafe {
+            libc::fcntl(
+                std::os::fd::AsRawFd::as_raw_fd(&writer.file),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_GROW,
+            )
+        };
+        assert_eq!(sealed, -1, "a worker could seal its area against growing");
         assert_eq!(area.file.metadata().unwrap().len(), 8);
+        area.reserve(16).unwrap();
         // growing is the parent's: reserve never shrinks what is there
         area.reserve(4).unwrap();
-        assert_eq!(area.file.metadata().unwrap().len(), 8);
+        assert_eq!(area.file.metadata().unwrap().len(), 16);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use autokernel_core::{Benchmarker, CompareRequest, Correctness, DType, KernelKin
 use super::*;
 
 /// Each case: file, whether its verdict is TAMPER (else FAIL), a fragment of its reason.
-const CASES: [(&str, bool, &str); 10] = [
+const CASES: [(&str, bool, &str); 11] = [
     (
         "returns_meta_tensor.py",
         false,
@@ -61,6 +61,11 @@ const CASES: [(&str, bool, &str); 10] = [
         "floods_the_reply_channel.py",
         true,
         "a line of more than 16 MiB on the reply channel",
+    ),
+    (
+        "closes_the_payload_area.py",
+        false,
+        "float32 8x128: its outputs could not be sent to the judge",
     ),
 ];
 

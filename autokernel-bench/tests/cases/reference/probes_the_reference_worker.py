@@ -39,7 +39,8 @@ def _mem(pid):
 
 
 def _payload_areas(pid):
-    """"open" when a payload area of the process (a memfd) can be opened for reading."""
+    """"open" when a payload area of the process (a memfd) can be opened for reading and
+    writing (a candidate could then rewrite the reference the parent reads)."""
     try:
         names = os.listdir(f"/proc/{pid}/fd")
     except OSError:
@@ -55,7 +56,7 @@ def _payload_areas(pid):
             continue
         found += 1
         try:
-            os.close(os.open(f"/proc/{pid}/fd/{n}", os.O_RDONLY))
+            os.close(os.open(f"/proc/{pid}/fd/{n}", os.O_RDWR))
             opened += 1
         except OSError:
             pass
