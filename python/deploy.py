@@ -216,7 +216,14 @@ def _check_rotary(plug, model):
     """Finds where a rotary plug goes in `model` and checks the kernel there, on random
     inputs at the target's shapes (``call_sites.probe_rotary_calls``: the model's rotary
     modules and its ``apply_rotary_pos_emb`` with the tables of its own rotary embedding,
-    their pairing decided by their own output): None, or why the target is left out."""
+    their pairing decided by their own output): None, or why the target is left out. A
+    rotary module has no weights of its own to tell its dtype by, and takes any: the
+    model's floating-point parameters tell what its activations will be."""
+    weights = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    if weights and plug.dtype not in weights:
+        names = ", ".join(sorted(str(d).removeprefix("torch.") for d in weights))
+        wanted = str(plug.dtype).removeprefix("torch.")
+        return f"no module of this model computes rotary_embedding in {wanted} (its parameters are {names})"
     try:
         why = plugs.check_rotary(plug, plugs.call_sites.probe_rotary_calls(model, plug.shapes, plug.dtype))
     except Exception as e:  # noqa: BLE001 - a kernel that raises on the model's input is wrong

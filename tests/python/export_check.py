@@ -137,7 +137,7 @@ if CHECK == "use":
     # a model in another dtype than the kernels': no module computes the target, said so
     other = pkg.optimize(build().to(torch.float64), verbose=False)
     assert other.replaced == [] and all("no module of this model computes" in e["reason"]
-                                        for e in other.left if e["target"] in EXPECTED), other.left
+                                        for e in other.left if e["target"] in EXPECTED), (other.replaced, other.left)
     after = report.calls()
     with torch.no_grad():
         model(ids)
