@@ -16,19 +16,6 @@ use crate::protocol::{ReferenceJob, ReferenceTiming, Request};
 /// The most outputs one check may carry (the determinism stage's 3 calls, with room).
 const MAX_OUTPUTS: usize = 8;
 
-/// `values` as bytes in native order, without a copy: outputs reach 800 MB (float32 at
-/// 4096×50257), and the other side, on the same machine, reads them in the same order.
-pub(crate) fn as_bytes(values: &[f32]) -> &[u8] {
-    // SAFETY: f32 has no padding and any byte may be read; the length is the slice's own
-    // size in bytes, and the borrow keeps `values` alive.
-    unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), size_of_val(values)) }
-}
-
-pub(super) fn as_bytes_mut(values: &mut [f32]) -> &mut [u8] {
-    // SAFETY: as `as_bytes`; every bit pattern is a valid f32, so any bytes written are too.
-    unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<u8>(), size_of_val(values)) }
-}
-
 /// The most timed outputs one measurement keeps (`harness._CHECKED_TIMED_CALLS` + the
 /// last call), per kernel.
 const MAX_TIMED: usize = 4;
