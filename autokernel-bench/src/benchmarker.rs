@@ -205,9 +205,13 @@ impl PrivateCopy {
     /// Writes `bytes`, read from `original`, to a fresh private folder.
     fn of(original: &Path, bytes: &[u8]) -> Result<PrivateCopy, BenchError> {
         use std::os::unix::fs::PermissionsExt;
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(|| {
+            sweep_stale_copies(&std::env::temp_dir());
+        });
         // tempfile creates folders with the umask's mode (0755) unless told
         let dir = tempfile::Builder::new()
-            .prefix("autokernel-candidate-")
+            .prefix(&format!("{COPY_PREFIX}{}-", std::process::id()))
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(|source| BenchError::KernelFile {
@@ -245,6 +249,53 @@ impl PrivateCopy {
             )),
         })
     }
+}
+
+/// The start of a private copy's folder name, followed by the creating process's pid and a
+/// random tail: the pid lets a later run tell a folder whose owner is gone.
+const COPY_PREFIX: &str = "autokernel-candidate-";
+
+/// Removes the private-copy folders under `tmp` whose creating process no longer exists: a
+/// run killed with SIGKILL never drops its copies. Folders of live processes, of other users
+/// and of other names are left alone; a folder that cannot be removed is skipped. Returns
+/// how many were removed.
+fn sweep_stale_copies(tmp: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return 0;
+    };
+    // SAFETY: geteuid has no preconditions
+    let me = unsafe { libc::geteuid() };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(COPY_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+            .filter(|pid| *pid > 0)
+        else {
+            continue;
+        };
+        // symlink_metadata: a link planted under the prefix is not followed
+        let ours = entry
+            .path()
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if ours && !process_exists(pid) && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Whether a process with this pid exists (signal 0 checks without sending; EPERM means it
+/// exists under another user).
+fn process_exists(pid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 sends nothing
+    let sent = unsafe { libc::kill(pid, 0) } == 0;
+    sent || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// `; it was in stage X` from the worker's `stage …` log lines.
@@ -294,7 +345,36 @@ mod tests {
         let dir = copy.path.parent().unwrap().to_path_buf();
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+        let name = dir.file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(
+            name.starts_with(&format!("{COPY_PREFIX}{}-", std::process::id())),
+            "{name}"
+        );
         drop(copy);
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn the_sweep_removes_only_copies_whose_process_is_gone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let folder = |name: &str| {
+            let d = tmp.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("kernel.py"), "x").unwrap();
+            d
+        };
+        let stale = folder(&format!("{COPY_PREFIX}{gone}-aB3dE9"));
+        let live = folder(&format!("{COPY_PREFIX}{}-Zz9Yy8", std::process::id()));
+        let older_format = folder(&format!("{COPY_PREFIX}Fp1XsI"));
+        let other = folder(&format!("other-{gone}-aB3dE9"));
+        assert_eq!(sweep_stale_copies(tmp.path()), 1);
+        assert!(!stale.exists());
+        assert!(live.join("kernel.py").exists());
+        assert!(older_format.exists());
+        assert!(other.exists());
+        assert_eq!(sweep_stale_copies(tmp.path()), 0);
     }
 }
