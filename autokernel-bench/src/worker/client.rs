@@ -176,6 +176,21 @@ impl Running {
         }
     }
 
+    /// Appends the worker's next line to `line`, at most [`REPLY_LINE_MAX`] bytes of it (a
+    /// line that long without its newline was cut there), waiting until `deadline` at most.
+    ///
+    /// # Errors
+    /// `Err(Elapsed)` at the deadline; `Ok(Err(_))` when the reply channel fails; `Ok(Ok(0))`
+    /// means it is closed.
+    async fn read_line(
+        &mut self,
+        line: &mut String,
+        deadline: tokio::time::Instant,
+    ) -> Result<std::io::Result<usize>, tokio::time::error::Elapsed> {
+        let mut bounded = (&mut self.stdout).take(REPLY_LINE_MAX);
+        tokio::time::timeout_at(deadline, bounded.read_line(line)).await
+    }
+
     /// Reads the worker's next line before `deadline`, which must be a call of request `id`
     /// (`nonce`).
     ///
@@ -188,8 +203,7 @@ impl Running {
         deadline: tokio::time::Instant,
     ) -> Result<ParentCall, WorkerError> {
         let mut line = String::new();
-        let mut bounded = (&mut self.stdout).take(REPLY_LINE_MAX);
-        match tokio::time::timeout_at(deadline, bounded.read_line(&mut line)).await {
+        match self.read_line(&mut line, deadline).await {
             Err(_) => return Err(timed_out()),
             Ok(Err(_)) | Ok(Ok(0)) => return Err(crashed()),
             Ok(Ok(_)) => {}
@@ -702,10 +716,7 @@ impl Worker {
         loop {
             let mut reply_line = String::new();
             let read = match written {
-                Ok(()) => {
-                    let mut bounded = (&mut running.stdout).take(REPLY_LINE_MAX);
-                    tokio::time::timeout_at(deadline, bounded.read_line(&mut reply_line)).await
-                }
+                Ok(()) => running.read_line(&mut reply_line, deadline).await,
                 Err(e) => Ok(Err(e)),
             };
             let protocol_error = |message: String| WorkerError::Protocol { message };
