@@ -49,7 +49,7 @@ import torch.nn.functional as F
 import types
 from typing import Callable, NamedTuple, Optional
 
-MODES = ["normal", "large", "small", "mixed", "zeros", "constant", "masked"]
+MODES = ("normal", "large", "small", "mixed", "zeros", "constant", "masked")
 """Input modes accepted by :func:`make_inputs` (``masked`` only by kinds whose catalogue
 entry has ``masked_rows``)."""
 
@@ -127,7 +127,7 @@ def spec(kind: str) -> dict:
         raise ValueError(f"unknown kernel kind {kind!r}; expected one of {', '.join(_SPECS)}") from None
 
 
-LAYOUTS = ["contiguous", "b_transposed"]
+LAYOUTS = ("contiguous", "b_transposed")
 """Memory layouts accepted by :func:`make_inputs` (``autokernel_core::Layout``)."""
 
 RMSNORM_EPS = 1e-6
@@ -213,7 +213,7 @@ ROTARY_BASE = 10000.0
 # 8-bit-exponent dtypes (float32, bfloat16) a magnitude whose square times a row length
 # stays far below float32's max (3.4e38), so a float32 kernel (and the float32 reference)
 # computing x² or q·k stays finite.
-_LARGE = {torch.float16: 3.0e4, torch.bfloat16: 1.0e15, torch.float32: 1.0e15}
+_LARGE = types.MappingProxyType({torch.float16: 3.0e4, torch.bfloat16: 1.0e15, torch.float32: 1.0e15})
 # Scale of a "small" data input: 1e-3, where float16 starts to be subnormal (< 6.1e-5) for
 # a few percent of the values.
 _SMALL = 1.0e-3

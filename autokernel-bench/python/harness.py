@@ -396,6 +396,17 @@ def guarded_names():
     return json.dumps(names)
 
 
+def guarded_tables():
+    """The catalogue's data tables as one JSON text: every kind's catalogue entry, the input
+    modes and layouts, the large-input scales. Rust takes it before any candidate and
+    compares it after the load and every stage, and before it calls a refused input the
+    request's fault: an edit in place (a kind's `dim_names` appended to) keeps every
+    object's identity, which is all the namespace guards see."""
+    import catalogue
+    return json.dumps([{k: v for k, v in catalogue._SPECS.items()}, catalogue.MODES, catalogue.LAYOUTS,
+                       [[str(k), v] for k, v in catalogue._LARGE.items()]], sort_keys=True, default=repr)
+
+
 def guarded_namespaces():
     """Namespaces whose entries Rust snapshots before any candidate runs and re-checks by
     identity after the load and after every stage: the reference and the harness look
@@ -436,8 +447,15 @@ def guarded_namespaces():
         ("triton.runtime.autotuner.Autotuner", "class"),
         ("torch.cuda.Event", "class"),
         ("statistics", "callables"),
+        # the harness's reports to Rust (ops, launches, timings) are written with json
+        ("json", "callables"),
+        ("json.encoder", "callables"),
         ("catalogue", "all"),
         ("harness", "all"),
+        # the op monitor and the timing rotation: their methods, by value (instances have
+        # no dict of their own to shadow them in)
+        ("harness._TimedOps", "class"),
+        ("harness._Rotation", "class"),
         ("harness._P", "all"),
     ]
     return json.dumps([{"name": n, "scope": sc} for n, sc in spaces])
@@ -710,6 +728,10 @@ class _TimedOps:
     Events are read from the profiler's raw results, not `profile.events()`: its tree of
     Python objects costs far more per event, and a measurement has thousands."""
 
+    # no instance dict: a candidate cannot shadow `ops` on the monitor it finds in a frame
+    # (the class itself is a guarded namespace)
+    __slots__ = ("_prof", "_opened")
+
     def __init__(self):
         self._prof = _P["profile"](activities=[_P["ProfilerActivity"].CPU], record_shapes=False)
         self._opened = 0
@@ -944,6 +966,11 @@ class _Rotation:
     when no timer is on the stack, or only where it sees a check coming fails where it is
     timed. Every timed call must launch a Triton kernel of the candidate's file (`path`),
     as in the correctness stages: `launchless` counts those that did not."""
+
+    # no instance dict: a candidate cannot shadow `before`, `keep` or `checks` on the
+    # rotation it finds in a frame (the class itself is a guarded namespace)
+    __slots__ = ("kind", "params", "inputs", "path", "launchless", "_launches", "pools", "kept",
+                 "last", "_offsets", "_calls", "keeping")
 
     def __init__(self, kind, shape, dt, seed, layout, params, inputs, path):
         self.kind, self.params, self.inputs, self.path = kind, params, inputs, path
@@ -1355,5 +1382,5 @@ def describe_exception(exc):
 __all__ = [
     "init", "status", "load", "unload", "run_case", "time_kernel", "compare", "call_script",
     "reference_output", "time_reference",
-    "guarded_names", "guarded_namespaces", "describe_exception",
+    "guarded_names", "guarded_namespaces", "guarded_tables", "describe_exception",
 ]

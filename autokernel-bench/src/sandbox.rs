@@ -24,6 +24,11 @@
 //!   (`PR_SET_CHILD_SUBREAPER`) that kills every descendant left once the worker ends. Weaker:
 //!   a candidate that kills the launcher first leaves its own daemons to init (Landlock's
 //!   signal scope, where the kernel has it, forbids that kill).
+//! - **Seccomp, always**: `socket(AF_UNIX)` refused (a socket by path, an agent's or a
+//!   multiplexer's, is reachable from any network namespace and under every Landlock ABI);
+//!   `ioctl(TIOCSTI | TIOCLINUX)` refused (typing into a terminal the worker can open); and
+//!   io_uring, which could make a socket past the filter. The worker is also in a session
+//!   of its own, with no controlling terminal (`client.rs`, `setsid` before exec).
 //! - **Landlock** (Linux ≥ 5.13; write rights only, best effort by the kernel's ABI): the
 //!   worker may create, change and remove files only under its scratch folder; it may write
 //!   to existing device files (`/dev/null`, the GPU's `/dev/nvidia*`), to its own
@@ -89,7 +94,7 @@ pub(crate) struct Spec {
 /// What [`isolate`] achieved, for [`restrict`] and the parent's one warning.
 #[derive(Debug, Default)]
 pub(crate) struct Isolation {
-    /// In a network namespace of its own: no seccomp filter needed for sockets.
+    /// In a network namespace of its own: no seccomp filter needed for inet sockets.
     pub network_namespace: bool,
     /// Why something is weaker than the module documentation's first choice.
     pub warnings: Vec<String>,
@@ -436,22 +441,45 @@ mod linux {
         }
     }
 
-    /// A seccomp filter that answers `EACCES` to `socket(AF_INET | AF_INET6, …)` and
-    /// `ENOSYS` to io_uring (whose socket operations would bypass the first rule).
-    fn refuse_inet_sockets() -> Result<(), String> {
+    /// Seccomp filters that answer `EACCES` to `socket(AF_UNIX, …)` (a socket by path, such
+    /// as an agent's or a terminal multiplexer's, is outside every namespace and Landlock
+    /// ABI), and with `inet` to `socket(AF_INET | AF_INET6, …)`; `EPERM` to the ioctls that
+    /// type into a terminal (`TIOCSTI`, `TIOCLINUX`); `ENOSYS` to io_uring (whose socket
+    /// operations would bypass the first rule).
+    fn refuse_syscalls(inet: bool) -> Result<(), String> {
         let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
-        let domain = |family: libc::c_int| {
-            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, family as u64)
+        let arg_is = |index: u8, value: u64| {
+            SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
                 .and_then(|c| SeccompRule::new(vec![c]))
+                .map_err(|e| e.to_string())
         };
-        let sockets = vec![
-            domain(libc::AF_INET).map_err(|e| e.to_string())?,
-            domain(libc::AF_INET6).map_err(|e| e.to_string())?,
-        ];
+        let mut families = vec![libc::AF_UNIX];
+        if inet {
+            families.extend([libc::AF_INET, libc::AF_INET6]);
+        }
+        let sockets = families
+            .into_iter()
+            .map(|family| arg_is(0, family as u64))
+            .collect::<Result<Vec<_>, _>>()?;
         let filter = SeccompFilter::new(
             BTreeMap::from([(libc::SYS_socket, sockets)]),
             SeccompAction::Allow,
             SeccompAction::Errno(libc::EACCES as u32),
+            arch,
+        )
+        .map_err(|e| e.to_string())?;
+        // the ioctl numbers' type differs between C libraries (c_ulong, c_int)
+        #[allow(clippy::unnecessary_cast)]
+        let terminal = SeccompFilter::new(
+            BTreeMap::from([(
+                libc::SYS_ioctl,
+                vec![
+                    arg_is(1, libc::TIOCSTI as u64)?,
+                    arg_is(1, libc::TIOCLINUX as u64)?,
+                ],
+            )]),
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
             arch,
         )
         .map_err(|e| e.to_string())?;
@@ -466,7 +494,7 @@ mod linux {
             arch,
         )
         .map_err(|e| e.to_string())?;
-        for f in [filter, uring] {
+        for f in [filter, terminal, uring] {
             let program: BpfProgram = f
                 .try_into()
                 .map_err(|e: seccompiler::BackendError| e.to_string())?;
@@ -573,8 +601,8 @@ mod linux {
         }};
     }
 
-    /// Restricts the worker: limits, no new privileges, seccomp where there is no network
-    /// namespace, Landlock; points the caches Python and Triton write at the scratch folder.
+    /// Restricts the worker: limits, no new privileges, seccomp (inet sockets too where there
+    /// is no network namespace), Landlock; points the caches Python and Triton write at the scratch folder.
     /// Returns warnings for what could not be done (it never fails: a worker that cannot be
     /// sandboxed still judges, and the parent says so).
     pub(crate) fn restrict(spec: &Spec, isolation: &Isolation) -> Vec<String> {
@@ -601,13 +629,16 @@ mod linux {
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
             warnings.push(format!("sandbox: cannot set no_new_privs ({})", errno()));
         }
-        if !isolation.network_namespace {
-            if let Err(e) = refuse_inet_sockets() {
-                warnings.push(format!(
-                    "sandbox: no seccomp filter ({e}): the candidate can open network \
-                     connections"
-                ));
-            }
+        if let Err(e) = refuse_syscalls(!isolation.network_namespace) {
+            let what = if isolation.network_namespace {
+                "sockets by path (AF_UNIX)"
+            } else {
+                "network connections and sockets by path"
+            };
+            warnings.push(format!(
+                "sandbox: no seccomp filter ({e}): the candidate can open {what}, and type \
+                 into a terminal it can open"
+            ));
         }
         match landlock(spec) {
             Ok(None) => {}

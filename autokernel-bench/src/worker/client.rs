@@ -850,7 +850,9 @@ impl Worker {
     /// the deadline passes before it has written its outputs; [`WorkerError::Io`] when the
     /// parent cannot size or read a payload area (its own failure: the areas admit no seal
     /// a worker could add). A reference worker that fails is an [`ParentAnswer::Error`] for
-    /// the candidate's worker, not its verdict.
+    /// the candidate's worker, not its verdict, except on a timed output: the offsets its
+    /// inputs were reported at come from the candidate's process, so a reference that cannot
+    /// be made from them is a failed check.
     async fn answer(
         &self,
         state: &mut State,
@@ -925,6 +927,22 @@ impl Worker {
                 };
                 let (note, reference) = match reference {
                     Ok(r) => r,
+                    // A timed output comes with the offsets its inputs were taken at, as the
+                    // candidate's process reports them: inputs the trusted worker cannot
+                    // rebuild from those are the candidate's doing, a failed check, not an
+                    // error of the request
+                    Err(message) if case.offsets.is_some() => {
+                        running.received = outs;
+                        let why = format!(
+                            "{} {}: the trusted worker cannot rebuild the inputs this timed \
+                             output was reported to come from: {message}",
+                            case.dtype.name(),
+                            case.shape
+                        );
+                        let results = vec![Err(why); count];
+                        scope.tally.record(&results);
+                        return Ok(ParentAnswer::Checked { results });
+                    }
                     Err(message) => {
                         running.received = outs;
                         return Ok(ParentAnswer::Error { message });
@@ -1152,7 +1170,6 @@ impl Worker {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true);
         let (catalogue, modules) = match &self.kinds {
             Some((c, m)) => (c, m.as_slice()),
@@ -1229,9 +1246,17 @@ impl Worker {
         let payload = PayloadArea::create()?;
         let payload_fd = payload.raw_fd();
         cmd.env(env::PAYLOAD_FD, payload_fd.to_string());
-        // SAFETY: the hook runs in the child between fork and exec and only calls fcntl on
-        // the child's copy of the area's fd (`inherit_in_child`).
+        // SAFETY: the hooks run in the child between fork and exec: setsid and fcntl on the
+        // child's copy of the area's fd (`inherit_in_child`) only.
         unsafe {
+            // A session of its own: a process group to kill as one (its pid names it), and
+            // no controlling terminal, whose input a candidate could type into (TIOCSTI)
+            cmd.pre_exec(|| {
+                if libc::setsid() == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
             cmd.pre_exec(move || PayloadArea::inherit_in_child(payload_fd));
         }
         let mut child = cmd.spawn().map_err(|source| WorkerError::Spawn {

@@ -631,6 +631,11 @@ impl Run<'_, '_, '_> {
             ));
             let outcome = self.case(stage, c).or_else(|failure| {
                 if let Failure::Request(_) = failure {
+                    // a refusal that follows a change to what the judge relies on (a
+                    // harness table edited in place) is the candidate's, not the request's
+                    if let Some(tamper) = self.guard_check(stage) {
+                        return Ok(Err(tamper));
+                    }
                     return Err(failure);
                 }
                 // the candidate ran in this case: whatever broke the harness came from it

@@ -11,7 +11,8 @@
 //! candidate could leave behind without rebinding a name (torch function or dispatch modes,
 //! aten kernels registered through `torch.library`). The standard streams are guarded too
 //! (`StdStreams`): a candidate that closes or replaces them would break the next one's
-//! prints and hide the worker's own log.
+//! prints and hide the worker's own log; and so are the catalogue's data tables, by value
+//! (`harness.guarded_tables`).
 
 use pyo3::prelude::*;
 
@@ -25,6 +26,9 @@ pub(super) struct Guards {
     interposers: Interposers,
     /// The standard streams as they were before any candidate.
     streams: StdStreams,
+    /// `harness.guarded_tables` and what it gave before any candidate: the catalogue's data
+    /// tables, which an edit in place changes without a change of identity.
+    tables: (Py<PyAny>, String),
 }
 
 impl Guards {
@@ -59,11 +63,14 @@ impl Guards {
                 namespaces.push(ns);
             }
         }
+        let tables = harness.getattr("guarded_tables")?;
+        let before: String = tables.call0()?.extract()?;
         Ok(Guards {
             objects,
             namespaces,
             interposers: Interposers::count(py),
             streams: StdStreams::take(py)?,
+            tables: (tables.unbind(), before),
         })
     }
 
@@ -88,6 +95,11 @@ impl Guards {
             out.extend(Interposers::count(py).added_since(&self.interposers));
         }
         out.extend(self.streams.changes(py));
+        let (tables, before) = &self.tables;
+        let now = tables.bind(py).call0().and_then(|t| t.extract::<String>());
+        if !matches!(&now, Ok(t) if t == before) {
+            out.push("the catalogue's tables (edited in place)".into());
+        }
         out
     }
 }

@@ -5,8 +5,10 @@
 
 use std::io::Read;
 use std::net::TcpListener;
+use std::os::unix::fs::OpenOptionsExt;
 
 use autokernel_bench::{PyWorkerBenchmarker, SandboxOptions, Worker};
+use autokernel_core::Correctness;
 
 use super::*;
 
@@ -87,6 +89,131 @@ async fn a_candidate_cannot_connect_to_a_local_port_without_namespaces_either() 
     };
     let reached = what_reached_the_listener(options).await;
     assert_eq!(reached, None, "the candidate reached the test's listener");
+}
+
+/// Benches `connects_to_a_unix_socket.py` against a socket by path of the test's own and
+/// returns what reached it (nothing, when the sandbox holds).
+async fn what_reached_the_unix_socket(options: SandboxOptions) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).expect("a socket by path");
+    listener.set_nonblocking(true).unwrap();
+    let path = case_with(
+        dir.path(),
+        "sandbox",
+        "connects_to_a_unix_socket.py",
+        &[("@SOCKET@", socket.to_str().unwrap())],
+    );
+    let r = bench(&sandboxed(options), &path, true, 120).await;
+    assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+    match listener.accept() {
+        Ok((mut stream, _)) => {
+            stream.set_nonblocking(false).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut got = String::new();
+            let _ = stream.read_to_string(&mut got);
+            Some(format!("a connection: {got:?}"))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+        Err(e) => panic!("accept failed: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn a_candidate_cannot_connect_to_a_socket_by_path() {
+    let reached = what_reached_the_unix_socket(SandboxOptions::default()).await;
+    assert_eq!(reached, None, "the candidate reached the test's socket");
+}
+
+#[tokio::test]
+async fn a_candidate_cannot_connect_to_a_socket_by_path_without_namespaces_either() {
+    let options = SandboxOptions {
+        namespaces: false,
+        ..SandboxOptions::default()
+    };
+    let reached = what_reached_the_unix_socket(options).await;
+    assert_eq!(reached, None, "the candidate reached the test's socket");
+}
+
+/// A pseudo-terminal of the test's own: the controller side and the terminal's path. The
+/// terminal side is opened too (and kept in the second fd), so that what is typed into it
+/// waits in its input queue.
+fn pseudo_terminal() -> (std::fs::File, std::fs::File, PathBuf) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: posix_openpt, grantpt, unlockpt and ptsname_r on the fd just opened, with a
+    // buffer of the length passed; the fd is owned by the File from here on.
+    unsafe {
+        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(fd >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+        let controller = std::fs::File::from_raw_fd(fd);
+        assert_eq!(libc::grantpt(fd), 0);
+        assert_eq!(libc::unlockpt(fd), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(fd, name.as_mut_ptr(), name.len()), 0);
+        let path = PathBuf::from(
+            std::ffi::CStr::from_ptr(name.as_ptr())
+                .to_str()
+                .unwrap()
+                .to_owned(),
+        );
+        let terminal = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOCTTY)
+            .open(&path)
+            .expect("open the terminal side");
+        (controller, terminal, path)
+    }
+}
+
+/// How many bytes wait in the input queue of the terminal open as `terminal` (`FIONREAD`).
+fn input_waiting(terminal: &std::fs::File) -> i32 {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer.
+    let rc = unsafe { libc::ioctl(terminal.as_raw_fd(), libc::FIONREAD, &mut n) };
+    assert_eq!(rc, 0, "FIONREAD: {}", std::io::Error::last_os_error());
+    n
+}
+
+/// Judges `types_into_a_terminal.py` with the test's pseudo-terminal and returns its
+/// correctness and how many bytes then wait in that terminal's input.
+async fn typed_into_a_terminal(options: SandboxOptions) -> (Correctness, i32) {
+    let (_controller, terminal, tty) = pseudo_terminal();
+    assert_eq!(input_waiting(&terminal), 0);
+    let dir = tempfile::tempdir().unwrap();
+    let path = case_with(
+        dir.path(),
+        "sandbox",
+        "types_into_a_terminal.py",
+        &[("@TTY@", tty.to_str().unwrap())],
+    );
+    let r = bench(&sandboxed(options), &path, true, 120).await;
+    (r.correctness, input_waiting(&terminal))
+}
+
+/// With namespaces the worker's capabilities are its user namespace's, which `TIOCSTI` on
+/// another terminal does not accept; the seccomp filter refuses it first all the same.
+#[tokio::test]
+async fn a_candidate_cannot_type_into_a_terminal() {
+    let (correctness, waiting) = typed_into_a_terminal(SandboxOptions::default()).await;
+    assert_eq!(waiting, 0, "the candidate typed into the test's terminal");
+    assert!(correctness.is_pass(), "{correctness:?}");
+}
+
+/// Without namespaces a root worker holds `CAP_SYS_ADMIN`, which lets `TIOCSTI` type into
+/// any terminal it can open: only the seccomp filter refuses it.
+#[tokio::test]
+async fn a_candidate_cannot_type_into_a_terminal_without_namespaces_either() {
+    let options = SandboxOptions {
+        namespaces: false,
+        ..SandboxOptions::default()
+    };
+    let (correctness, waiting) = typed_into_a_terminal(options).await;
+    assert_eq!(waiting, 0, "the candidate typed into the test's terminal");
+    assert!(correctness.is_pass(), "{correctness:?}");
 }
 
 /// A file the test owns (standing for the workspace's `results.tsv`) is neither appended to

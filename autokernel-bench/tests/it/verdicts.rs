@@ -11,7 +11,7 @@ use autokernel_core::{Benchmarker, CompareRequest, Correctness, DType, KernelKin
 use super::*;
 
 /// Each case: file, whether its verdict is TAMPER (else FAIL), a fragment of its reason.
-const CASES: [(&str, bool, &str); 11] = [
+const CASES: [(&str, bool, &str); 13] = [
     (
         "returns_meta_tensor.py",
         false,
@@ -66,6 +66,16 @@ const CASES: [(&str, bool, &str); 11] = [
         "closes_the_payload_area.py",
         false,
         "float32 8x128: its outputs could not be sent to the judge",
+    ),
+    (
+        "edits_the_catalogue_in_place.py",
+        true,
+        "the catalogue's tables (edited in place)",
+    ),
+    (
+        "reports_timed_inputs_out_of_range.py",
+        false,
+        "the trusted worker cannot rebuild the inputs this timed output was reported to come from",
     ),
 ];
 
