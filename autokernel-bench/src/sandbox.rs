@@ -24,10 +24,11 @@
 //!   (`PR_SET_CHILD_SUBREAPER`) that kills every descendant left once the worker ends. Weaker:
 //!   a candidate that kills the launcher first leaves its own daemons to init (Landlock's
 //!   signal scope, where the kernel has it, forbids that kill).
-//! - **Seccomp, always**: `socket(AF_UNIX)` refused (a socket by path, an agent's or a
-//!   multiplexer's, is reachable from any network namespace and under every Landlock ABI);
-//!   `ioctl(TIOCSTI | TIOCLINUX)` refused (typing into a terminal the worker can open); and
-//!   io_uring, which could make a socket past the filter. The worker is also in a session
+//! - **Seccomp, always**: `ioctl(TIOCSTI | TIOCLINUX)` refused (typing into a terminal the
+//!   worker can open); io_uring, which could make a socket past the socket rules; and, once
+//!   the harness has started CUDA (which needs one) and before any candidate loads,
+//!   `socket(AF_UNIX)` on every thread (a socket by path, an agent's or a multiplexer's,
+//!   is reachable from any network namespace and under every Landlock ABI). The worker is also in a session
 //!   of its own, with no controlling terminal (`client.rs`, `setsid` before exec).
 //! - **Landlock** (Linux ≥ 5.13; write rights only, best effort by the kernel's ABI): the
 //!   worker may create, change and remove files only under its scratch folder; it may write
@@ -101,7 +102,12 @@ pub(crate) struct Isolation {
 }
 
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{isolate, landlock_abi, restrict, shield_parent};
+pub(crate) use linux::{isolate, landlock_abi, refuse_unix_sockets, restrict, shield_parent};
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn refuse_unix_sockets() -> Option<String> {
+    None
+}
 
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn landlock_abi() -> i64 {
@@ -441,33 +447,57 @@ mod linux {
         }
     }
 
-    /// Seccomp filters that answer `EACCES` to `socket(AF_UNIX, …)` (a socket by path, such
-    /// as an agent's or a terminal multiplexer's, is outside every namespace and Landlock
-    /// ABI), and with `inet` to `socket(AF_INET | AF_INET6, …)`; `EPERM` to the ioctls that
-    /// type into a terminal (`TIOCSTI`, `TIOCLINUX`); `ENOSYS` to io_uring (whose socket
-    /// operations would bypass the first rule).
-    fn refuse_syscalls(inet: bool) -> Result<(), String> {
+    /// A seccomp rule: the syscall's argument `index` (its low 32 bits) equals `value`.
+    fn arg_is(index: u8, value: u64) -> Result<SeccompRule, String> {
+        SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(|e| e.to_string())
+    }
+
+    /// A seccomp filter answering `EACCES` to `socket(family, …)` for each of `families`.
+    fn socket_filter(families: &[libc::c_int]) -> Result<BpfProgram, String> {
         let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
-        let arg_is = |index: u8, value: u64| {
-            SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
-                .and_then(|c| SeccompRule::new(vec![c]))
-                .map_err(|e| e.to_string())
-        };
-        let mut families = vec![libc::AF_UNIX];
-        if inet {
-            families.extend([libc::AF_INET, libc::AF_INET6]);
-        }
-        let sockets = families
-            .into_iter()
-            .map(|family| arg_is(0, family as u64))
+        let rules = families
+            .iter()
+            .map(|family| arg_is(0, *family as u64))
             .collect::<Result<Vec<_>, _>>()?;
-        let filter = SeccompFilter::new(
-            BTreeMap::from([(libc::SYS_socket, sockets)]),
+        SeccompFilter::new(
+            BTreeMap::from([(libc::SYS_socket, rules)]),
             SeccompAction::Allow,
             SeccompAction::Errno(libc::EACCES as u32),
             arch,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())
+    }
+
+    /// Refuses `socket(AF_UNIX, …)` (`EACCES`) to every thread of the worker, from now on: a
+    /// socket by path (an ssh agent's, a terminal multiplexer's, a container daemon's) is
+    /// outside every namespace and Landlock ABI. Called once the harness has started, before
+    /// any candidate loads: CUDA's driver does not start without one (`cudaGetDeviceCount`
+    /// error 304 on the H200 when refused from the start). `None` when in force, else why
+    /// not.
+    pub(crate) fn refuse_unix_sockets() -> Option<String> {
+        let applied = socket_filter(&[libc::AF_UNIX])
+            .and_then(|p| seccompiler::apply_filter_all_threads(&p).map_err(|e| e.to_string()));
+        applied.err().map(|e| {
+            format!(
+                "sandbox: no seccomp filter on AF_UNIX sockets ({e}): the candidate can \
+                 connect to sockets by path"
+            )
+        })
+    }
+
+    /// Seccomp filters that answer `EPERM` to the ioctls that type into a terminal
+    /// (`TIOCSTI`, `TIOCLINUX`), `ENOSYS` to io_uring (whose socket operations would bypass
+    /// a socket rule), and with `inet` `EACCES` to `socket(AF_INET | AF_INET6, …)`.
+    fn refuse_syscalls(inet: bool) -> Result<(), String> {
+        let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+        if inet {
+            let program = socket_filter(&[libc::AF_INET, libc::AF_INET6])?;
+            seccompiler::apply_filter(&program).map_err(|e| e.to_string())?;
+        }
         // the ioctl numbers' type differs between C libraries (c_ulong, c_int)
         #[allow(clippy::unnecessary_cast)]
         let terminal = SeccompFilter::new(
@@ -494,7 +524,7 @@ mod linux {
             arch,
         )
         .map_err(|e| e.to_string())?;
-        for f in [filter, terminal, uring] {
+        for f in [terminal, uring] {
             let program: BpfProgram = f
                 .try_into()
                 .map_err(|e: seccompiler::BackendError| e.to_string())?;
@@ -630,14 +660,14 @@ mod linux {
             warnings.push(format!("sandbox: cannot set no_new_privs ({})", errno()));
         }
         if let Err(e) = refuse_syscalls(!isolation.network_namespace) {
-            let what = if isolation.network_namespace {
-                "sockets by path (AF_UNIX)"
+            let network = if isolation.network_namespace {
+                ""
             } else {
-                "network connections and sockets by path"
+                "open network connections, "
             };
             warnings.push(format!(
-                "sandbox: no seccomp filter ({e}): the candidate can open {what}, and type \
-                 into a terminal it can open"
+                "sandbox: no seccomp filter ({e}): the candidate can {network}type into a \
+                 terminal it can open"
             ));
         }
         match landlock(spec) {

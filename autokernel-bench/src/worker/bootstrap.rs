@@ -302,6 +302,9 @@ fn serve() -> Result<(), String> {
         Ok(h) => h,
         Err(e) => return hello_err(&mut ch, e),
     };
+    if sandbox.is_some() {
+        warnings.extend(sandbox::refuse_unix_sockets());
+    }
     send(
         &mut ch.replies,
         &Hello {
