@@ -28,8 +28,9 @@
 //!   worker can open); io_uring, which could make a socket past the socket rules; and, once
 //!   the harness has started CUDA (which needs one) and before any candidate loads,
 //!   `socket(AF_UNIX)` on every thread (a socket by path, an agent's or a multiplexer's,
-//!   is reachable from any network namespace and under every Landlock ABI). The worker is also in a session
-//!   of its own, with no controlling terminal (`client.rs`, `setsid` before exec).
+//!   is reachable from any network namespace and under every Landlock ABI). The worker is
+//!   also in a session of its own, with no controlling terminal (`client.rs`, `setsid`
+//!   before exec).
 //! - **Landlock** (Linux ≥ 5.13; write rights only, best effort by the kernel's ABI): the
 //!   worker may create, change and remove files only under its scratch folder; it may write
 //!   to existing device files (`/dev/null`, the GPU's `/dev/nvidia*`), to its own
@@ -632,8 +633,8 @@ mod linux {
     }
 
     /// Restricts the worker: limits, no new privileges, seccomp (inet sockets too where there
-    /// is no network namespace), Landlock; points the caches Python and Triton write at the scratch folder.
-    /// Returns warnings for what could not be done (it never fails: a worker that cannot be
+    /// is no network namespace), Landlock; points the caches Python and Triton write at the
+    /// scratch folder. Returns warnings for what could not be done (it never fails: a worker that cannot be
     /// sandboxed still judges, and the parent says so).
     pub(crate) fn restrict(spec: &Spec, isolation: &Isolation) -> Vec<String> {
         let mut warnings = isolation.warnings.clone();
