@@ -59,12 +59,21 @@ async fn what_reached_the_listener_on(device: Device, options: SandboxOptions) -
     // the kernel is right: whether it reached out changes nothing in its verdict
     assert!(r.correctness.is_pass(), "{:?}", r.correctness);
     // a connection made at import waits in the backlog (accepted or not by then)
-    match listener.accept() {
-        Ok((mut stream, _)) => {
-            stream.set_nonblocking(false).unwrap();
-            stream
-                .set_read_timeout(Some(Duration::from_secs(5)))
-                .unwrap();
+    what_arrived(listener.accept().map(|(s, _)| s), |s| {
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    })
+}
+
+/// What the connection a nonblocking listener `accepted` sent, read once `make_blocking`
+/// has prepared it; `None` when nothing connected.
+fn what_arrived<S: Read>(
+    accepted: std::io::Result<S>,
+    make_blocking: impl FnOnce(&S),
+) -> Option<String> {
+    match accepted {
+        Ok(mut stream) => {
+            make_blocking(&stream);
             let mut got = String::new();
             let _ = stream.read_to_string(&mut got);
             Some(format!("a connection: {got:?}"))
@@ -106,19 +115,10 @@ async fn what_reached_the_unix_socket(options: SandboxOptions) -> Option<String>
     );
     let r = bench(&sandboxed(options), &path, true, 120).await;
     assert!(r.correctness.is_pass(), "{:?}", r.correctness);
-    match listener.accept() {
-        Ok((mut stream, _)) => {
-            stream.set_nonblocking(false).unwrap();
-            stream
-                .set_read_timeout(Some(Duration::from_secs(5)))
-                .unwrap();
-            let mut got = String::new();
-            let _ = stream.read_to_string(&mut got);
-            Some(format!("a connection: {got:?}"))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
-        Err(e) => panic!("accept failed: {e}"),
-    }
+    what_arrived(listener.accept().map(|(s, _)| s), |s| {
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    })
 }
 
 #[tokio::test]
