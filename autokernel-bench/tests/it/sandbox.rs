@@ -3,7 +3,7 @@
 //! that computes the right answer and tries one thing at import
 //! (`tests/cases/sandbox/`, see its README); before the sandbox each got through.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::OpenOptionsExt;
 
@@ -137,16 +137,25 @@ async fn a_candidate_cannot_connect_to_a_socket_by_path_without_namespaces_eithe
     assert_eq!(reached, None, "the candidate reached the test's socket");
 }
 
-/// A pseudo-terminal of the test's own: the controller side and the terminal's path. The
-/// terminal side is opened too (and kept in the second fd), so that what is typed into it
-/// waits in its input queue.
-fn pseudo_terminal() -> (std::fs::File, std::fs::File, PathBuf) {
+/// A pseudo-terminal of the test's own: the controller side, the terminal side (kept open,
+/// so that what is typed into it waits in its input queue) and the terminal's path. `None`
+/// on a machine without pseudo-terminals (no `/dev/ptmx`), where there is no terminal to
+/// type into either.
+fn pseudo_terminal() -> Option<(std::fs::File, std::fs::File, PathBuf)> {
     use std::os::fd::FromRawFd;
     // SAFETY: posix_openpt, grantpt, unlockpt and ptsname_r on the fd just opened, with a
     // buffer of the length passed; the fd is owned by the File from here on.
     unsafe {
         let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
-        assert!(fd >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+        if fd < 0 {
+            let why = std::io::Error::last_os_error();
+            // shown with --nocapture: the test passes without testing anything here
+            let _ = writeln!(
+                std::io::stderr(),
+                "no pseudo-terminal on this machine ({why}): nothing to type into, nothing tested"
+            );
+            return None;
+        }
         let controller = std::fs::File::from_raw_fd(fd);
         assert_eq!(libc::grantpt(fd), 0);
         assert_eq!(libc::unlockpt(fd), 0);
@@ -164,7 +173,7 @@ fn pseudo_terminal() -> (std::fs::File, std::fs::File, PathBuf) {
             .custom_flags(libc::O_NOCTTY)
             .open(&path)
             .expect("open the terminal side");
-        (controller, terminal, path)
+        Some((controller, terminal, path))
     }
 }
 
@@ -179,9 +188,10 @@ fn input_waiting(terminal: &std::fs::File) -> i32 {
 }
 
 /// Judges `types_into_a_terminal.py` with the test's pseudo-terminal and returns its
-/// correctness and how many bytes then wait in that terminal's input.
-async fn typed_into_a_terminal(options: SandboxOptions) -> (Correctness, i32) {
-    let (_controller, terminal, tty) = pseudo_terminal();
+/// correctness and how many bytes then wait in that terminal's input; `None` without
+/// pseudo-terminals.
+async fn typed_into_a_terminal(options: SandboxOptions) -> Option<(Correctness, i32)> {
+    let (_controller, terminal, tty) = pseudo_terminal()?;
     assert_eq!(input_waiting(&terminal), 0);
     let dir = tempfile::tempdir().unwrap();
     let path = case_with(
@@ -191,14 +201,17 @@ async fn typed_into_a_terminal(options: SandboxOptions) -> (Correctness, i32) {
         &[("@TTY@", tty.to_str().unwrap())],
     );
     let r = bench(&sandboxed(options), &path, true, 120).await;
-    (r.correctness, input_waiting(&terminal))
+    Some((r.correctness, input_waiting(&terminal)))
 }
 
 /// With namespaces the worker's capabilities are its user namespace's, which `TIOCSTI` on
 /// another terminal does not accept; the seccomp filter refuses it first all the same.
 #[tokio::test]
 async fn a_candidate_cannot_type_into_a_terminal() {
-    let (correctness, waiting) = typed_into_a_terminal(SandboxOptions::default()).await;
+    let Some((correctness, waiting)) = typed_into_a_terminal(SandboxOptions::default()).await
+    else {
+        return;
+    };
     assert_eq!(waiting, 0, "the candidate typed into the test's terminal");
     assert!(correctness.is_pass(), "{correctness:?}");
 }
@@ -211,7 +224,9 @@ async fn a_candidate_cannot_type_into_a_terminal_without_namespaces_either() {
         namespaces: false,
         ..SandboxOptions::default()
     };
-    let (correctness, waiting) = typed_into_a_terminal(options).await;
+    let Some((correctness, waiting)) = typed_into_a_terminal(options).await else {
+        return;
+    };
     assert_eq!(waiting, 0, "the candidate typed into the test's terminal");
     assert!(correctness.is_pass(), "{correctness:?}");
 }
