@@ -447,9 +447,14 @@ def guarded_namespaces():
         ("triton.runtime.autotuner.Autotuner", "class"),
         ("torch.cuda.Event", "class"),
         ("statistics", "callables"),
-        # the harness's reports to Rust (ops, launches, timings) are written with json
-        ("json", "callables"),
+        # the harness's reports to Rust (ops, launches, timings) are written with json:
+        # `json.dumps` with default arguments goes through the shared encoder instance
+        ("json", "all"),
         ("json.encoder", "callables"),
+        ("json.JSONEncoder", "class"),
+        ("json.JSONDecoder", "class"),
+        ("json._default_encoder", "class"),
+        ("json._default_decoder", "class"),
         ("catalogue", "all"),
         ("harness", "all"),
         # the op monitor and the timing rotation: their methods, by value (instances have
@@ -1035,9 +1040,23 @@ def _pools(kind, shape, dt, seed, layout, params, inputs):
             for k, v in inputs.items() if isinstance(v, _P["Tensor"])}
 
 
+class OffsetsRefused(ValueError):
+    """Offsets of a timed call's inputs that `_Rotation.before` cannot have drawn (another
+    set of inputs, or a window past a pool's end). They come from the candidate's process:
+    the Rust side makes this a failed check of the candidate, not an error of the request."""
+
+
 def _inputs_at(inputs, pools, offsets):
     """`inputs` as `_Rotation.before` set them at `offsets` (contiguous views of the pools;
-    the values, not the layout, are what a reference depends on)."""
+    the values, not the layout, are what a reference depends on). Raises OffsetsRefused
+    for offsets no rotation draws."""
+    if not isinstance(offsets, dict) or set(offsets) != set(pools):
+        raise OffsetsRefused(f"offsets for {sorted(offsets) if isinstance(offsets, dict) else offsets!r}, "
+                             f"inputs {sorted(pools)}")
+    for k, j in offsets.items():
+        n = inputs[k].numel()
+        if type(j) is not int or not 0 <= j <= n:
+            raise OffsetsRefused(f"offset {j!r} of `{k}` is outside 0..={n}")
     return {k: pools[k][offsets[k]:offsets[k] + v.numel()].view(tuple(v.shape)) if k in pools else v
             for k, v in inputs.items()}
 

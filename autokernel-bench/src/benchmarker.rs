@@ -198,6 +198,9 @@ impl Benchmarker for PyWorkerBenchmarker {
 struct PrivateCopy {
     /// The copy (`<private folder>/<file name>`).
     path: std::path::PathBuf,
+    /// `<private folder>/.lock`, locked (`flock`) while the copy lives: a sweep removes
+    /// only folders whose lock it can take, i.e. whose owner is gone, in any pid namespace.
+    _lock: std::fs::File,
     _dir: tempfile::TempDir,
 }
 
@@ -221,12 +224,21 @@ impl PrivateCopy {
         let name = original
             .file_name()
             .unwrap_or_else(|| std::ffi::OsStr::new("kernel.py"));
-        let path = dir.path().join(name);
-        std::fs::write(&path, bytes).map_err(|source| BenchError::KernelFile {
+        let io = |source| BenchError::KernelFile {
             path: original.to_path_buf(),
             source,
-        })?;
-        Ok(PrivateCopy { path, _dir: dir })
+        };
+        let lock = std::fs::File::create(dir.path().join(LOCK_FILE)).map_err(io)?;
+        if !try_lock(&lock) {
+            return Err(io(std::io::Error::last_os_error()));
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).map_err(io)?;
+        Ok(PrivateCopy {
+            path,
+            _lock: lock,
+            _dir: dir,
+        })
     }
 
     /// Why the candidate is TAMPER when it removed or rewrote its own file (the copy it was
@@ -256,9 +268,11 @@ impl PrivateCopy {
 const COPY_PREFIX: &str = "autokernel-candidate-";
 
 /// Removes the private-copy folders under `tmp` whose creating process no longer exists: a
-/// run killed with SIGKILL never drops its copies. Folders of live processes, of other users
-/// and of other names are left alone; a folder that cannot be removed is skipped. Returns
-/// how many were removed.
+/// run killed with SIGKILL never drops its copies. A folder goes only when its pid is not
+/// a process here and its lock file can be locked (its owner may live in another pid
+/// namespace sharing `tmp`); folders of other users, of other names or without a lock file
+/// are left alone, and one that cannot be removed is skipped. Returns how many were
+/// removed.
 fn sweep_stale_copies(tmp: &Path) -> usize {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(tmp) else {
@@ -283,15 +297,32 @@ fn sweep_stale_copies(tmp: &Path) -> usize {
             .path()
             .symlink_metadata()
             .is_ok_and(|m| m.is_dir() && m.uid() == me);
-        if ours && !process_exists(pid) && std::fs::remove_dir_all(entry.path()).is_ok() {
+        if !ours || process_exists(pid) {
+            continue;
+        }
+        // the pid may be of another pid namespace sharing this folder: the lock decides
+        let unlocked =
+            std::fs::File::open(entry.path().join(LOCK_FILE)).is_ok_and(|f| try_lock(&f));
+        if unlocked && std::fs::remove_dir_all(entry.path()).is_ok() {
             removed += 1;
         }
     }
     removed
 }
 
-/// Whether a process with this pid exists (signal 0 checks without sending; EPERM means it
-/// exists under another user).
+/// The lock file in a private copy's folder.
+const LOCK_FILE: &str = ".lock";
+
+/// Takes an exclusive `flock` on `file` without waiting; whether it got it. The kernel
+/// drops it when the last fd of that open file closes, a SIGKILL included.
+fn try_lock(file: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on an fd the File owns
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// Whether a process with this pid exists here (signal 0 checks without sending; EPERM
+/// means it exists under another user).
 fn process_exists(pid: libc::pid_t) -> bool {
     // SAFETY: signal 0 sends nothing
     let sent = unsafe { libc::kill(pid, 0) } == 0;
@@ -364,17 +395,26 @@ mod tests {
             let d = tmp.path().join(name);
             std::fs::create_dir(&d).unwrap();
             std::fs::write(d.join("kernel.py"), "x").unwrap();
+            std::fs::File::create(d.join(LOCK_FILE)).unwrap();
             d
         };
         let stale = folder(&format!("{COPY_PREFIX}{gone}-aB3dE9"));
         let live = folder(&format!("{COPY_PREFIX}{}-Zz9Yy8", std::process::id()));
+        // a gone pid whose folder is still locked: an owner in another pid namespace
+        let elsewhere = folder(&format!("{COPY_PREFIX}{gone}-Qq7Ww6"));
+        let held = std::fs::File::open(elsewhere.join(LOCK_FILE)).unwrap();
+        assert!(try_lock(&held));
         let older_format = folder(&format!("{COPY_PREFIX}Fp1XsI"));
         let other = folder(&format!("other-{gone}-aB3dE9"));
         assert_eq!(sweep_stale_copies(tmp.path()), 1);
         assert!(!stale.exists());
         assert!(live.join("kernel.py").exists());
+        assert!(elsewhere.join("kernel.py").exists());
         assert!(older_format.exists());
         assert!(other.exists());
         assert_eq!(sweep_stale_copies(tmp.path()), 0);
+        drop(held);
+        assert_eq!(sweep_stale_copies(tmp.path()), 1);
+        assert!(!elsewhere.exists());
     }
 }

@@ -36,6 +36,10 @@ const STDERR_LINE_MAX: usize = 400;
 /// must not grow the parent's memory without end.
 const REPLY_LINE_MAX: u64 = 16 << 20;
 
+/// The name of the exception the trusted worker raises for offsets of a timed call's inputs
+/// that no rotation draws (`harness.OffsetsRefused`), as its error message carries it.
+const OFFSETS_REFUSED: &str = "OffsetsRefused";
+
 /// How to start the worker process. Default: this executable with the argument `worker`
 /// (the `autokernel` binary has a hidden `worker` verb that calls
 /// [`crate::serve_worker`]). With `args` empty, the program must call `serve_worker()`
@@ -850,9 +854,9 @@ impl Worker {
     /// the deadline passes before it has written its outputs; [`WorkerError::Io`] when the
     /// parent cannot size or read a payload area (its own failure: the areas admit no seal
     /// a worker could add). A reference worker that fails is an [`ParentAnswer::Error`] for
-    /// the candidate's worker, not its verdict, except on a timed output: the offsets its
-    /// inputs were reported at come from the candidate's process, so a reference that cannot
-    /// be made from them is a failed check.
+    /// the candidate's worker, not its verdict, except when it refuses the offsets a timed
+    /// output's inputs were reported at: they come from the candidate's process, so that is
+    /// a failed check.
     async fn answer(
         &self,
         state: &mut State,
@@ -928,10 +932,10 @@ impl Worker {
                 let (note, reference) = match reference {
                     Ok(r) => r,
                     // A timed output comes with the offsets its inputs were taken at, as the
-                    // candidate's process reports them: inputs the trusted worker cannot
-                    // rebuild from those are the candidate's doing, a failed check, not an
-                    // error of the request
-                    Err(message) if case.offsets.is_some() => {
+                    // candidate's process reports them: offsets the trusted worker refuses
+                    // (harness.py's `OffsetsRefused`) are the candidate's doing, a failed
+                    // check; any other failure of that worker stays an error of its own
+                    Err(message) if case.offsets.is_some() && message.contains(OFFSETS_REFUSED) => {
                         running.received = outs;
                         let why = format!(
                             "{} {}: the trusted worker cannot rebuild the inputs this timed \

@@ -1,8 +1,11 @@
 """Types into a terminal at import: opens `/dev/tty` (its controlling terminal, if it has
 one) and the test's pseudo-terminal @TTY@ (standing for the user's), and pushes a line into
 each one's input with TIOCSTI, which the user's shell would run once the tool returns.
-Raises if a push worked, so that its PASS says every one was refused; computes a right
-answer otherwise."""
+Raises if a push worked, so that its PASS says every one was refused; raises too unless
+TIOCSTI and TIOCLINUX on `/dev/null` are refused with EACCES, the sandbox's answer (the
+kernel's own would be ENOTTY: the filter is seen to act even where the kernel would refuse
+the push anyway). Computes a right answer otherwise."""
+import errno
 import fcntl
 import os
 import termios
@@ -29,6 +32,17 @@ for _path in ("/dev/tty", "@TTY@"):
         os.close(_fd)
 if _typed:
     raise RuntimeError(f"typed into {_typed}")
+# TIOCLINUX is 0x541C where termios does not name it
+_null = os.open("/dev/null", os.O_RDONLY)
+try:
+    for _cmd in (termios.TIOCSTI, getattr(termios, "TIOCLINUX", 0x541C)):
+        try:
+            fcntl.ioctl(_null, _cmd, b"\0")
+        except OSError as e:
+            if e.errno != errno.EACCES:
+                raise RuntimeError(f"ioctl {_cmd:#x} reached the kernel ({e.strerror}): no filter refused it")
+finally:
+    os.close(_null)
 
 
 @triton.jit
