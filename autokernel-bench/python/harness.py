@@ -18,13 +18,13 @@ each candidate (see `src/worker/guards.rs`).
 Called from Rust (src/worker/) only; all results are JSON strings plus numpy arrays.
 """
 
+import functools
 import hashlib
 import importlib.util
 import inspect
 import itertools
 import json
 import os
-import statistics
 import sys
 import time
 import traceback
@@ -144,8 +144,7 @@ def init(device, catalogue_json, registry_modules_json="[]", launchers_json="[]"
         data_ptr=torch.Tensor.data_ptr,
         np_array=numpy.array,
         perf_counter=time.perf_counter,
-        urandom=os.urandom,
-        Event=torch.cuda.Event,
+        partial=functools.partial,
         # a GPU-side spin (private but long-standing torch API); without it no slack
         cuda_sleep=getattr(torch.cuda, "_sleep", None),
         synchronize=torch.cuda.synchronize if use_cuda else (lambda: None),
@@ -387,8 +386,10 @@ def guarded_names():
         "catalogue.reference",
         "catalogue.eager",
         "harness.run_case",
-        "harness.time_kernel",
-        "harness.compare",
+        "harness.timed_call",
+        "harness.rotate_into",
+        "harness.kept_source",
+        "harness.launchless",
         "harness.load",
         "harness._to_host",
         "harness._bits_equal",
@@ -457,10 +458,9 @@ def guarded_namespaces():
         ("json._default_decoder", "class"),
         ("catalogue", "all"),
         ("harness", "all"),
-        # the op monitor and the timing rotation: their methods, by value (instances have
-        # no dict of their own to shadow them in)
+        # the op monitor: its methods, by value (instances have no dict of their own to
+        # shadow them in)
         ("harness._TimedOps", "class"),
-        ("harness._Rotation", "class"),
         ("harness._P", "all"),
     ]
     return json.dumps([{"name": n, "scope": sc} for n, sc in spaces])
@@ -531,7 +531,7 @@ def _install_launch_counter():
     Autotuner._bench = _bench
 
 
-def _launches(path):
+def launches(path):
     """Launches counted so far of the Triton kernels defined in the candidate file `path`."""
     return _LAUNCHES.get(path, 0)
 
@@ -836,9 +836,9 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, layout="contigu
     for r in range(int(repeats)):
         try:
             kwargs = _kernel_kwargs(candidate, kind, params)
-            launched = _launches(candidate.path)
+            launched = launches(candidate.path)
             out, ops, own = _call(candidate.fn, cand_inputs, kwargs, r == 0)
-            launched = _launches(candidate.path) - launched
+            launched = launches(candidate.path) - launched
         except BaseException as e:  # noqa: BLE001 - SystemExit too: a verdict, not a worker exit
             meta["error"] = {
                 "message": _exception_text(e),
@@ -904,19 +904,6 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, layout="contigu
 # ---------------------------------------------------------------------------------------
 
 
-# The batch overrules only when the host spent at least this share of it waiting on the
-# final synchronize (the device, not the host's launching, set the pace). A third, not a
-# half: a side-stream matmul whose host also enqueues slowly waited only a little over half
-# its batch, and a wrapper slower than its kernel leaves only its last kernel to wait for at
-# the end (docs/benchmarks.md, "Timing that a busy host cannot fool").
-_HIDDEN_WORK_WAITED = 1.0 / 3.0
-# Back-to-back calls in the batch that looks for work hidden from the timing events.
-_BATCH_CALLS = 20
-# The batch overrules the event timing when it is this much slower and the host spent most of it
-# waiting for the device (not enqueueing): the device had work the events did not see.
-_HIDDEN_WORK_RATIO = 1.5
-
-
 # How long the GPU is kept busy before a measurement (seconds). Between measurements an
 # experiment spends seconds on host work (inputs, copies, the Rust judge) and the GPU drops
 # to its idle clock, where small kernels timed straight after the stages read several times
@@ -925,7 +912,7 @@ _HIDDEN_WORK_RATIO = 1.5
 _SPIN_UP_S = 0.15
 
 
-def _spin_up():
+def spin_up():
     """Keeps the GPU fully busy with dense matmuls for `_SPIN_UP_S` so that its clocks are
     at their working level when the timing starts. A no-op on the CPU."""
     if _STATE["device"] != "cuda":
@@ -940,100 +927,93 @@ def _spin_up():
         sync()
 
 
-# GPU-side slack before each timed call, in clock cycles (torch.cuda._sleep): about 200 us at
-# the H200's 1.98 GHz working clock. The timed call's start event and launches are enqueued
-# by the host while the GPU flushes L2 and then sleeps, so a host that falls behind for a
-# moment (other processes, the collector) does not leave the GPU idle inside the timed
-# window. With triton's do_bench (flush only, ~80 us of GPU work) a small kernel on a
-# loaded host read several times its time at random, and the keep rule kept slower
-# candidates (docs/benchmarks.md, "Timing that a busy host cannot fool").
-_SLACK_CYCLES = 400_000
-# L2 flush buffer: larger than the H200's 60 MiB L2 (as do_bench's 256 MB).
-_FLUSH_BYTES = 256 * 1024 * 1024
+# The timed loop itself (flush, slack, events, which calls are checked, the inputs'
+# offsets, the samples) is Rust's (`src/worker/timing.rs`), out of reach of Python in this
+# process; these are the pieces of it that must be torch's.
 
 
-# Timed calls whose outputs are kept and checked against the reference, chosen at random.
-_CHECKED_TIMED_CALLS = 3
+def timing_inputs(kind, shape, dtype, seed, layout="contiguous", params_json="{}"):
+    """The timing case's inputs (as `run_case` makes them, mode "normal") and, per input
+    tensor, its rotation pool (`_pools`): (inputs, pools), two dicts by input name."""
+    dt = _dtype(dtype)
+    params = json.loads(params_json)
+    inputs = _make(kind, shape, dt, seed, "normal", layout, params)
+    return inputs, _pools(kind, shape, dt, seed, layout, params, inputs)
 
 
-class _Rotation:
-    """Timing calls are judged calls (issue 21, point 2). Before each timed call (outside
-    the timed window) every input tensor is overwritten in place with a window of a pool
-    twice its size (its own values, then another seed's), at an offset drawn per call from
-    the operating system's randomness: values change everywhere and almost never repeat, so
-    a cache keyed on the input's address, version or sampled values misses. Which outputs
-    are checked is drawn only after each call has returned (`keep`): a reservoir of
-    `_CHECKED_TIMED_CALLS` calls drawn uniformly from all of a measurement's timed calls,
-    and the last call; each kept output is copied at once, with the offsets its inputs were
-    taken at, and `checks` hands Rust the copies with the reference of those inputs rebuilt
-    from the pools. So nothing in the harness's frames tells a call whether it will be
-    checked: a result right only in the correctness stages, only on the first calls, only
-    when no timer is on the stack, or only where it sees a check coming fails where it is
-    timed. Every timed call must launch a Triton kernel of the candidate's file (`path`),
-    as in the correctness stages: `launchless` counts those that did not."""
+def timed_call(candidate, kind, inputs, params_json="{}"):
+    """A call of the candidate on `inputs` with the kind's parameters `params_json`, taking
+    no arguments: a `functools.partial`, so no frame of the harness is above the candidate
+    when Rust calls it (through `_TimedOps.call`)."""
+    return _P["partial"](candidate.fn, **inputs, **_kernel_kwargs(candidate, kind, json.loads(params_json)))
 
-    # no instance dict: a candidate cannot shadow `before`, `keep` or `checks` on the
-    # rotation it finds in a frame (the class itself is a guarded namespace)
-    __slots__ = ("kind", "params", "inputs", "path", "launchless", "_launches", "pools", "kept",
-                 "last", "_offsets", "_calls", "keeping")
 
-    def __init__(self, kind, shape, dt, seed, layout, params, inputs, path):
-        self.kind, self.params, self.inputs, self.path = kind, params, inputs, path
-        self.launchless, self._launches = 0, 0
-        self.pools = _pools(kind, shape, dt, seed, layout, params, inputs)
-        # (offsets, output copy) of the reservoir's calls, and of the last call
-        self.kept, self.last = [], None
-        self._offsets, self._calls = {}, 0
-        # whether the timed calls of the next measurement keep outputs for the check
-        self.keeping = True
+def untimed_first_call(candidate, call):
+    """The call before the timing: the CONFIG keys it reads (`_config_keys_read`) and its
+    peak device memory in MB (null on the CPU), as JSON."""
+    torch = _P["torch"]
+    on_gpu = _STATE["device"] == "cuda"
+    if on_gpu:
+        _P["cuda_synchronize"]()
+        torch.cuda.reset_peak_memory_stats()
+    keys = _config_keys_read(candidate, call)
+    peak = None
+    if on_gpu:
+        _P["cuda_synchronize"]()
+        peak = torch.cuda.max_memory_allocated() / 1e6
+    return json.dumps({"config_keys_read": keys, "peak_vram_mb": peak})
 
-    def before(self):
-        """Overwrites the inputs with new windows of their pools."""
-        for k, pool in self.pools.items():
-            v = self.inputs[k]
-            n = v.numel()
-            j = int.from_bytes(_P["urandom"](4), "little") % (n + 1)
-            _P["copy_"](v, pool[j:j + n].view(tuple(v.shape)))
-            self._offsets[k] = j
-        self._launches = _launches(self.path)
 
-    def keep(self, out, last=False):
-        """After a call on the inputs `before` set: counts it when it launched no kernel of
-        the candidate's file, and draws whether its output joins the reservoir; `last`: the
-        measurement's last timed call, always kept."""
-        if _launches(self.path) == self._launches and not (type(out) is _P["Tensor"] and out.numel() == 0):
-            self.launchless += 1
-        if not self.keeping or type(out) is not _P["Tensor"]:
-            return
-        self._calls += 1
-        slot = len(self.kept) if len(self.kept) < _CHECKED_TIMED_CALLS else \
-            int.from_bytes(_P["urandom"](4), "little") % self._calls
-        if slot >= _CHECKED_TIMED_CALLS and not last:
-            return
-        entry = (dict(self._offsets), _P["clone"](out))
-        if slot == len(self.kept):
-            self.kept.append(entry)
-        elif slot < _CHECKED_TIMED_CALLS:
-            self.kept[slot] = entry
-        if last:
-            self.last = entry
+def timed_ops():
+    """A fresh op monitor (`_TimedOps`) for one measurement."""
+    return _TimedOps()
 
-    def checks(self):
-        """(outputs, offsets): float32 host copies of the kept outputs (the reservoir's and
-        the last call's) and, as a JSON list in the same order, the offsets of the inputs
-        each was computed from, for the trusted reference worker (`reference_output`)."""
-        _P["synchronize"]()
-        kept = self.kept + ([self.last] if self.last is not None and all(self.last is not e for e in self.kept)
-                            else [])
-        outs = [_to_host(out) for _, out in kept]
-        offsets = json.dumps([o for o, _ in kept])
-        self.kept, self.last, self._calls = [], None, 0
-        return outs, offsets
+
+def current_stream():
+    """The address of torch's current CUDA stream (0: the legacy default stream)."""
+    return _P["torch"].cuda.current_stream().cuda_stream
+
+
+def cuda_sleep(cycles):
+    """Keeps the GPU's stream busy for `cycles` clock cycles (`torch.cuda._sleep`), where
+    this torch has it."""
+    sleep = _P["cuda_sleep"]
+    if sleep is not None:
+        sleep(int(cycles))
+
+
+def rotate_into(v, pool, offset):
+    """Overwrites input tensor `v` in place with the window of its flat `pool` at `offset`
+    (the offset Rust drew)."""
+    n = v.numel()
+    _P["copy_"](v, pool[offset:offset + n].view(tuple(v.shape)))
+
+
+def launchless(path, before, out):
+    """Whether a call whose output is `out` launched no Triton kernel of the candidate file
+    `path` since the count was `before` (an empty output needs none)."""
+    return launches(path) == before and not (type(out) is _P["Tensor"] and out.numel() == 0)
+
+
+def kept_source(out):
+    """What Rust copies a checked timed output from: None when `out` is not a plain tensor,
+    else (shape, address, keep): on the GPU the device address of a contiguous float32 copy
+    of `out` (`keep`, returned so that it lives until Rust has copied it); on the CPU
+    address 0 and `keep` a float32 numpy copy."""
+    if type(out) is not _P["Tensor"]:
+        return None
+    shape = list(out.shape)
+    if out.device.type == "cuda":
+        t32 = _P["contiguous"](_P["to"](_P["detach"](out), _P["float32"]))
+        return shape, _P["data_ptr"](t32), t32
+    return shape, 0, _to_host(out)
 
 
 def _pools(kind, shape, dt, seed, layout, params, inputs):
     """Per input tensor of `inputs` (the case's, made at `seed`), its rotation pool: its own
-    values, then those of the inputs made at `seed` + 1, flattened (`_Rotation`)."""
+    values, then those of the inputs made at `seed` + 1, flattened. Before each timed call
+    Rust overwrites every input with a window of its pool at an offset it draws (issue 21,
+    point 2): values change everywhere and almost never repeat."""
     torch = _P["torch"]
     other = _make(kind, shape, dt, int(seed) + 1, "normal", layout, params)
     return {k: torch.cat([_P["contiguous"](v).reshape(-1), _P["contiguous"](other[k]).reshape(-1)])
@@ -1041,15 +1021,15 @@ def _pools(kind, shape, dt, seed, layout, params, inputs):
 
 
 class OffsetsRefused(ValueError):
-    """Offsets of a timed call's inputs that `_Rotation.before` cannot have drawn (another
-    set of inputs, or a window past a pool's end). They come from the candidate's process:
-    the Rust side makes this a failed check of the candidate, not an error of the request."""
+    """Offsets of a timed call's inputs that the rotation cannot have drawn (another set of
+    inputs, or a window past a pool's end): the Rust side makes this a failed check of the
+    candidate, not an error of the request."""
 
 
 def _inputs_at(inputs, pools, offsets):
-    """`inputs` as `_Rotation.before` set them at `offsets` (contiguous views of the pools;
-    the values, not the layout, are what a reference depends on). Raises OffsetsRefused
-    for offsets no rotation draws."""
+    """`inputs` as the rotation set them at `offsets` (contiguous views of the pools; the
+    values, not the layout, are what a reference depends on). Raises OffsetsRefused for
+    offsets no rotation draws."""
     if not isinstance(offsets, dict) or set(offsets) != set(pools):
         raise OffsetsRefused(f"offsets for {sorted(offsets) if isinstance(offsets, dict) else offsets!r}, "
                              f"inputs {sorted(pools)}")
@@ -1059,92 +1039,6 @@ def _inputs_at(inputs, pools, offsets):
             raise OffsetsRefused(f"offset {j!r} of `{k}` is outside 0..={n}")
     return {k: pools[k][offsets[k]:offsets[k] + v.numel()].view(tuple(v.shape)) if k in pools else v
             for k, v in inputs.items()}
-
-
-def _kernel_us(fn, quick, rotation=None):
-    """Median device time of fn() in microseconds, between CUDA events on the current
-    stream, L2 flushed before each repetition (the method of triton.testing.do_bench, plus
-    the slack above). Runs ~25 ms of warm-up (10 when quick) and ~100 ms of repetitions
-    (30 when quick), between 10 and 1000 of them. With a `_Rotation`, each repetition's
-    inputs are overwritten before its flush and a few repetitions' outputs are kept."""
-    torch = _P["torch"]
-    sync, Event = _P["cuda_synchronize"], _P["Event"]
-    # allocated per measurement (from the caching allocator's pool), so that it never
-    # counts in a later call's peak_vram_mb
-    flush = torch.empty(_FLUSH_BYTES, dtype=torch.int8, device="cuda")
-    sleep = _P["cuda_sleep"]
-    warmup_ms, rep_ms = (10.0, 30.0) if quick else (25.0, 100.0)
-    start, end = Event(enable_timing=True), Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        fn()
-    end.record()
-    sync()
-    est_ms = max(start.elapsed_time(end) / 5, 1e-3)
-    for _ in range(max(1, min(2000, int(warmup_ms / est_ms)))):
-        fn()
-    # each repetition also costs the flush and the slack, ~0.3 ms of GPU time
-    n = max(10, min(1000, int(rep_ms / (est_ms + 0.3))))
-    starts = [Event(enable_timing=True) for _ in range(n)]
-    ends = [Event(enable_timing=True) for _ in range(n)]
-    for i in range(n):
-        if rotation is not None:
-            rotation.before()
-        flush.zero_()
-        if sleep is not None:
-            sleep(_SLACK_CYCLES)
-        starts[i].record()
-        out = fn()
-        ends[i].record()
-        if rotation is not None:
-            rotation.keep(out, last=i == n - 1)
-    sync()
-    return float(statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))) * 1000.0
-
-
-def _measure_us(fn, quick, rotation=None):
-    """Latency of fn() in microseconds; `rotation` (a `_Rotation`) as `_kernel_us` takes it.
-
-    GPU: `_kernel_us`, the device time between CUDA events on the current stream, the
-    field's measure of a kernel's time. Work a candidate enqueues on another stream is
-    invisible to those events, so a batch of back-to-back calls ended by one device-wide
-    synchronize is timed too: when the batch is much slower per call than the events say
-    and the host spent most of it waiting on the synchronize (not launching), the device was
-    busy with work the events missed, and the batch's per-call time is the latency. A
-    wrapper slower than its kernel makes the batch slow while the host is busy launching,
-    which is not hidden work. (A synchronize inside every timed call would add a host round
-    trip of about a small kernel's own time, so it is not used: docs/benchmarks.md, "Timing
-    that a busy host cannot fool".)
-    CPU: a wall clock, median of a few calls after one warm-up."""
-    if _STATE["device"] == "cuda":
-        sync = _P["cuda_synchronize"]
-        clock = _P["perf_counter"]
-        kernel_us = _kernel_us(fn, quick, rotation)
-        sync()
-        t0 = clock()
-        for _ in range(_BATCH_CALLS):
-            fn()
-        enqueued = clock()
-        sync()
-        done = clock()
-        batch_us = (done - t0) * 1e6 / _BATCH_CALLS
-        waited = (done - enqueued) / max(done - t0, 1e-12)
-        if batch_us > _HIDDEN_WORK_RATIO * kernel_us and waited > _HIDDEN_WORK_WAITED:
-            return batch_us
-        return kernel_us
-    clock = _P["perf_counter"]
-    fn()
-    samples = []
-    n = 2 if quick else 3
-    for i in range(n):
-        if rotation is not None:
-            rotation.before()
-        t0 = clock()
-        out = fn()
-        samples.append((clock() - t0) * 1e6)
-        if rotation is not None:
-            rotation.keep(out, last=i == n - 1)
-    return float(statistics.median(samples))
 
 
 class _ReadRecorder(dict):
@@ -1229,53 +1123,11 @@ def _config_keys_read(candidate, call):
     return None if recorder.whole or not recorder.read else sorted(map(str, recorder.read))
 
 
-def time_kernel(candidate, kind, shape, dtype, seed, quick, compiled, layout="contiguous",
-                params_json="{}"):
-    """Times the candidate at one shape and dtype, with the kind's parameters `params_json`
-    (as `run_case`); the reference is timed by the trusted reference worker
-    (`time_reference`). Returns (json, outputs, offsets): JSON with latency_us, peak_vram_mb
-    (null on CPU), config_keys_read (`_config_keys_read` of one untimed call first),
-    launchless_calls (timed calls that launched no Triton kernel of the candidate's file),
-    ops and own_ops (the aten ops of the candidate's timed calls, all and its own:
-    `_TimedOps`); and, from the candidate's timed calls, each on inputs overwritten before
-    it (`_Rotation`), float32 host copies of a few outputs with the offsets of their inputs
-    (`_Rotation.checks`), for the parent to compare with the reference of those inputs."""
-    torch = _P["torch"]
-    dt = _dtype(dtype)
-    device = _STATE["device"]
-    params = json.loads(params_json)
-    inputs = _make(kind, shape, dt, seed, "normal", layout, params)
-    kwargs = _kernel_kwargs(candidate, kind, params)
-    cfn0 = candidate.fn
-
-    def fn(**kw):
-        return cfn0(**kw, **kwargs)
-    result = {"latency_us": None, "peak_vram_mb": None, "config_keys_read": None, "launchless_calls": 0}
-    peak = None
-    if device == "cuda":
-        _P["cuda_synchronize"]()
-        torch.cuda.reset_peak_memory_stats()
-    result["config_keys_read"] = _config_keys_read(candidate, lambda: fn(**inputs))
-    if device == "cuda":
-        _P["cuda_synchronize"]()
-        peak = torch.cuda.max_memory_allocated() / 1e6
-    _spin_up()
-    rotation = _Rotation(kind, shape, dt, seed, layout, params, inputs, candidate.path)
-    monitor = _TimedOps()
-    with monitor:
-        result["latency_us"] = _measure_us(lambda: monitor.call(lambda: fn(**inputs)), quick, rotation)
-    result["ops"], result["own_ops"] = monitor.ops()
-    result["launchless_calls"] = rotation.launchless
-    outputs, offsets = rotation.checks()
-    result["peak_vram_mb"] = peak
-    return json.dumps(result), outputs, offsets
-
-
 def reference_output(kind, shape, dtype, seed, mode, layout="contiguous", params_json="{}",
                      offsets_json="null"):
     """The trusted reference worker's side of a check (issue 21, point 1): the reference
     output of the case `run_case` makes from the same arguments, or, with `offsets_json`
-    (a JSON object of offsets, `_Rotation.checks`), of a timed call's inputs. Returns
+    (a JSON object of offsets, as the timed loop drew them), of a timed call's inputs. Returns
     (note, output): the catalogue's likely cause of a mismatch (or None) and the output as
     a contiguous float32 numpy copy."""
     dt = _dtype(dtype)
@@ -1301,74 +1153,27 @@ def reference_output(kind, shape, dtype, seed, mode, layout="contiguous", params
     return note, out
 
 
-def time_reference(kind, shape, dtype, seed, quick, compiled, layout="contiguous", params_json="{}"):
-    """The trusted reference worker times eager PyTorch (`_eager`) and, when `compiled`,
-    torch.compile of it, at the timing case (`time_kernel`'s arguments). Returns JSON with
-    reference_latency_us, compiled_latency_us (or null) and compiled_error (or null)."""
+def reference_calls(kind, shape, dtype, seed, compiled, layout="contiguous", params_json="{}"):
+    """The trusted reference worker's calls to time at the timing case (`timing_inputs`'s
+    arguments), each taking no arguments: (eager, compiled, compiled_error): eager PyTorch
+    (`_eager`); when `compiled`, torch.compile of it, run once (its compilation), else
+    None, and the error that stopped it (or None)."""
     torch = _P["torch"]
     dt = _dtype(dtype)
     params = json.loads(params_json)
     inputs = _make(kind, shape, dt, seed, "normal", layout, params)
-    result = {"reference_latency_us": None, "compiled_latency_us": None, "compiled_error": None}
-    _spin_up()
-    result["reference_latency_us"] = _measure_us(lambda: _eager(kind, inputs, params), quick)
-    if compiled:
-        try:
-            # this worker lives on: without a reset, Dynamo would count every earlier
-            # target's graph against its recompile limit, and fall back to eager
-            torch._dynamo.reset()
-            cfn = torch.compile(lambda **kw: _eager(kind, kw, params))
-            cfn(**inputs)
-            result["compiled_latency_us"] = _measure_us(lambda: cfn(**inputs), quick)
-        except Exception as e:  # noqa: BLE001 - torch.compile is optional (no compiler on CPU)
-            result["compiled_error"] = f"{type(e).__name__}: {e}"[:500]
-    return json.dumps(result)
-
-
-def compare(incumbent, candidate, kind, shape, dtype, seed, repetitions, layout="contiguous",
-            params_json="{}"):
-    """Times incumbent and candidate interleaved `repetitions` times (alternating which goes
-    first), with the kind's parameters `params_json` (as `run_case`). Every timed call is a
-    judged call as in `time_kernel`: its inputs overwritten before it (`_Rotation`), and in
-    one repetition drawn from the operating system's randomness a few outputs of each are
-    kept. Returns (json, incumbent outputs, their offsets, candidate outputs, their
-    offsets): JSON lists `incumbent_us` and `candidate_us`, one per repetition, and
-    `incumbent_launchless`, `candidate_launchless` (timed calls that launched no Triton
-    kernel of that file), `incumbent_ops`, `incumbent_own_ops`, `candidate_ops`,
-    `candidate_own_ops` (the aten ops of each one's timed calls, as `_TimedOps` gives them); the
-    outputs and offsets as `_Rotation.checks` gives them, for the parent to compare with
-    the references of the inputs made at `seed`."""
-    dt = _dtype(dtype)
-    params = json.loads(params_json)
-    inputs = _make(kind, shape, dt, seed, "normal", layout, params)
-    kwargs = {id(c): _kernel_kwargs(c, kind, params) for c in (incumbent, candidate)}
-    rotations = {id(c): _Rotation(kind, shape, dt, seed, layout, params, inputs, c.path)
-                 for c in (incumbent, candidate)}
-    checked = int.from_bytes(_P["urandom"](4), "little") % max(1, int(repetitions))
-    inc, cand = [], []
-    ops = {id(c): (set(), set()) for c in (incumbent, candidate)}
-    _spin_up()
-    for r in range(int(repetitions)):
-        order = [(incumbent, inc), (candidate, cand)]
-        if r % 2 == 1:
-            order.reverse()
-        for c, acc in order:
-            fn, kw, rotation = c.fn, kwargs[id(c)], rotations[id(c)]
-            rotation.keeping = r == checked
-            monitor = _TimedOps()
-            with monitor:
-                acc.append(_measure_us(lambda: monitor.call(lambda: fn(**inputs, **kw)), True, rotation))
-            every, own = monitor.ops()
-            ops[id(c)][0].update(every)
-            ops[id(c)][1].update(own)
-    inc_outs, inc_offsets = rotations[id(incumbent)].checks()
-    cand_outs, cand_offsets = rotations[id(candidate)].checks()
-    meta = {"incumbent_us": inc, "candidate_us": cand,
-            "incumbent_launchless": rotations[id(incumbent)].launchless,
-            "candidate_launchless": rotations[id(candidate)].launchless}
-    for role, c in (("incumbent", incumbent), ("candidate", candidate)):
-        meta[f"{role}_ops"], meta[f"{role}_own_ops"] = sorted(ops[id(c)][0]), sorted(ops[id(c)][1])
-    return json.dumps(meta), inc_outs, inc_offsets, cand_outs, cand_offsets
+    eager = _P["partial"](_eager, kind, inputs, params)
+    if not compiled:
+        return eager, None, None
+    try:
+        # this worker lives on: without a reset, Dynamo would count every earlier target's
+        # graph against its recompile limit, and fall back to eager
+        torch._dynamo.reset()
+        cfn = torch.compile(lambda **kw: _eager(kind, kw, params))
+        cfn(**inputs)
+        return eager, _P["partial"](cfn, **inputs), None
+    except Exception as e:  # noqa: BLE001 - torch.compile is optional (no compiler on CPU)
+        return eager, None, f"{type(e).__name__}: {e}"[:500]
 
 
 # ---------------------------------------------------------------------------------------
@@ -1399,7 +1204,8 @@ def describe_exception(exc):
 
 
 __all__ = [
-    "init", "status", "load", "unload", "run_case", "time_kernel", "compare", "call_script",
-    "reference_output", "time_reference",
+    "init", "status", "load", "unload", "run_case", "call_script", "reference_output",
+    "timing_inputs", "timed_call", "untimed_first_call", "timed_ops", "current_stream",
+    "cuda_sleep", "rotate_into", "launchless", "kept_source", "spin_up", "reference_calls", "launches",
     "guarded_names", "guarded_namespaces", "guarded_tables", "describe_exception",
 ]

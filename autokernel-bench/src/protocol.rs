@@ -147,7 +147,7 @@ pub(crate) struct ReferenceJob {
     /// Every parameter of the kind, defaults filled, as a JSON object's text.
     pub params: String,
     /// For a timed call: where in its pool each input tensor was taken from
-    /// (`harness._Rotation`); `None`: the case's own inputs.
+    /// (`worker::timing::Rotation`); `None`: the case's own inputs.
     #[serde(default)]
     pub offsets: Option<std::collections::BTreeMap<String, u64>>,
 }

@@ -16,7 +16,7 @@ use crate::protocol::{ReferenceJob, ReferenceTiming, Request};
 /// The most outputs one check may carry (the determinism stage's 3 calls, with room).
 const MAX_OUTPUTS: usize = 8;
 
-/// The most timed outputs one measurement keeps (`harness._CHECKED_TIMED_CALLS` + the
+/// The most timed outputs one measurement keeps (`timing::CHECKED_TIMED_CALLS` + the
 /// last call), per kernel.
 const MAX_TIMED: usize = 4;
 

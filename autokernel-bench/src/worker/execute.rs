@@ -3,7 +3,6 @@
 //! has the parent compare its outputs with the trusted reference ([`super::parent`]), times
 //! the candidate, and re-checks it on fresh inputs, checking the guards after every stage.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -19,6 +18,7 @@ use super::harness::{Failure, Harness};
 use super::log::log;
 use super::parent::ParentLink;
 use super::plan::{self, Case, Plan};
+use super::timing::{self, KeptOutput, Timed};
 use crate::judge;
 use crate::protocol::{BenchJob, ReferenceJob, ReferenceTiming};
 
@@ -52,24 +52,6 @@ struct CandidateError {
     line: Option<u32>,
     traceback: String,
     cuda_error: bool,
-}
-
-/// What the harness's `time_kernel` reports.
-#[derive(Deserialize)]
-struct TimingMeta {
-    latency_us: f64,
-    peak_vram_mb: Option<f64>,
-    #[serde(default)]
-    config_keys_read: Option<Vec<String>>,
-    /// Timed calls that launched no Triton kernel of the candidate's file.
-    #[serde(default)]
-    launchless_calls: u32,
-    /// Aten ops dispatched in the timed calls, nested ones included (`harness._TimedOps`).
-    #[serde(default)]
-    ops: Vec<String>,
-    /// Those the timed calls dispatched themselves.
-    #[serde(default)]
-    own_ops: Vec<String>,
 }
 
 /// The last component of `path` (`kernel.py` when it has none), for messages.
@@ -272,51 +254,44 @@ pub(crate) fn borrowed_in_calls(
     })
 }
 
-/// Has the parent compare the outputs the harness kept from timed calls
-/// (`harness._Rotation`) with the references of their inputs: `case` with each output's
-/// input offsets (`offsets_json`, a JSON list in the outputs' order). Ok(Err(reason)) for
-/// the first that differs or has another shape than the catalogue's, or offsets that cannot
-/// be read or do not match the outputs; Err when the harness returned something other than
-/// float32 arrays.
+/// Has the parent compare the outputs the timed loop kept ([`timing::Rotation`]) with the
+/// references of their inputs: `case` at each output's input offsets. Ok(Err(reason)) for
+/// `unkept` (a checked call whose output could not be kept), or the first output that
+/// differs or has another shape than the catalogue's.
+///
+/// # Errors
+/// A failure of the parent's link, or a CUDA error reading a kept output back.
 pub(crate) fn check_timed_outputs(
     parent: &mut ParentLink<'_>,
     spec: &KindSpec,
     case: &ReferenceJob,
     stage: Stage,
-    outputs: Vec<Bound<'_, PyAny>>,
-    offsets_json: &str,
+    kept: Vec<KeptOutput>,
+    unkept: Option<String>,
 ) -> Result<Result<(), String>, Failure> {
-    // the offsets and the kept outputs are data of the candidate's process: what cannot be
-    // read from them is a failed check, not an error of the request
-    let offsets: Vec<BTreeMap<String, u64>> = match serde_json::from_str(offsets_json) {
-        Ok(o) => o,
-        Err(e) => return Ok(Err(format!("unreadable offsets of the timed inputs: {e}"))),
-    };
-    if outputs.len() != offsets.len() {
-        return Ok(Err(format!(
-            "{} timed outputs were kept but {} sets of offsets",
-            outputs.len(),
-            offsets.len()
-        )));
+    if let Some(why) = unkept {
+        return Ok(Err(why));
     }
     let (shape, dtype) = (&case.shape, case.dtype);
     let (expected_shape, _) = spec.output_for(shape, dtype).map_err(Failure::Harness)?;
     let expected_shape: Vec<usize> = expected_shape.iter().map(|&d| d as usize).collect();
-    for (out, offsets) in outputs.into_iter().zip(offsets) {
-        let out = out.cast_into::<PyArrayDyn<f32>>().map_err(PyErr::from)?;
-        let out = out.readonly();
-        let out = out.as_array();
-        if out.shape() != expected_shape.as_slice() {
+    for out in kept {
+        if out.shape != expected_shape {
             return Ok(Err(format!(
                 "a timed call at {dtype} {shape} returned shape {:?}, not {expected_shape:?}",
-                out.shape()
+                out.shape
             )));
         }
         let at = ReferenceJob {
-            offsets: Some(offsets),
+            offsets: Some(out.offsets.clone()),
             ..case.clone()
         };
-        if let Some(Err(reason)) = parent.check(stage, at, &[out])?.into_iter().next() {
+        let values = out.into_array()?;
+        if let Some(Err(reason)) = parent
+            .check(stage, at, &[values.view()])?
+            .into_iter()
+            .next()
+        {
             return Ok(Err(format!(
                 "a timed call's output (its inputs overwritten with another seed's before \
                  the call) differs from the reference: {reason}"
@@ -423,22 +398,19 @@ impl Run<'_, '_, '_> {
         let t0 = Instant::now();
         log(&format!("stage timing {timing_dtype} {timing_shape}"));
         let seed = self.next_seed();
-        let timed = self
-            .h
-            .func(self.py, "time_kernel")
-            .call1((
-                &self.cand,
-                kind,
-                timing_shape.0.clone(),
-                timing_dtype.name(),
-                seed,
-                job.quick,
-                job.time_compiled,
-                self.layout,
-                self.params.as_str(),
-            ))
-            .and_then(|r| r.extract::<(String, Vec<Bound<'_, PyAny>>, String)>());
-        let (timed, timed_outputs, timed_offsets) = match timed {
+        let timed = timing::time_candidate(
+            self.h,
+            self.py,
+            &self.cand,
+            kind,
+            timing_shape.0.clone(),
+            timing_dtype.name(),
+            seed,
+            job.quick,
+            self.layout,
+            self.params.as_str(),
+        );
+        let mut t = match timed {
             Ok(t) => t,
             Err(e) => {
                 let (message, _tb, cuda) = self.h.describe(self.py, &e);
@@ -455,8 +427,6 @@ impl Run<'_, '_, '_> {
                 ));
             }
         };
-        let t: TimingMeta =
-            serde_json::from_str(&timed).map_err(|e| Failure::Harness(e.to_string()))?;
         // timing calls are judged calls: a few of them, on inputs overwritten in place
         // before each call, checked against the reference of those inputs
         let case = self.reference_job(timing_shape, timing_dtype, seed, "normal");
@@ -465,8 +435,8 @@ impl Run<'_, '_, '_> {
             self.spec,
             &case,
             Stage::Timing,
-            timed_outputs,
-            &timed_offsets,
+            std::mem::take(&mut t.kept),
+            t.unkept.take(),
         )? {
             let v = Correctness::Fail {
                 stage: Stage::Timing,
@@ -532,7 +502,7 @@ impl Run<'_, '_, '_> {
 
     fn metrics(
         &self,
-        t: &TimingMeta,
+        t: &Timed,
         r: &ReferenceTiming,
         shape: &Shape,
         dtype: DType,

@@ -14,19 +14,28 @@ use serde::Deserialize;
 use super::guards::Guards;
 
 /// The harness functions Rust calls, looked up when the harness is imported.
-const FUNCS: [&str; 12] = [
+const FUNCS: [&str; 21] = [
     "status",
     "load",
     "unload",
     "run_case",
-    "time_kernel",
-    "compare",
     "call_script",
     "describe_exception",
     "guarded_names",
     "launcher_signatures",
     "reference_output",
-    "time_reference",
+    "timing_inputs",
+    "timed_call",
+    "untimed_first_call",
+    "timed_ops",
+    "current_stream",
+    "cuda_sleep",
+    "rotate_into",
+    "launches",
+    "launchless",
+    "kept_source",
+    "spin_up",
+    "reference_calls",
 ];
 
 /// What the harness's `init` reports.

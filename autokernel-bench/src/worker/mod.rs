@@ -5,7 +5,8 @@
 //! Rust, no Python) and [`execute`] (running a plan's cases through the harness and the
 //! judge); both of the last write their lines through [`log`]. [`launchers`] carries the
 //! Triton launcher signatures a candidate's worker built to the next workers' start;
-//! [`payload`] carries the checks' outputs and references through shared memory.
+//! [`payload`] carries the checks' outputs and references through shared memory;
+//! [`timing`] is the timed loop, with the CUDA driver calls it makes in [`cuda`].
 //!
 //! Data flows `bootstrap` → `requests` → `execute`, which asks `plan` what to run and calls
 //! the harness for each case; `guards` are taken when the harness starts and checked after
@@ -13,6 +14,7 @@
 pub(crate) mod bootstrap;
 mod checks;
 pub(crate) mod client;
+mod cuda;
 mod execute;
 mod guards;
 mod harness;
@@ -22,3 +24,4 @@ mod parent;
 mod payload;
 mod plan;
 mod requests;
+mod timing;

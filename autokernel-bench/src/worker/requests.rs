@@ -8,34 +8,13 @@ use std::path::Path;
 use autokernel_core::{Comparison, Stage};
 use numpy::{PyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use serde::Deserialize;
 
 use super::execute;
 use super::harness::{Failure, Harness};
 use super::parent::ParentLink;
 use super::plan::{check_request, COMPARE_SEED};
+use super::timing;
 use crate::protocol::{CompareJob, ReferenceJob, ReplyBody, Request};
-
-/// What the harness's `compare` reports: interleaved latencies, in µs.
-#[derive(Deserialize)]
-struct CompareMeta {
-    incumbent_us: Vec<f64>,
-    candidate_us: Vec<f64>,
-    /// Timed calls of each that launched no Triton kernel of its own file.
-    #[serde(default)]
-    incumbent_launchless: u32,
-    #[serde(default)]
-    candidate_launchless: u32,
-    /// Aten ops of each one's timed calls, all and its own (`harness._TimedOps`).
-    #[serde(default)]
-    incumbent_ops: Vec<String>,
-    #[serde(default)]
-    incumbent_own_ops: Vec<String>,
-    #[serde(default)]
-    candidate_ops: Vec<String>,
-    #[serde(default)]
-    candidate_own_ops: Vec<String>,
-}
 
 /// Answers `request`, asking `parent` what a candidate's process must not compute itself:
 /// the reply's body, whether the worker must exit after sending it (a CUDA error or
@@ -135,7 +114,7 @@ fn reference<'py>(
     Ok((value, out))
 }
 
-/// The reference's latencies at the timing case `job` (`harness.time_reference`), as a
+/// The reference's latencies at the timing case `job` ([`timing::time_reference`]), as a
 /// [`crate::protocol::ReferenceTiming`]'s JSON.
 fn time_reference(
     h: &Harness,
@@ -144,20 +123,23 @@ fn time_reference(
     quick: bool,
     compiled: bool,
 ) -> Result<serde_json::Value, Failure> {
-    let text: String = h
-        .func(py, "time_reference")
-        .call1((
-            job.kind.as_str(),
-            job.shape.0.clone(),
-            job.dtype.name(),
-            job.seed,
-            quick,
-            compiled,
-            job.layout.as_str(),
-            job.params.as_str(),
-        ))?
-        .extract()?;
-    serde_json::from_str(&text).map_err(|e| Failure::Harness(e.to_string()))
+    let (eager, compiled_us, compiled_error) = timing::time_reference(
+        h,
+        py,
+        job.kind.as_str(),
+        job.shape.0.clone(),
+        job.dtype.name(),
+        job.seed,
+        quick,
+        compiled,
+        job.layout.as_str(),
+        job.params.as_str(),
+    )?;
+    Ok(serde_json::json!({
+        "reference_latency_us": eager,
+        "compiled_latency_us": compiled_us,
+        "compiled_error": compiled_error,
+    }))
 }
 
 /// The harness's `status` (pid, device, warmth), as JSON.
@@ -220,31 +202,22 @@ fn compare(
             }
         }
     }
-    let reps = job.repetitions.max(1);
-    type Kept<'py> = Vec<Bound<'py, PyAny>>;
-    let (text, inc_outs, inc_offsets, cand_outs, cand_offsets): (
-        String,
-        Kept,
-        String,
-        Kept,
-        String,
-    ) = h
-        .func(py, "compare")
-        .call1((
-            &loaded[0],
-            &loaded[1],
-            job.kind.as_str(),
-            shape.0.clone(),
-            dtype.name(),
-            COMPARE_SEED,
-            reps,
-            job.layout.name(),
-            params.as_str(),
-        ))?
-        .extract()?;
+    let timed = timing::compare_kernels(
+        h,
+        py,
+        [&loaded[0], &loaded[1]],
+        job.kind.as_str(),
+        shape.0.clone(),
+        dtype.name(),
+        COMPARE_SEED,
+        job.repetitions,
+        job.layout.name(),
+        params.as_str(),
+    );
     for c in &loaded {
         let _ = h.func(py, "unload").call1((c,));
     }
+    let [mut incumbent, mut candidate] = timed?;
     // both kernels' module code ran again here: no verdict was taken after it
     let changed = h.guards.changed(py);
     if !changed.is_empty() {
@@ -265,46 +238,35 @@ fn compare(
         params,
         offsets: None,
     };
-    for (role, outs, offsets) in [
-        ("incumbent", inc_outs, inc_offsets),
-        ("candidate", cand_outs, cand_offsets),
-    ] {
-        if let Err(reason) =
-            execute::check_timed_outputs(parent, spec, &case, Stage::Timing, outs, &offsets)?
-        {
+    for (role, side) in [("incumbent", &mut incumbent), ("candidate", &mut candidate)] {
+        let kept = std::mem::take(&mut side.kept);
+        if let Err(reason) = execute::check_timed_outputs(
+            parent,
+            spec,
+            &case,
+            Stage::Timing,
+            kept,
+            side.unkept.take(),
+        )? {
             // a kernel that behaves only when judged alone: its process is not reused
             return Err(Failure::Tampered(format!(
                 "the {role} went wrong in the head-to-head: {reason}"
             )));
         }
     }
-    let m: CompareMeta =
-        serde_json::from_str(&text).map_err(|e| Failure::Harness(e.to_string()))?;
-    for (role, path, every, own, launchless) in [
-        (
-            "incumbent",
-            &job.incumbent,
-            &m.incumbent_ops,
-            &m.incumbent_own_ops,
-            m.incumbent_launchless,
-        ),
-        (
-            "candidate",
-            &job.candidate,
-            &m.candidate_ops,
-            &m.candidate_own_ops,
-            m.candidate_launchless,
-        ),
+    for (role, path, side) in [
+        ("incumbent", &job.incumbent, &incumbent),
+        ("candidate", &job.candidate, &candidate),
     ] {
         let who = format!("the {role}'s timed calls in the head-to-head");
         let file = path.display().to_string();
-        if let Some(why) = execute::forbidden_in_calls(spec, &who, every)
-            .or_else(|| execute::borrowed_in_calls(spec, &who, own, launchless, &file))
-        {
+        if let Some(why) = execute::forbidden_in_calls(spec, &who, &side.ops).or_else(|| {
+            execute::borrowed_in_calls(spec, &who, &side.own_ops, side.launchless, &file)
+        }) {
             return Err(Failure::Tampered(why));
         }
     }
-    Ok(comparison_from(&m.incumbent_us, &m.candidate_us))
+    Ok(comparison_from(&incumbent.us, &candidate.us))
 }
 
 /// Medians and spread of interleaved repetitions.

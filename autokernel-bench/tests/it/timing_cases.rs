@@ -56,3 +56,34 @@ async fn a_kernel_wrong_only_beside_the_incumbent_gets_no_head_to_head() {
     let c = b.compare(&request(starter_path("softmax"))).await.unwrap();
     assert_eq!(c.repetitions, 3);
 }
+
+#[tokio::test]
+async fn a_kernel_that_pins_the_rotation_and_replays_fails_at_timing() {
+    fails_where_it_is_timed("pins_the_rotation_offsets.py").await;
+}
+
+#[tokio::test]
+async fn a_kernel_that_pads_the_timer_gets_its_own_latency() {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let honest = bench(&b, &good_softmax(), true, 300).await;
+    let padder = bench(
+        &b,
+        &cases_dir("timing").join("pads_the_timer_samples.py"),
+        true,
+        300,
+    )
+    .await;
+    // its outputs are right everywhere: a PASS, at the time its kernel takes. Padded, the
+    // median read 0.001 µs; the honest starter's, in the same run, is a row-per-program
+    // softmax like its own (the CPU's interpreter: milliseconds), and a fifth of it leaves
+    // room for noise
+    assert!(padder.correctness.is_pass(), "{:?}", padder.correctness);
+    let (honest_us, padded_us) = (
+        honest.metrics.as_ref().expect("metrics").latency_us,
+        padder.metrics.as_ref().expect("metrics").latency_us,
+    );
+    assert!(
+        padded_us > honest_us / 5.0,
+        "{padded_us} µs against the starter's {honest_us} µs"
+    );
+}

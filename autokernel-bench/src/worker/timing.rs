@@ -1,0 +1,670 @@
+//! The timed loop (issue 21, point 2), in Rust so that what decides a candidate's time is
+//! out of reach of Python in its process: which timed calls are checked, the offsets its
+//! inputs are overwritten at before each call, the clock and its samples, and the copies of
+//! the checked outputs. A timed call is made from here, through the op monitor's scope
+//! (`harness._TimedOps.call`) and a `functools.partial`, so no frame of the harness is above
+//! the candidate, and none of this state is a Python object it could find through the
+//! garbage collector: on the GPU the events, the L2 flush buffer and the kept copies are
+//! the CUDA driver's ([`super::cuda`]). (A red-team candidate that walked up to the Python
+//! loop pinned its offsets and replayed one output at 47× its speed, and padded the CPU
+//! timer's samples to 0.001 µs; `tests/cases/timing/`.)
+//!
+//! Torch's part stays in the harness (`harness.rotate_into`, `kept_source`, `launchless`,
+//! `cuda_sleep`): those functions are guarded like every other the judge relies on.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use ndarray::{ArrayD, IxDyn};
+use numpy::{PyArrayDyn, PyArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::cuda::{self, DeviceBuffer, Event, Stream};
+use super::harness::Harness;
+
+/// Timed calls of a measurement whose outputs are checked against the reference, drawn at
+/// random before the loop, besides the last call (always checked).
+pub(super) const CHECKED_TIMED_CALLS: usize = 3;
+/// Back-to-back calls in the batch that looks for work hidden from the timing events.
+const BATCH_CALLS: usize = 20;
+/// The batch overrules the event timing when it is this much slower per call and the host
+/// spent at least [`HIDDEN_WORK_WAITED`] of it waiting for the device (not enqueueing): the
+/// device had work the events did not see.
+const HIDDEN_WORK_RATIO: f64 = 1.5;
+/// A third, not a half: a side-stream matmul whose host also enqueues slowly waited only a
+/// little over half its batch, and a wrapper slower than its kernel leaves only its last
+/// kernel to wait for at the end (docs/benchmarks.md, "Timing that a busy host cannot
+/// fool").
+const HIDDEN_WORK_WAITED: f64 = 1.0 / 3.0;
+/// GPU-side slack before each timed call, in clock cycles (`torch.cuda._sleep`): about
+/// 200 µs at the H200's 1.98 GHz working clock. The start event and the call's launches
+/// are enqueued while the GPU flushes L2 and sleeps, so a host that falls behind for a
+/// moment does not leave the GPU idle inside the timed window (docs/benchmarks.md,
+/// "Timing that a busy host cannot fool").
+const SLACK_CYCLES: u64 = 400_000;
+/// L2 flush buffer, bytes: larger than the H200's 60 MiB L2, as `triton.testing.do_bench`'s
+/// 256 MB.
+const FLUSH_BYTES: usize = 256 * 1024 * 1024;
+
+/// A uniform draw from `0..n` (`n` ≥ 1) from the operating system's randomness
+/// (`getrandom`). A 64-bit value modulo `n` ≤ 2³²: the bias is below 2⁻³², nothing a
+/// candidate can use.
+fn random_below(n: u64) -> u64 {
+    let mut buf = [0u8; 8];
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: writes at most the rest of `buf`.
+        let r = unsafe { libc::getrandom(buf[got..].as_mut_ptr().cast(), buf.len() - got, 0) };
+        if r > 0 {
+            got += r as usize;
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            // no getrandom (a kernel before 3.17): the clock's low bits still change per call
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0);
+            return t % n.max(1);
+        }
+    }
+    u64::from_le_bytes(buf) % n.max(1)
+}
+
+/// The indices of a measurement's `n` timed calls whose outputs are checked:
+/// [`CHECKED_TIMED_CALLS`] distinct ones drawn uniformly from the first `n` − 1, and the
+/// last; all of them when there are no more. Sorted.
+pub(super) fn draw_checked(n: usize) -> Vec<usize> {
+    if n <= CHECKED_TIMED_CALLS + 1 {
+        return (0..n).collect();
+    }
+    // a partial Fisher-Yates shuffle of 0..n-1
+    let mut pool: Vec<usize> = (0..n - 1).collect();
+    for i in 0..CHECKED_TIMED_CALLS {
+        let j = i + random_below((pool.len() - i) as u64) as usize;
+        pool.swap(i, j);
+    }
+    let mut chosen: Vec<usize> = pool[..CHECKED_TIMED_CALLS].to_vec();
+    chosen.push(n - 1);
+    chosen.sort_unstable();
+    chosen
+}
+
+/// A checked timed output, copied where the candidate's Python cannot reach it.
+enum KeptCopy {
+    /// On the CPU: float32 values.
+    Host(Vec<f32>),
+    /// On the GPU: float32 values in device memory of our own, read back after the loop.
+    Device(DeviceBuffer),
+}
+
+/// A checked timed output and the offsets its inputs were taken at (`ReferenceJob::offsets`).
+pub(super) struct KeptOutput {
+    /// Per input tensor, the offset of its window in its rotation pool.
+    pub offsets: BTreeMap<String, u64>,
+    /// The output's shape.
+    pub shape: Vec<usize>,
+    copy: KeptCopy,
+}
+
+impl KeptOutput {
+    /// The output's float32 values, on the host.
+    ///
+    /// # Errors
+    /// A "CUDA error" from reading device memory back, or a shape that does not match the
+    /// values.
+    pub(super) fn into_array(self) -> PyResult<ArrayD<f32>> {
+        let values = match self.copy {
+            KeptCopy::Host(v) => v,
+            KeptCopy::Device(b) => b.to_host_f32()?,
+        };
+        ArrayD::from_shape_vec(IxDyn(&self.shape), values)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+    }
+}
+
+/// One input tensor the rotation overwrites before each timed call, and its pool.
+struct Rotated<'py> {
+    name: String,
+    tensor: Bound<'py, PyAny>,
+    pool: Bound<'py, PyAny>,
+    numel: u64,
+}
+
+/// Timing calls are judged calls (issue 21, point 2): before each timed call (outside the
+/// timed window) every input tensor is overwritten in place with a window of its pool
+/// (its own values, then another seed's: `harness._pools`) at an offset drawn here, so that
+/// values change everywhere and almost never repeat, and a cache keyed on an input's
+/// address, version or sampled values misses. Which calls' outputs are checked is drawn
+/// here before the loop ([`draw_checked`]) and kept here; each checked output is copied at
+/// once. Every timed call must launch a Triton kernel of the candidate's own file.
+pub(super) struct Rotation<'py> {
+    inputs: Vec<Rotated<'py>>,
+    /// The candidate file's path, as the launch counter keys it.
+    path: String,
+    /// The offsets of the current call's inputs.
+    offsets: BTreeMap<String, u64>,
+    /// The launch count before the current call.
+    launches_before: u64,
+    /// Timed calls that launched no Triton kernel of the candidate's file.
+    pub launchless: u32,
+    /// Whether this measurement's timed calls keep outputs (a head-to-head keeps them in
+    /// one repetition).
+    pub keeping: bool,
+    /// The checked calls of the current measurement.
+    checked: Vec<usize>,
+    kept: Vec<KeptOutput>,
+    /// A checked call whose output could not be kept (not a tensor): the check fails.
+    pub unkept: Option<String>,
+}
+
+impl<'py> Rotation<'py> {
+    /// The rotation of `inputs` (the harness's dict of the timing case's inputs) through
+    /// `pools` (`harness.timing_inputs`), for the candidate file `path`.
+    ///
+    /// # Errors
+    /// When the dicts are not what the harness makes.
+    pub(super) fn new(
+        inputs: &Bound<'py, PyDict>,
+        pools: &Bound<'py, PyDict>,
+        path: String,
+    ) -> PyResult<Self> {
+        let mut rotated = Vec::new();
+        for (name, pool) in pools.iter() {
+            let name: String = name.extract()?;
+            let tensor = inputs.get_item(&name)?.ok_or_else(|| {
+                pyo3::exceptions::PyKeyError::new_err(format!("no input `{name}`"))
+            })?;
+            let numel: u64 = tensor.call_method0("numel")?.extract()?;
+            rotated.push(Rotated {
+                name,
+                tensor,
+                pool,
+                numel,
+            });
+        }
+        Ok(Self {
+            inputs: rotated,
+            path,
+            offsets: BTreeMap::new(),
+            launches_before: 0,
+            launchless: 0,
+            keeping: true,
+            checked: Vec::new(),
+            kept: Vec::new(),
+            unkept: None,
+        })
+    }
+
+    /// Before the timed loop of `n` calls: draws which are checked.
+    fn plan(&mut self, n: usize) {
+        self.checked = if self.keeping {
+            draw_checked(n)
+        } else {
+            Vec::new()
+        };
+    }
+
+    /// Overwrites the inputs with new windows of their pools.
+    fn before(&mut self, h: &Harness, py: Python<'py>) -> PyResult<()> {
+        let rotate = h.func(py, "rotate_into");
+        for input in &self.inputs {
+            let j = random_below(input.numel + 1);
+            rotate.call1((&input.tensor, &input.pool, j))?;
+            self.offsets.insert(input.name.clone(), j);
+        }
+        self.launches_before = h
+            .func(py, "launches")
+            .call1((self.path.as_str(),))?
+            .extract()?;
+        Ok(())
+    }
+
+    /// After timed call `i` on the inputs `before` set: counts it when it launched no kernel
+    /// of the candidate's file, and copies its output when the call is a checked one.
+    fn after(
+        &mut self,
+        h: &Harness,
+        py: Python<'py>,
+        out: &Bound<'py, PyAny>,
+        i: usize,
+        stream: Option<Stream>,
+    ) -> PyResult<()> {
+        if h.func(py, "launchless")
+            .call1((self.path.as_str(), self.launches_before, out))?
+            .is_truthy()?
+        {
+            self.launchless += 1;
+        }
+        if self.checked.binary_search(&i).is_err() {
+            return Ok(());
+        }
+        let source = h.func(py, "kept_source").call1((out,))?;
+        if source.is_none() {
+            let type_name = out.get_type().name()?.to_string();
+            self.unkept.get_or_insert_with(|| {
+                format!("a timed call returned a {type_name}, not a tensor")
+            });
+            return Ok(());
+        }
+        let (shape, address, keep): (Vec<usize>, u64, Bound<'py, PyAny>) = source.extract()?;
+        let copy = match stream {
+            Some(stream) => {
+                let bytes = shape.iter().product::<usize>() * size_of::<f32>();
+                let buffer = DeviceBuffer::new(bytes)?;
+                buffer.copy_from_device(address, stream)?;
+                KeptCopy::Device(buffer)
+            }
+            None => {
+                let array = keep.cast::<PyArrayDyn<f32>>()?;
+                let values = array.readonly().as_array().iter().copied().collect();
+                KeptCopy::Host(values)
+            }
+        };
+        // the device copy is done: the float32 source may go
+        drop(keep);
+        self.kept.push(KeptOutput {
+            offsets: self.offsets.clone(),
+            shape,
+            copy,
+        });
+        Ok(())
+    }
+
+    /// The outputs kept so far, in the order of their calls, and the rotation ready for
+    /// the next measurement.
+    pub(super) fn take_kept(&mut self) -> Vec<KeptOutput> {
+        std::mem::take(&mut self.kept)
+    }
+}
+
+/// Calls `call` (a harness callable taking no arguments) once, through the op monitor's
+/// scope when there is one.
+fn invoke<'py>(
+    call: &Bound<'py, PyAny>,
+    scope: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match scope {
+        Some(scope) => scope.call1((call,)),
+        None => call.call0(),
+    }
+}
+
+/// Median of `samples` (mean of the middle two for an even count).
+fn median(samples: &[f64]) -> f64 {
+    super::requests::median(samples)
+}
+
+/// Latency of `call` in microseconds, timed from here. `monitor`: the op monitor
+/// (`harness._TimedOps`, entered) whose scope every call runs in; `rotation`: inputs
+/// overwritten before each timed call and a few outputs checked.
+///
+/// GPU: the median device time between CUDA events on torch's current stream, L2 flushed
+/// and a slack slept before each call (the method of `triton.testing.do_bench`, plus the
+/// slack): about 25 ms of warm-up (10 when `quick`) and 100 ms of calls (30 when `quick`),
+/// between 10 and 1000 of them. Work a candidate enqueues on another stream is invisible
+/// to those events, so a batch of back-to-back calls ended by one device-wide synchronize
+/// is timed too: when it is much slower per call than the events say and the host spent
+/// much of it waiting on the synchronize, its per-call time is the latency.
+/// CPU: a wall clock, the median of 3 calls (2 when `quick`) after one warm-up.
+///
+/// # Errors
+/// What a call raised, or a CUDA error (a candidate's illegal access shows up there).
+pub(super) fn measure_us<'py>(
+    h: &Harness,
+    py: Python<'py>,
+    call: &Bound<'py, PyAny>,
+    monitor: Option<&Bound<'py, PyAny>>,
+    quick: bool,
+    mut rotation: Option<&mut Rotation<'py>>,
+) -> PyResult<f64> {
+    let scope = monitor.map(|m| m.getattr("call")).transpose()?;
+    let scope = scope.as_ref();
+    if !h.on_gpu() {
+        invoke(call, scope)?;
+        let n = if quick { 2 } else { 3 };
+        if let Some(r) = rotation.as_deref_mut() {
+            r.plan(n);
+        }
+        let mut samples = Vec::with_capacity(n);
+        for i in 0..n {
+            if let Some(r) = rotation.as_deref_mut() {
+                r.before(h, py)?;
+            }
+            let t0 = Instant::now();
+            let out = invoke(call, scope)?;
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+            if let Some(r) = rotation.as_deref_mut() {
+                r.after(h, py, &out, i, None)?;
+            }
+        }
+        return Ok(median(&samples));
+    }
+    let stream: Stream = h.func(py, "current_stream").call0()?.extract::<usize>()? as Stream;
+    let kernel_us = kernel_us(h, py, call, scope, quick, rotation, stream)?;
+    cuda::synchronize()?;
+    let t0 = Instant::now();
+    for _ in 0..BATCH_CALLS {
+        invoke(call, scope)?;
+    }
+    let enqueued = Instant::now();
+    cuda::synchronize()?;
+    let done = Instant::now();
+    let total = (done - t0).as_secs_f64();
+    let batch_us = total * 1e6 / BATCH_CALLS as f64;
+    let waited = (done - enqueued).as_secs_f64() / total.max(1e-12);
+    Ok(
+        if batch_us > HIDDEN_WORK_RATIO * kernel_us && waited > HIDDEN_WORK_WAITED {
+            batch_us
+        } else {
+            kernel_us
+        },
+    )
+}
+
+/// The event timing of [`measure_us`] on the GPU.
+fn kernel_us<'py>(
+    h: &Harness,
+    py: Python<'py>,
+    call: &Bound<'py, PyAny>,
+    scope: Option<&Bound<'py, PyAny>>,
+    quick: bool,
+    mut rotation: Option<&mut Rotation<'py>>,
+    stream: Stream,
+) -> PyResult<f64> {
+    // allocated per measurement, outside torch's allocator: never counted in a peak_vram_mb
+    let flush = DeviceBuffer::new(FLUSH_BYTES)?;
+    let sleep = h.func(py, "cuda_sleep");
+    let (warmup_ms, rep_ms) = if quick { (10.0, 30.0) } else { (25.0, 100.0) };
+    let (start, end) = (Event::new()?, Event::new()?);
+    start.record(stream)?;
+    for _ in 0..5 {
+        invoke(call, scope)?;
+    }
+    end.record(stream)?;
+    cuda::synchronize()?;
+    let est_ms = (f64::from(start.elapsed_ms(&end)?) / 5.0).max(1e-3);
+    let warmups = ((warmup_ms / est_ms) as usize).clamp(1, 2000);
+    for _ in 0..warmups {
+        invoke(call, scope)?;
+    }
+    // each call also costs the flush and the slack, ~0.3 ms of GPU time
+    let n = ((rep_ms / (est_ms + 0.3)) as usize).clamp(10, 1000);
+    if let Some(r) = rotation.as_deref_mut() {
+        r.plan(n);
+    }
+    let starts: Vec<Event> = (0..n).map(|_| Event::new()).collect::<PyResult<_>>()?;
+    let ends: Vec<Event> = (0..n).map(|_| Event::new()).collect::<PyResult<_>>()?;
+    for i in 0..n {
+        if let Some(r) = rotation.as_deref_mut() {
+            r.before(h, py)?;
+        }
+        flush.zero_async(stream)?;
+        sleep.call1((SLACK_CYCLES,))?;
+        starts[i].record(stream)?;
+        let out = invoke(call, scope)?;
+        ends[i].record(stream)?;
+        if let Some(r) = rotation.as_deref_mut() {
+            r.after(h, py, &out, i, Some(stream))?;
+        }
+    }
+    cuda::synchronize()?;
+    let samples: Vec<f64> = starts
+        .iter()
+        .zip(&ends)
+        .map(|(s, e)| s.elapsed_ms(e).map(|ms| f64::from(ms) * 1000.0))
+        .collect::<PyResult<_>>()?;
+    Ok(median(&samples))
+}
+
+/// Runs `f` inside a fresh op monitor (`harness._TimedOps`, entered before and left after,
+/// also when `f` fails): `f`'s value and the aten ops of the monitored calls, all and the
+/// calls' own, as `_TimedOps.ops` gives them.
+///
+/// # Errors
+/// What `f` or the monitor raised.
+pub(super) fn monitored<'py, T>(
+    h: &Harness,
+    py: Python<'py>,
+    f: impl FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
+) -> PyResult<(T, Vec<String>, Vec<String>)> {
+    let monitor = h.func(py, "timed_ops").call0()?;
+    monitor.call_method0("__enter__")?;
+    let value = f(&monitor);
+    let none = py.None();
+    let left = monitor.call_method1("__exit__", (&none, &none, &none));
+    let value = value?;
+    left?;
+    let (every, own): (Vec<String>, Vec<String>) = monitor.call_method0("ops")?.extract()?;
+    Ok((value, every, own))
+}
+
+/// What timing a candidate found ([`time_candidate`]).
+pub(super) struct Timed {
+    /// Microseconds per call ([`measure_us`]).
+    pub latency_us: f64,
+    /// Peak device memory of the untimed first call, MB; `None` on the CPU.
+    pub peak_vram_mb: Option<f64>,
+    /// CONFIG keys the untimed first call read (`harness._config_keys_read`).
+    pub config_keys_read: Option<Vec<String>>,
+    /// Timed calls that launched no Triton kernel of the candidate's file.
+    pub launchless_calls: u32,
+    /// Aten ops dispatched in the timed calls, nested ones included.
+    pub ops: Vec<String>,
+    /// Those the timed calls dispatched themselves.
+    pub own_ops: Vec<String>,
+    /// The checked timed outputs, in call order.
+    pub kept: Vec<KeptOutput>,
+    /// A checked call whose output could not be kept.
+    pub unkept: Option<String>,
+}
+
+/// What [`time_candidate`] reads of the untimed first call.
+#[derive(serde::Deserialize)]
+struct FirstCall {
+    config_keys_read: Option<Vec<String>>,
+    peak_vram_mb: Option<f64>,
+}
+
+/// Times the loaded candidate `cand` at the timing case (`kind`, `shape`, `dtype`, `seed`,
+/// `layout`, the kind's parameters as JSON): one untimed call reading its CONFIG keys and
+/// peak memory, the GPU's clocks spun up, then [`measure_us`] under the op monitor with the
+/// inputs rotated and a few outputs kept for the check.
+///
+/// # Errors
+/// What the candidate or the harness raised, or a CUDA error.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn time_candidate<'py>(
+    h: &Harness,
+    py: Python<'py>,
+    cand: &Bound<'py, PyAny>,
+    kind: &str,
+    shape: Vec<u64>,
+    dtype: &str,
+    seed: u64,
+    quick: bool,
+    layout: &str,
+    params: &str,
+) -> PyResult<Timed> {
+    let (inputs, pools): (Bound<'py, PyDict>, Bound<'py, PyDict>) = h
+        .func(py, "timing_inputs")
+        .call1((kind, shape, dtype, seed, layout, params))?
+        .extract()?;
+    let call = h
+        .func(py, "timed_call")
+        .call1((cand, kind, &inputs, params))?;
+    let first: String = h
+        .func(py, "untimed_first_call")
+        .call1((cand, &call))?
+        .extract()?;
+    let first: FirstCall = serde_json::from_str(&first)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    h.func(py, "spin_up").call0()?;
+    let path: String = cand.getattr("path")?.extract()?;
+    let mut rotation = Rotation::new(&inputs, &pools, path)?;
+    let (latency_us, ops, own_ops) = monitored(h, py, |monitor| {
+        measure_us(h, py, &call, Some(monitor), quick, Some(&mut rotation))
+    })?;
+    Ok(Timed {
+        latency_us,
+        peak_vram_mb: first.peak_vram_mb,
+        config_keys_read: first.config_keys_read,
+        launchless_calls: rotation.launchless,
+        ops,
+        own_ops,
+        kept: rotation.take_kept(),
+        unkept: rotation.unkept.take(),
+    })
+}
+
+/// One kernel's side of a head-to-head ([`compare_kernels`]).
+#[derive(Default)]
+pub(super) struct Side {
+    /// Microseconds per call, one per repetition.
+    pub us: Vec<f64>,
+    /// Timed calls that launched no Triton kernel of its file.
+    pub launchless: u32,
+    /// Aten ops of its timed calls, all and its own, sorted.
+    pub ops: Vec<String>,
+    pub own_ops: Vec<String>,
+    /// Its checked timed outputs, and a checked call whose output could not be kept.
+    pub kept: Vec<KeptOutput>,
+    pub unkept: Option<String>,
+}
+
+/// Times two loaded kernels (`kernels`: incumbent, candidate) interleaved `repetitions`
+/// times, alternating which goes first, each a quick [`measure_us`] under the op monitor on
+/// the same rotated inputs of the case (`kind` … `params` as [`time_candidate`]'s); the
+/// outputs of one repetition, drawn here, are kept for the check. Returns both sides.
+///
+/// # Errors
+/// What a kernel or the harness raised, or a CUDA error.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn compare_kernels<'py>(
+    h: &Harness,
+    py: Python<'py>,
+    kernels: [&Bound<'py, PyAny>; 2],
+    kind: &str,
+    shape: Vec<u64>,
+    dtype: &str,
+    seed: u64,
+    repetitions: u32,
+    layout: &str,
+    params: &str,
+) -> PyResult<[Side; 2]> {
+    let (inputs, pools): (Bound<'py, PyDict>, Bound<'py, PyDict>) = h
+        .func(py, "timing_inputs")
+        .call1((kind, shape, dtype, seed, layout, params))?
+        .extract()?;
+    let mut calls = Vec::new();
+    let mut rotations = Vec::new();
+    for k in kernels {
+        calls.push(h.func(py, "timed_call").call1((k, kind, &inputs, params))?);
+        let path: String = k.getattr("path")?.extract()?;
+        rotations.push(Rotation::new(&inputs, &pools, path)?);
+    }
+    let repetitions = repetitions.max(1);
+    let checked = random_below(u64::from(repetitions)) as u32;
+    let mut sides: [Side; 2] = Default::default();
+    let mut ops: [(BTreeSet<String>, BTreeSet<String>); 2] = Default::default();
+    h.func(py, "spin_up").call0()?;
+    for r in 0..repetitions {
+        let order = if r % 2 == 1 { [1, 0] } else { [0, 1] };
+        for k in order {
+            let rotation = &mut rotations[k];
+            rotation.keeping = r == checked;
+            let (us, every, own) = monitored(h, py, |monitor| {
+                measure_us(h, py, &calls[k], Some(monitor), true, Some(rotation))
+            })?;
+            sides[k].us.push(us);
+            ops[k].0.extend(every);
+            ops[k].1.extend(own);
+        }
+    }
+    for (k, side) in sides.iter_mut().enumerate() {
+        side.launchless = rotations[k].launchless;
+        side.kept = rotations[k].take_kept();
+        side.unkept = rotations[k].unkept.take();
+        side.ops = std::mem::take(&mut ops[k].0).into_iter().collect();
+        side.own_ops = std::mem::take(&mut ops[k].1).into_iter().collect();
+    }
+    Ok(sides)
+}
+
+/// The reference's latencies at the timing case, in the trusted reference worker: eager
+/// PyTorch and, when `compiled`, torch.compile of it (`harness.reference_calls`), each a
+/// [`measure_us`] without the op monitor or a rotation. Returns (eager µs, compiled µs,
+/// why torch.compile gave none).
+///
+/// # Errors
+/// What the harness or eager PyTorch raised, or a CUDA error.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn time_reference<'py>(
+    h: &Harness,
+    py: Python<'py>,
+    kind: &str,
+    shape: Vec<u64>,
+    dtype: &str,
+    seed: u64,
+    quick: bool,
+    compiled: bool,
+    layout: &str,
+    params: &str,
+) -> PyResult<(f64, Option<f64>, Option<String>)> {
+    let (eager, compiled_call, mut compiled_error): (
+        Bound<'py, PyAny>,
+        Option<Bound<'py, PyAny>>,
+        Option<String>,
+    ) = h
+        .func(py, "reference_calls")
+        .call1((kind, shape, dtype, seed, compiled, layout, params))?
+        .extract()?;
+    h.func(py, "spin_up").call0()?;
+    let eager_us = measure_us(h, py, &eager, None, quick, None)?;
+    let mut compiled_us = None;
+    if let Some(c) = compiled_call {
+        // torch.compile is optional: what stops it is reported, not raised
+        match measure_us(h, py, &c, None, quick, None) {
+            Ok(us) => compiled_us = Some(us),
+            Err(e) => compiled_error = Some(h.describe(py, &e).0.chars().take(500).collect()),
+        }
+    }
+    Ok((eager_us, compiled_us, compiled_error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checked_calls_are_distinct_in_range_and_end_with_the_last() {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..2000 {
+            let c = draw_checked(50);
+            assert_eq!(c.len(), CHECKED_TIMED_CALLS + 1);
+            assert_eq!(*c.last().unwrap(), 49);
+            assert!(c.windows(2).all(|w| w[0] < w[1]), "{c:?}");
+            seen.extend(c[..CHECKED_TIMED_CALLS].iter().copied());
+        }
+        // every call but the last can be drawn: 2000 draws of 3 from 49 miss one with
+        // probability about 49 · (46/49)^2000, nil
+        assert_eq!(seen, (0..49).collect());
+    }
+
+    #[test]
+    fn a_short_measurement_checks_every_call() {
+        assert_eq!(draw_checked(3), vec![0, 1, 2]);
+        assert_eq!(draw_checked(4), vec![0, 1, 2, 3]);
+        assert_eq!(draw_checked(0), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn draws_below_n_cover_the_range() {
+        let mut counts = [0u32; 5];
+        for _ in 0..5000 {
+            counts[random_below(5) as usize] += 1;
+        }
+        // each value expected 1000 times; 800 is over 6 standard deviations (~28) away
+        assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+        assert_eq!(random_below(1), 0);
+    }
+}
