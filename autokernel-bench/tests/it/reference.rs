@@ -153,7 +153,7 @@ fn the_reference_worker_writes_a_reference_only_when_asked_to_deliver_it() {
         "op": "reference", "kind": "softmax", "shape": [rows, cols], "dtype": "float32",
         "seed": 1001, "mode": "normal", "layout": "contiguous", "params": "{}",
     });
-    let computed = ask(&mut stdin, &mut stdout, 1, job);
+    let computed = ask(&mut stdin, &mut stdout, 1, job.clone());
     assert_eq!(computed["body"]["status"], "ok", "{computed}");
     assert_eq!(
         computed["body"]["value"]["bytes"],
@@ -197,6 +197,22 @@ fn the_reference_worker_writes_a_reference_only_when_asked_to_deliver_it() {
             .is_some_and(|m| m.contains("no reference to deliver")),
         "{again}"
     );
+
+    // offsets of a timed call's inputs that no rotation draws (past the pool's end: the
+    // pool of 32 values holds windows at 0..=32 only) are refused by name, which the
+    // parent reads as a failed check of the candidate, not an error of its own
+    let mut job_at = job.clone();
+    job_at["offsets"] = serde_json::json!({ "x": 33 });
+    let refused = ask(&mut stdin, &mut stdout, 4, job_at.clone());
+    assert!(
+        refused["body"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("OffsetsRefused") && m.contains("outside 0..=32")),
+        "{refused}"
+    );
+    job_at["offsets"] = serde_json::json!({ "x": 32 });
+    let taken = ask(&mut stdin, &mut stdout, 5, job_at);
+    assert_eq!(taken["body"]["status"], "ok", "{taken}");
     drop(stdin);
     child.wait().unwrap();
 }

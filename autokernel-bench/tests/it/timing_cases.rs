@@ -87,3 +87,18 @@ async fn a_kernel_that_pads_the_timer_gets_its_own_latency() {
         "{padded_us} µs against the starter's {honest_us} µs"
     );
 }
+
+#[tokio::test]
+async fn a_kernel_that_looks_for_the_offsets_to_rewrite_finds_none_and_passes() {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let r = bench(
+        &b,
+        &cases_dir("timing").join("reports_timed_inputs_out_of_range.py"),
+        true,
+        300,
+    )
+    .await;
+    // its answers are right and the offsets it would rewrite are not Python's: a PASS,
+    // where the Python loop's were rewritten into a failed check (and, before, an exit 2)
+    assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+}

@@ -1,8 +1,8 @@
 """In its timed calls, reports the inputs of each checked output at offsets no rotation
-pool has: it finds the timing loop's rotation in its caller's frames and replaces its
+pool has: it looks for the timing loop's rotation in its callers' frames and replaces its
 offsets with a dict that ignores writes and holds 10^12 for every input. The trusted
-worker cannot rebuild such inputs, a failure the judge would take for the request's fault.
-Answers right."""
+worker cannot rebuild such inputs, a failure the judge once took for the request's fault.
+Answers right. (The loop is Rust's now: it finds no rotation.)"""
 import sys
 import torch
 import triton
