@@ -970,8 +970,10 @@ def timed_ops():
 
 
 def current_stream():
-    """The address of torch's current CUDA stream (0: the legacy default stream)."""
-    return _P["torch"].cuda.current_stream().cuda_stream
+    """(address, device ordinal) of torch's current CUDA stream (address 0: the legacy
+    default stream)."""
+    stream = _P["torch"].cuda.current_stream()
+    return stream.cuda_stream, stream.device.index
 
 
 def cuda_sleep(cycles):

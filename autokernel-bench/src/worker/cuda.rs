@@ -39,6 +39,10 @@ struct Driver {
     memcpy_dtod_async: unsafe extern "C" fn(DevicePtr, DevicePtr, usize, Stream) -> CuResult,
     memcpy_dtoh: unsafe extern "C" fn(*mut c_void, DevicePtr, usize) -> CuResult,
     get_error_name: unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult,
+    ctx_get_current: unsafe extern "C" fn(*mut *mut c_void) -> CuResult,
+    ctx_set_current: unsafe extern "C" fn(*mut c_void) -> CuResult,
+    device_get: unsafe extern "C" fn(*mut c_int, c_int) -> CuResult,
+    primary_ctx_retain: unsafe extern "C" fn(*mut *mut c_void, c_int) -> CuResult,
 }
 
 // SAFETY: plain function pointers into the driver, which is thread-safe.
@@ -93,6 +97,10 @@ fn load() -> Result<Driver, String> {
             memcpy_dtod_async: sym(lib, c"cuMemcpyDtoDAsync_v2")?,
             memcpy_dtoh: sym(lib, c"cuMemcpyDtoH_v2")?,
             get_error_name: sym(lib, c"cuGetErrorName")?,
+            ctx_get_current: sym(lib, c"cuCtxGetCurrent")?,
+            ctx_set_current: sym(lib, c"cuCtxSetCurrent")?,
+            device_get: sym(lib, c"cuDeviceGet")?,
+            primary_ctx_retain: sym(lib, c"cuDevicePrimaryCtxRetain")?,
         })
     }
 }
@@ -116,6 +124,42 @@ fn check(d: &Driver, code: CuResult, what: &str) -> Result<(), PyErr> {
     Err(PyRuntimeError::new_err(format!(
         "CUDA error: {name} ({code}) in {what}"
     )))
+}
+
+/// Makes sure a context is current on this thread: torch's runtime leaves the primary
+/// context of the device it uses current on the threads it ran on; on another thread none
+/// is, and the driver's calls would fail. Then the primary context of `device` (torch's
+/// ordinal, which the driver's numbering matches in the same process) is made current.
+/// Retained once more each time it is set; a worker sets it at most once per thread.
+///
+/// # Errors
+/// As [`Event::new`].
+pub(super) fn ensure_context(device: c_int) -> Result<(), PyErr> {
+    let d = driver()?;
+    let mut ctx: *mut c_void = std::ptr::null_mut();
+    // SAFETY: the driver writes the current context or null.
+    check(
+        d,
+        unsafe { (d.ctx_get_current)(&mut ctx) },
+        "cuCtxGetCurrent",
+    )?;
+    if !ctx.is_null() {
+        return Ok(());
+    }
+    let mut dev: c_int = 0;
+    // SAFETY: the driver writes the device handle, then the primary context's.
+    check(
+        d,
+        unsafe { (d.device_get)(&mut dev, device) },
+        "cuDeviceGet",
+    )?;
+    check(
+        d,
+        unsafe { (d.primary_ctx_retain)(&mut ctx, dev) },
+        "cuDevicePrimaryCtxRetain",
+    )?;
+    // SAFETY: a context just retained.
+    check(d, unsafe { (d.ctx_set_current)(ctx) }, "cuCtxSetCurrent")
 }
 
 /// A CUDA event with timing (`cuEventCreate` with default flags).
@@ -220,13 +264,16 @@ impl DeviceBuffer {
         )
     }
 
-    /// Copies `self.len` bytes from device address `src` on `stream`, then waits for the
-    /// stream: on return the copy is done, and `src` may be freed.
+    /// Copies `self.len` bytes from device address `src` on `stream` once all work on the
+    /// device is done (`src` may have been written on another stream, the candidate's),
+    /// then waits for the stream: on return the copy is done, and `src` may be freed.
     ///
     /// # Errors
     /// As [`Event::new`].
     pub(super) fn copy_from_device(&self, src: u64, stream: Stream) -> Result<(), PyErr> {
         let d = driver()?;
+        // SAFETY: no arguments.
+        check(d, unsafe { (d.ctx_synchronize)() }, "cuCtxSynchronize")?;
         // SAFETY: `src` is a live tensor of at least `self.len` bytes (the caller's
         // contiguous float32 copy of the output); within our allocation.
         check(

@@ -339,7 +339,9 @@ pub(super) fn measure_us<'py>(
         }
         return Ok(median(&samples));
     }
-    let stream: Stream = h.func(py, "current_stream").call0()?.extract::<usize>()? as Stream;
+    let (stream, device): (usize, i32) = h.func(py, "current_stream").call0()?.extract()?;
+    let stream = stream as Stream;
+    cuda::ensure_context(device)?;
     let kernel_us = kernel_us(h, py, call, scope, quick, rotation, stream)?;
     cuda::synchronize()?;
     let t0 = Instant::now();

@@ -69,11 +69,11 @@ async fn compare_times_both_kernels_interleaved() {
 async fn a_kernel_that_tampers_only_when_loaded_for_the_comparison_gets_no_comparison() {
     let dir = tempfile::tempdir().unwrap();
     let honest = std::fs::read_to_string(starter_path("softmax")).unwrap();
-    // behaves while judged; called by the harness's head-to-head (`compare` on the stack:
-    // every candidate has a process of its own, so no state carries from one load to the
-    // next) it rebinds torch.softmax
+    // behaves while judged; in the head-to-head (another kernel.py loaded beside it: every
+    // candidate has a process of its own, so no state carries from one load to the next)
+    // it rebinds torch.softmax
     let sly = format!(
-        "{honest}\n_honest_fn = kernel_fn\n\ndef kernel_fn(*a, **k):\n    import sys\n    f = sys._getframe()\n    while f is not None:\n        if f.f_code.co_name == 'compare':\n            torch.softmax = lambda x, dim=-1, **kw: x\n        f = f.f_back\n    return _honest_fn(*a, **k)\n"
+        "{honest}\n_honest_fn = kernel_fn\n\ndef kernel_fn(*a, **k):\n    import sys\n    if sum(n.startswith('autokernel_candidate_') for n in sys.modules) > 1:\n        torch.softmax = lambda x, dim=-1, **kw: x\n    return _honest_fn(*a, **k)\n"
     );
     let k = write(dir.path(), "sly.py", &sly);
     let b = PyWorkerBenchmarker::with_worker(worker());
