@@ -387,9 +387,6 @@ def guarded_names():
         "catalogue.eager",
         "harness.run_case",
         "harness.timed_call",
-        "harness.rotate_into",
-        "harness.kept_source",
-        "harness.launchless",
         "harness.load",
         "harness._to_host",
         "harness._bits_equal",
@@ -473,6 +470,10 @@ def guarded_namespaces():
 # Launches per loaded candidate file: path -> count of launches of Triton kernels whose
 # Python function was compiled from that file (a candidate is compiled under its own path).
 _LAUNCHES = {}
+# The counts themselves, one slot per loaded file (`_LAUNCHES` maps a path to its slot):
+# Rust reads a slot by index (`launch_slot`), so reading a count runs no code of the
+# candidate's (a dict lookup by path could, through a key of the same hash).
+_LAUNCH_COUNTS = []
 # A profiler scope a candidate cannot name in advance: what runs under it is Triton's
 # autotuner benchmarking configs (triton.testing.do_bench's torch.quantile among it), not
 # the call's own work.
@@ -502,8 +503,9 @@ def _install_launch_counter():
             if not warmup and _LAUNCHES:
                 code = getattr(getattr(self, "fn", None), "__code__", None)
                 path = getattr(code, "co_filename", None)
-                if path in _LAUNCHES:
-                    _LAUNCHES[path] += 1
+                slot = _LAUNCHES.get(path)
+                if slot is not None:
+                    _LAUNCH_COUNTS[slot] += 1
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
 
         cls.run = run
@@ -533,7 +535,13 @@ def _install_launch_counter():
 
 def launches(path):
     """Launches counted so far of the Triton kernels defined in the candidate file `path`."""
-    return _LAUNCHES.get(path, 0)
+    slot = _LAUNCHES.get(path)
+    return 0 if slot is None else _LAUNCH_COUNTS[slot]
+
+
+def launch_slot(path):
+    """The index in `_LAUNCH_COUNTS` of the loaded candidate file `path`'s count."""
+    return _LAUNCHES[path]
 
 
 # ---------------------------------------------------------------------------------------
@@ -592,7 +600,9 @@ def load(path):
         return json.dumps(result), None
     result["ok"] = True
     result["kind"] = kind
-    _LAUNCHES.setdefault(path, 0)
+    if path not in _LAUNCHES:
+        _LAUNCHES[path] = len(_LAUNCH_COUNTS)
+        _LAUNCH_COUNTS.append(0)
     return json.dumps(result), Candidate(module, fn, kind, sha, path)
 
 
@@ -600,7 +610,6 @@ def unload(candidate):
     """Drops the candidate's module from sys.modules (its name is never reused)."""
     if candidate is not None:
         sys.modules.pop(candidate.module.__name__, None)
-        _LAUNCHES.pop(candidate.path, None)
     _STATE["last_outputs"] = []
 
 
@@ -933,19 +942,27 @@ def spin_up():
 
 
 def timing_inputs(kind, shape, dtype, seed, layout="contiguous", params_json="{}"):
-    """The timing case's inputs (as `run_case` makes them, mode "normal") and, per input
-    tensor, its rotation pool (`_pools`): (inputs, pools), two dicts by input name."""
-    dt = _dtype(dtype)
-    params = json.loads(params_json)
-    inputs = _make(kind, shape, dt, seed, "normal", layout, params)
-    return inputs, _pools(kind, shape, dt, seed, layout, params, inputs)
+    """The timing case's inputs, as `run_case` makes them (mode "normal"): a dict by name."""
+    return _make(kind, shape, _dtype(dtype), seed, "normal", layout, json.loads(params_json))
 
 
-def timed_call(candidate, kind, inputs, params_json="{}"):
-    """A call of the candidate on `inputs` with the kind's parameters `params_json`, taking
-    no arguments: a `functools.partial`, so no frame of the harness is above the candidate
-    when Rust calls it (through `_TimedOps.call`)."""
-    return _P["partial"](candidate.fn, **inputs, **_kernel_kwargs(candidate, kind, json.loads(params_json)))
+def timing_pools(kind, shape, dtype, seed, layout, params_json, inputs):
+    """Per input tensor of the timing case's `inputs`, its rotation pool (`_pools`): a dict
+    by name."""
+    return _pools(kind, shape, _dtype(dtype), seed, layout, json.loads(params_json), inputs)
+
+
+def timed_call(candidate, kind, params_json="{}"):
+    """(kernel_fn, the keyword arguments of the kind's parameters `params_json`): Rust calls
+    kernel_fn with the inputs it holds and these, through a `functools.partial` made per
+    call, so no frame of the harness is above the candidate and no dict the candidate can
+    keep holds the inputs of a later call."""
+    return candidate.fn, _kernel_kwargs(candidate, kind, json.loads(params_json))
+
+
+def timed_ops():
+    """A fresh op monitor (`_TimedOps`) for one measurement."""
+    return _TimedOps()
 
 
 def untimed_first_call(candidate, call):
@@ -962,53 +979,6 @@ def untimed_first_call(candidate, call):
         _P["cuda_synchronize"]()
         peak = torch.cuda.max_memory_allocated() / 1e6
     return json.dumps({"config_keys_read": keys, "peak_vram_mb": peak})
-
-
-def timed_ops():
-    """A fresh op monitor (`_TimedOps`) for one measurement."""
-    return _TimedOps()
-
-
-def current_stream():
-    """(address, device ordinal) of torch's current CUDA stream (address 0: the legacy
-    default stream)."""
-    stream = _P["torch"].cuda.current_stream()
-    return stream.cuda_stream, stream.device.index
-
-
-def cuda_sleep(cycles):
-    """Keeps the GPU's stream busy for `cycles` clock cycles (`torch.cuda._sleep`), where
-    this torch has it."""
-    sleep = _P["cuda_sleep"]
-    if sleep is not None:
-        sleep(int(cycles))
-
-
-def rotate_into(v, pool, offset):
-    """Overwrites input tensor `v` in place with the window of its flat `pool` at `offset`
-    (the offset Rust drew)."""
-    n = v.numel()
-    _P["copy_"](v, pool[offset:offset + n].view(tuple(v.shape)))
-
-
-def launchless(path, before, out):
-    """Whether a call whose output is `out` launched no Triton kernel of the candidate file
-    `path` since the count was `before` (an empty output needs none)."""
-    return launches(path) == before and not (type(out) is _P["Tensor"] and out.numel() == 0)
-
-
-def kept_source(out):
-    """What Rust copies a checked timed output from: None when `out` is not a plain tensor,
-    else (shape, address, keep): on the GPU the device address of a contiguous float32 copy
-    of `out` (`keep`, returned so that it lives until Rust has copied it); on the CPU
-    address 0 and `keep` a float32 numpy copy."""
-    if type(out) is not _P["Tensor"]:
-        return None
-    shape = list(out.shape)
-    if out.device.type == "cuda":
-        t32 = _P["contiguous"](_P["to"](_P["detach"](out), _P["float32"]))
-        return shape, _P["data_ptr"](t32), t32
-    return shape, 0, _to_host(out)
 
 
 def _pools(kind, shape, dt, seed, layout, params, inputs):
@@ -1155,28 +1125,29 @@ def reference_output(kind, shape, dtype, seed, mode, layout="contiguous", params
     return note, out
 
 
-def reference_calls(kind, shape, dtype, seed, compiled, layout="contiguous", params_json="{}"):
-    """The trusted reference worker's calls to time at the timing case (`timing_inputs`'s
-    arguments), each taking no arguments: (eager, compiled, compiled_error): eager PyTorch
-    (`_eager`); when `compiled`, torch.compile of it, run once (its compilation), else
-    None, and the error that stopped it (or None)."""
-    torch = _P["torch"]
-    dt = _dtype(dtype)
+def reference_eager(kind, shape, dtype, seed, layout="contiguous", params_json="{}"):
+    """The trusted reference worker's eager PyTorch (`_eager`) at the timing case
+    (`timing_inputs`'s arguments), as a call taking no arguments."""
     params = json.loads(params_json)
-    inputs = _make(kind, shape, dt, seed, "normal", layout, params)
-    eager = _P["partial"](_eager, kind, inputs, params)
-    if not compiled:
-        return eager, None, None
+    inputs = _make(kind, shape, _dtype(dtype), seed, "normal", layout, params)
+    return _P["partial"](_eager, kind, inputs, params)
+
+
+def reference_compiled(kind, shape, dtype, seed, layout="contiguous", params_json="{}"):
+    """torch.compile of `reference_eager`'s call, compiled by one run: (call, None), or
+    (None, the error that stopped it)."""
+    torch = _P["torch"]
+    params = json.loads(params_json)
+    inputs = _make(kind, shape, _dtype(dtype), seed, "normal", layout, params)
     try:
         # this worker lives on: without a reset, Dynamo would count every earlier target's
         # graph against its recompile limit, and fall back to eager
         torch._dynamo.reset()
         cfn = torch.compile(lambda **kw: _eager(kind, kw, params))
         cfn(**inputs)
-        return eager, _P["partial"](cfn, **inputs), None
+        return _P["partial"](cfn, **inputs), None
     except Exception as e:  # noqa: BLE001 - torch.compile is optional (no compiler on CPU)
-        return eager, None, f"{type(e).__name__}: {e}"[:500]
-
+        return None, f"{type(e).__name__}: {e}"[:500]
 
 # ---------------------------------------------------------------------------------------
 # Generic scripts (the profiler runs models through this)
@@ -1207,7 +1178,7 @@ def describe_exception(exc):
 
 __all__ = [
     "init", "status", "load", "unload", "run_case", "call_script", "reference_output",
-    "timing_inputs", "timed_call", "untimed_first_call", "timed_ops", "current_stream",
-    "cuda_sleep", "rotate_into", "launchless", "kept_source", "spin_up", "reference_calls", "launches",
+    "timing_inputs", "timing_pools", "timed_call", "untimed_first_call", "timed_ops", "spin_up",
+    "reference_eager", "reference_compiled", "launch_slot",
     "guarded_names", "guarded_namespaces", "guarded_tables", "describe_exception",
 ]

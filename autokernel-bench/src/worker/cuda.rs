@@ -9,6 +9,8 @@
 //! device's primary context current on the thread that runs the harness, which is the
 //! thread these calls are made from. Signatures: the CUDA Driver API reference
 //! (`cuda.h`; the `_v2` names are what its macros make of `cuMemAlloc` and friends).
+//! Stream addresses come from torch (`torch._C._cuda_getCurrentRawStream`, captured before
+//! any candidate ran: [`super::torch_ops`]).
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::OnceLock;
@@ -32,22 +34,16 @@ struct Driver {
     event_elapsed_time: unsafe extern "C" fn(*mut f32, RawEvent, RawEvent) -> CuResult,
     event_destroy: unsafe extern "C" fn(RawEvent) -> CuResult,
     ctx_synchronize: unsafe extern "C" fn() -> CuResult,
-    stream_synchronize: unsafe extern "C" fn(Stream) -> CuResult,
     mem_alloc: unsafe extern "C" fn(*mut DevicePtr, usize) -> CuResult,
     mem_free: unsafe extern "C" fn(DevicePtr) -> CuResult,
     memset_d8_async: unsafe extern "C" fn(DevicePtr, u8, usize, Stream) -> CuResult,
     memcpy_dtod_async: unsafe extern "C" fn(DevicePtr, DevicePtr, usize, Stream) -> CuResult,
     memcpy_dtoh: unsafe extern "C" fn(*mut c_void, DevicePtr, usize) -> CuResult,
     get_error_name: unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult,
-    ctx_get_current: unsafe extern "C" fn(*mut *mut c_void) -> CuResult,
     ctx_set_current: unsafe extern "C" fn(*mut c_void) -> CuResult,
     device_get: unsafe extern "C" fn(*mut c_int, c_int) -> CuResult,
     primary_ctx_retain: unsafe extern "C" fn(*mut *mut c_void, c_int) -> CuResult,
 }
-
-// SAFETY: plain function pointers into the driver, which is thread-safe.
-unsafe impl Send for Driver {}
-unsafe impl Sync for Driver {}
 
 static DRIVER: OnceLock<Result<Driver, String>> = OnceLock::new();
 
@@ -90,14 +86,12 @@ fn load() -> Result<Driver, String> {
             event_elapsed_time: sym(lib, c"cuEventElapsedTime")?,
             event_destroy: sym(lib, c"cuEventDestroy_v2")?,
             ctx_synchronize: sym(lib, c"cuCtxSynchronize")?,
-            stream_synchronize: sym(lib, c"cuStreamSynchronize")?,
             mem_alloc: sym(lib, c"cuMemAlloc_v2")?,
             mem_free: sym(lib, c"cuMemFree_v2")?,
             memset_d8_async: sym(lib, c"cuMemsetD8Async")?,
             memcpy_dtod_async: sym(lib, c"cuMemcpyDtoDAsync_v2")?,
             memcpy_dtoh: sym(lib, c"cuMemcpyDtoH_v2")?,
             get_error_name: sym(lib, c"cuGetErrorName")?,
-            ctx_get_current: sym(lib, c"cuCtxGetCurrent")?,
             ctx_set_current: sym(lib, c"cuCtxSetCurrent")?,
             device_get: sym(lib, c"cuDeviceGet")?,
             primary_ctx_retain: sym(lib, c"cuDevicePrimaryCtxRetain")?,
@@ -126,40 +120,55 @@ fn check(d: &Driver, code: CuResult, what: &str) -> Result<(), PyErr> {
     )))
 }
 
-/// Makes sure a context is current on this thread: torch's runtime leaves the primary
-/// context of the device it uses current on the threads it ran on; on another thread none
-/// is, and the driver's calls would fail. Then the primary context of `device` (torch's
-/// ordinal, which the driver's numbering matches in the same process) is made current.
-/// Retained once more each time it is set; a worker sets it at most once per thread.
+/// The device's primary context, retained once per process (`cuDevicePrimaryCtxRetain`).
+static PRIMARY: OnceLock<usize> = OnceLock::new();
+
+/// Makes the primary context of `device` (torch's ordinal, which the driver's numbering
+/// matches in the same process) current on this thread, as torch's runtime does on the
+/// threads it runs on: the driver's calls below then go to torch's context, whatever
+/// context a candidate left current.
 ///
 /// # Errors
 /// As [`Event::new`].
 pub(super) fn ensure_context(device: c_int) -> Result<(), PyErr> {
     let d = driver()?;
-    let mut ctx: *mut c_void = std::ptr::null_mut();
-    // SAFETY: the driver writes the current context or null.
-    check(
-        d,
-        unsafe { (d.ctx_get_current)(&mut ctx) },
-        "cuCtxGetCurrent",
-    )?;
-    if !ctx.is_null() {
-        return Ok(());
-    }
-    let mut dev: c_int = 0;
-    // SAFETY: the driver writes the device handle, then the primary context's.
-    check(
-        d,
-        unsafe { (d.device_get)(&mut dev, device) },
-        "cuDeviceGet",
-    )?;
-    check(
-        d,
-        unsafe { (d.primary_ctx_retain)(&mut ctx, dev) },
-        "cuDevicePrimaryCtxRetain",
-    )?;
-    // SAFETY: a context just retained.
+    let ctx = match PRIMARY.get() {
+        Some(&ctx) => ctx as *mut c_void,
+        None => {
+            let mut dev: c_int = 0;
+            let mut ctx: *mut c_void = std::ptr::null_mut();
+            // SAFETY: the driver writes the device handle, then the primary context's.
+            check(
+                d,
+                unsafe { (d.device_get)(&mut dev, device) },
+                "cuDeviceGet",
+            )?;
+            check(
+                d,
+                unsafe { (d.primary_ctx_retain)(&mut ctx, dev) },
+                "cuDevicePrimaryCtxRetain",
+            )?;
+            *PRIMARY.get_or_init(|| ctx as usize) as *mut c_void
+        }
+    };
+    // SAFETY: a context retained for the process's life.
     check(d, unsafe { (d.ctx_set_current)(ctx) }, "cuCtxSetCurrent")
+}
+
+/// The L2 flush buffer of [`super::timing`], allocated once per process: kept for its life,
+/// so that no later measurement fails to allocate it next to a candidate's memory.
+static FLUSH: OnceLock<DeviceBuffer> = OnceLock::new();
+
+/// The flush buffer of `len` bytes (the first caller's size).
+///
+/// # Errors
+/// As [`Event::new`].
+pub(super) fn flush_buffer(len: usize) -> Result<&'static DeviceBuffer, PyErr> {
+    if let Some(b) = FLUSH.get() {
+        return Ok(b);
+    }
+    let b = DeviceBuffer::new(len)?;
+    Ok(FLUSH.get_or_init(|| b))
 }
 
 /// A CUDA event with timing (`cuEventCreate` with default flags).
@@ -264,39 +273,49 @@ impl DeviceBuffer {
         )
     }
 
-    /// Copies `self.len` bytes from device address `src` on `stream` once all work on the
-    /// device is done (`src` may have been written on another stream, the candidate's),
-    /// then waits for the stream: on return the copy is done, and `src` may be freed.
+    /// The buffer's size in bytes.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Enqueues a copy of `bytes` (at most the buffer's size) from device address `src` on
+    /// `stream`, in its order (work on other streams is not waited for); nothing waits
+    /// for it here.
     ///
     /// # Errors
-    /// As [`Event::new`].
-    pub(super) fn copy_from_device(&self, src: u64, stream: Stream) -> Result<(), PyErr> {
+    /// As [`Event::new`]; more bytes than the buffer holds.
+    pub(super) fn copy_from_async(
+        &self,
+        src: u64,
+        bytes: usize,
+        stream: Stream,
+    ) -> Result<(), PyErr> {
         let d = driver()?;
-        // SAFETY: no arguments.
-        check(d, unsafe { (d.ctx_synchronize)() }, "cuCtxSynchronize")?;
-        // SAFETY: `src` is a live tensor of at least `self.len` bytes (the caller's
-        // contiguous float32 copy of the output); within our allocation.
+        if bytes > self.len {
+            return Err(PyRuntimeError::new_err(format!(
+                "a copy of {bytes} bytes into a buffer of {}",
+                self.len
+            )));
+        }
+        // SAFETY: within our allocation; `src` is the address torch reports for a live
+        // tensor of at least `bytes` bytes (the caller's float32 copy of an output), which
+        // torch frees only in the same stream's order, after this copy.
         check(
             d,
-            unsafe { (d.memcpy_dtod_async)(self.ptr, src, self.len, stream) },
+            unsafe { (d.memcpy_dtod_async)(self.ptr, src, bytes, stream) },
             "cuMemcpyDtoDAsync",
-        )?;
-        // SAFETY: a live stream.
-        check(
-            d,
-            unsafe { (d.stream_synchronize)(stream) },
-            "cuStreamSynchronize",
         )
     }
 
-    /// The buffer's bytes as float32 values, copied to the host.
+    /// The buffer's first `bytes` as float32 values, copied to the host once the device is
+    /// done with what was enqueued before (a synchronous copy).
     ///
     /// # Errors
     /// As [`Event::new`].
-    pub(super) fn to_host_f32(&self) -> Result<Vec<f32>, PyErr> {
+    pub(super) fn read_f32(&self, bytes: usize) -> Result<Vec<f32>, PyErr> {
         let d = driver()?;
-        let mut host = vec![0f32; self.len / size_of::<f32>()];
-        // SAFETY: `host` holds `self.len` bytes rounded down to whole floats, all written.
+        let mut host = vec![0f32; bytes.min(self.len) / size_of::<f32>()];
+        // SAFETY: `host` holds as many bytes as are read, all written.
         check(
             d,
             unsafe {

@@ -18,7 +18,7 @@ use super::harness::{Failure, Harness};
 use super::log::log;
 use super::parent::ParentLink;
 use super::plan::{self, Case, Plan};
-use super::timing::{self, KeptOutput, Timed};
+use super::timing::{self, KeptOutput, Timed, TimingError};
 use crate::judge;
 use crate::protocol::{BenchJob, ReferenceJob, ReferenceTiming};
 
@@ -257,7 +257,7 @@ pub(crate) fn borrowed_in_calls(
 /// Has the parent compare the outputs the timed loop kept ([`timing::Rotation`]) with the
 /// references of their inputs: `case` at each output's input offsets. Ok(Err(reason)) for
 /// `unkept` (a checked call whose output could not be kept), or the first output that
-/// differs or has another shape than the catalogue's.
+/// differs or has another shape or dtype than the catalogue's.
 ///
 /// # Errors
 /// A failure of the parent's link, or a CUDA error reading a kept output back.
@@ -273,13 +273,20 @@ pub(crate) fn check_timed_outputs(
         return Ok(Err(why));
     }
     let (shape, dtype) = (&case.shape, case.dtype);
-    let (expected_shape, _) = spec.output_for(shape, dtype).map_err(Failure::Harness)?;
+    let (expected_shape, expected_dtype) =
+        spec.output_for(shape, dtype).map_err(Failure::Harness)?;
     let expected_shape: Vec<usize> = expected_shape.iter().map(|&d| d as usize).collect();
     for out in kept {
         if out.shape != expected_shape {
             return Ok(Err(format!(
                 "a timed call at {dtype} {shape} returned shape {:?}, not {expected_shape:?}",
                 out.shape
+            )));
+        }
+        if out.dtype != expected_dtype {
+            return Ok(Err(format!(
+                "a timed call at {dtype} {shape} returned dtype {}, not {expected_dtype}",
+                out.dtype
             )));
         }
         let at = ReferenceJob {
@@ -412,7 +419,15 @@ impl Run<'_, '_, '_> {
         );
         let mut t = match timed {
             Ok(t) => t,
-            Err(e) => {
+            Err(TimingError::Tampered(why)) => {
+                self.restart = true;
+                let v = Correctness::Tamper {
+                    reason: format!("{timing_dtype} {timing_shape}: {why}"),
+                };
+                self.fail_report(Stage::Timing, &v);
+                return Ok((v, None));
+            }
+            Err(TimingError::Python(e)) => {
                 let (message, _tb, cuda) = self.h.describe(self.py, &e);
                 return Ok((
                     self.candidate_raised(

@@ -12,9 +12,10 @@ use pyo3::types::PyList;
 use serde::Deserialize;
 
 use super::guards::Guards;
+use super::torch_ops::TorchOps;
 
 /// The harness functions Rust calls, looked up when the harness is imported.
-const FUNCS: [&str; 21] = [
+const FUNCS: [&str; 18] = [
     "status",
     "load",
     "unload",
@@ -25,17 +26,14 @@ const FUNCS: [&str; 21] = [
     "launcher_signatures",
     "reference_output",
     "timing_inputs",
+    "timing_pools",
     "timed_call",
     "untimed_first_call",
     "timed_ops",
-    "current_stream",
-    "cuda_sleep",
-    "rotate_into",
-    "launches",
-    "launchless",
-    "kept_source",
     "spin_up",
-    "reference_calls",
+    "reference_eager",
+    "reference_compiled",
+    "launch_slot",
 ];
 
 /// What the harness's `init` reports.
@@ -150,6 +148,8 @@ pub(super) struct Harness {
     funcs: HashMap<&'static str, Py<PyAny>>,
     /// What a candidate must leave as it found it.
     pub guards: Guards,
+    /// Torch's callables the timed loop calls itself, captured before any candidate.
+    pub torch: TorchOps,
     /// `cuda` or `cpu`.
     pub device: String,
     /// The GPU's name, or `cpu`.
@@ -203,6 +203,7 @@ impl Harness {
             Ok(Harness {
                 funcs,
                 guards: Guards::take(py, &module)?,
+                torch: TorchOps::capture(py, &module)?,
                 device: info.device,
                 device_name: info.device_name,
                 import_s: info.import_s,

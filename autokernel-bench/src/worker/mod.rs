@@ -6,7 +6,8 @@
 //! judge); both of the last write their lines through [`log`]. [`launchers`] carries the
 //! Triton launcher signatures a candidate's worker built to the next workers' start;
 //! [`payload`] carries the checks' outputs and references through shared memory;
-//! [`timing`] is the timed loop, with the CUDA driver calls it makes in [`cuda`].
+//! [`timing`] is the timed loop, with the CUDA driver calls it makes in [`cuda`] and the
+//! torch callables it calls in [`torch_ops`].
 //!
 //! Data flows `bootstrap` → `requests` → `execute`, which asks `plan` what to run and calls
 //! the harness for each case; `guards` are taken when the harness starts and checked after
@@ -25,3 +26,4 @@ mod payload;
 mod plan;
 mod requests;
 mod timing;
+mod torch_ops;

@@ -217,7 +217,13 @@ fn compare(
     for c in &loaded {
         let _ = h.func(py, "unload").call1((c,));
     }
-    let [mut incumbent, mut candidate] = timed?;
+    let [mut incumbent, mut candidate] = timed.map_err(|e| match e {
+        timing::TimingError::Python(e) => Failure::Python(e),
+        timing::TimingError::Tampered(why) => Failure::Tampered(format!(
+            "during the head-to-head timing, a kernel {}",
+            why.trim_start_matches("a timed call ")
+        )),
+    })?;
     // both kernels' module code ran again here: no verdict was taken after it
     let changed = h.guards.changed(py);
     if !changed.is_empty() {

@@ -16,7 +16,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use ndarray::{ArrayD, IxDyn};
-use numpy::{PyArrayDyn, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -89,110 +88,155 @@ pub(super) fn draw_checked(n: usize) -> Vec<usize> {
     chosen
 }
 
-/// A checked timed output, copied where the candidate's Python cannot reach it.
-enum KeptCopy {
-    /// On the CPU: float32 values.
-    Host(Vec<f32>),
-    /// On the GPU: float32 values in device memory of our own, read back after the loop.
-    Device(DeviceBuffer),
+/// Why a timing stopped: Python raised (the candidate, or a CUDA error it caused), or the
+/// candidate changed what the loop relies on while it ran.
+pub(super) enum TimingError {
+    Python(PyErr),
+    /// What was changed: the caller's verdict is `TAMPER`.
+    Tampered(String),
 }
 
-/// A checked timed output and the offsets its inputs were taken at (`ReferenceJob::offsets`).
+impl From<PyErr> for TimingError {
+    fn from(e: PyErr) -> Self {
+        TimingError::Python(e)
+    }
+}
+
+/// A checked timed output, copied where the candidate's Python cannot reach it, with the
+/// offsets its inputs were taken at.
 pub(super) struct KeptOutput {
-    /// Per input tensor, the offset of its window in its rotation pool.
+    /// Per input tensor, the offset of its window in its rotation pool, in elements
+    /// (`ReferenceJob::offsets`).
     pub offsets: BTreeMap<String, u64>,
     /// The output's shape.
     pub shape: Vec<usize>,
-    copy: KeptCopy,
+    /// Its dtype's name (`float16`), before it was made float32.
+    pub dtype: String,
+    /// Its values, as float32.
+    values: Vec<f32>,
 }
 
 impl KeptOutput {
-    /// The output's float32 values, on the host.
+    /// The output's float32 values in its shape.
     ///
     /// # Errors
-    /// A "CUDA error" from reading device memory back, or a shape that does not match the
-    /// values.
+    /// A shape that does not match the values (an output that changed size after its
+    /// first timed call).
     pub(super) fn into_array(self) -> PyResult<ArrayD<f32>> {
-        let values = match self.copy {
-            KeptCopy::Host(v) => v,
-            KeptCopy::Device(b) => b.to_host_f32()?,
-        };
-        ArrayD::from_shape_vec(IxDyn(&self.shape), values)
+        ArrayD::from_shape_vec(IxDyn(&self.shape), self.values)
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
     }
+}
+
+/// Where a checked output waits until its measurement's end.
+enum Pending {
+    /// On the CPU: its values.
+    Host(Vec<f32>),
+    /// On the GPU: the first `bytes` of device buffer `slot`, copied asynchronously.
+    Slot { slot: usize, bytes: usize },
 }
 
 /// One input tensor the rotation overwrites before each timed call, and its pool.
 struct Rotated<'py> {
     name: String,
     tensor: Bound<'py, PyAny>,
+    /// The tensor's `size()`, for the window's view.
+    shape: Bound<'py, PyAny>,
     pool: Bound<'py, PyAny>,
     numel: u64,
 }
 
 /// Timing calls are judged calls (issue 21, point 2): before each timed call (outside the
 /// timed window) every input tensor is overwritten in place with a window of its pool
-/// (its own values, then another seed's: `harness._pools`) at an offset drawn here, so that
-/// values change everywhere and almost never repeat, and a cache keyed on an input's
+/// (its own values, then another seed's: `harness.timing_pools`) at an offset drawn here, so
+/// that values change everywhere and almost never repeat, and a cache keyed on an input's
 /// address, version or sampled values misses. Which calls' outputs are checked is drawn
-/// here before the loop ([`draw_checked`]) and kept here; each checked output is copied at
-/// once. Every timed call must launch a Triton kernel of the candidate's own file.
+/// here before the loop ([`draw_checked`]) and kept here. After every timed call, checked or
+/// not and in every repetition of a head-to-head, the same work is done: its output is
+/// made float32 and, on the GPU, copied asynchronously into device memory of our own (one
+/// of [`CHECKED_TIMED_CALLS`] + 1 slots for a checked call, else a scratch buffer), read
+/// back once the measurement is over; so nothing the candidate can observe (a synchronize,
+/// an allocation) tells it which calls were checked. Every timed call must launch a Triton
+/// kernel of the candidate's own file.
 pub(super) struct Rotation<'py> {
     inputs: Vec<Rotated<'py>>,
-    /// The candidate file's path, as the launch counter keys it.
-    path: String,
+    /// The candidate file's slot in the launch counter (`harness.launch_slot`).
+    slot: usize,
     /// The offsets of the current call's inputs.
     offsets: BTreeMap<String, u64>,
     /// The launch count before the current call.
     launches_before: u64,
     /// Timed calls that launched no Triton kernel of the candidate's file.
     pub launchless: u32,
-    /// Whether this measurement's timed calls keep outputs (a head-to-head keeps them in
-    /// one repetition).
+    /// Whether this measurement's checked calls are kept (a head-to-head keeps them in one
+    /// repetition; the work after each call is the same either way).
     pub keeping: bool,
-    /// The checked calls of the current measurement.
+    /// The checked calls of the current measurement, sorted.
     checked: Vec<usize>,
+    /// The active torch function and dispatch modes when the measurement began.
+    modes: (usize, usize),
+    /// On the GPU: the checked outputs' slots, then the scratch buffer, sized by the first
+    /// timed output (the rotation's life: a head-to-head's every repetition).
+    buffers: Vec<DeviceBuffer>,
+    /// Checked outputs copied, their values still to read back.
+    pending: Vec<(KeptOutput, Pending)>,
     kept: Vec<KeptOutput>,
-    /// A checked call whose output could not be kept (not a tensor): the check fails.
+    /// A checked call whose output could not be kept (not a tensor, on the CPU, larger
+    /// than the first): the check fails with this.
     pub unkept: Option<String>,
 }
 
 impl<'py> Rotation<'py> {
     /// The rotation of `inputs` (the harness's dict of the timing case's inputs) through
-    /// `pools` (`harness.timing_inputs`), for the candidate file `path`.
+    /// `pools` (`harness.timing_pools`), for the candidate file `path`.
     ///
     /// # Errors
     /// When the dicts are not what the harness makes.
     pub(super) fn new(
-        inputs: &Bound<'py, PyDict>,
+        h: &Harness,
+        py: Python<'py>,
+        inputs: &[(String, Bound<'py, PyAny>)],
         pools: &Bound<'py, PyDict>,
-        path: String,
+        slot: usize,
     ) -> PyResult<Self> {
         let mut rotated = Vec::new();
         for (name, pool) in pools.iter() {
             let name: String = name.extract()?;
-            let tensor = inputs.get_item(&name)?.ok_or_else(|| {
-                pyo3::exceptions::PyKeyError::new_err(format!("no input `{name}`"))
-            })?;
-            let numel: u64 = tensor.call_method0("numel")?.extract()?;
+            let tensor = inputs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, t)| t.clone())
+                .ok_or_else(|| {
+                    pyo3::exceptions::PyKeyError::new_err(format!("no input `{name}`"))
+                })?;
             rotated.push(Rotated {
+                numel: h.torch.numel(py, &tensor)?,
+                shape: h.torch.size(py, &tensor)?,
                 name,
                 tensor,
                 pool,
-                numel,
             });
         }
         Ok(Self {
             inputs: rotated,
-            path,
+            slot,
             offsets: BTreeMap::new(),
             launches_before: 0,
             launchless: 0,
             keeping: true,
             checked: Vec::new(),
+            modes: (0, 0),
+            buffers: Vec::new(),
+            pending: Vec::new(),
             kept: Vec::new(),
             unkept: None,
         })
+    }
+
+    /// Before a measurement's first call: notes the active modes.
+    fn begin(&mut self, h: &Harness, py: Python<'py>) -> PyResult<()> {
+        self.modes = h.torch.modes(py)?;
+        Ok(())
     }
 
     /// Before the timed loop of `n` calls: draws which are checked.
@@ -204,88 +248,209 @@ impl<'py> Rotation<'py> {
         };
     }
 
+    /// `Tampered` when a torch function or dispatch mode was pushed since the loop began:
+    /// it would intercept the torch calls made here between the candidate's calls.
+    fn check_modes(&self, h: &Harness, py: Python<'py>) -> Result<(), TimingError> {
+        let now = h.torch.modes(py)?;
+        if now != self.modes {
+            return Err(TimingError::Tampered(format!(
+                "a timed call left a torch function or dispatch mode active ({} function, {} dispatch modes; {} and {} before the timing)",
+                now.0, now.1, self.modes.0, self.modes.1
+            )));
+        }
+        Ok(())
+    }
+
     /// Overwrites the inputs with new windows of their pools.
-    fn before(&mut self, h: &Harness, py: Python<'py>) -> PyResult<()> {
-        let rotate = h.func(py, "rotate_into");
+    fn before(&mut self, h: &Harness, py: Python<'py>) -> Result<(), TimingError> {
+        self.check_modes(h, py)?;
         for input in &self.inputs {
             let j = random_below(input.numel + 1);
-            rotate.call1((&input.tensor, &input.pool, j))?;
+            h.torch
+                .rotate_into(py, &input.tensor, &input.shape, &input.pool, j, input.numel)?;
             self.offsets.insert(input.name.clone(), j);
         }
-        self.launches_before = h
-            .func(py, "launches")
-            .call1((self.path.as_str(),))?
-            .extract()?;
+        self.launches_before = h.torch.launches(py, self.slot)?;
         Ok(())
     }
 
     /// After timed call `i` on the inputs `before` set: counts it when it launched no kernel
-    /// of the candidate's file, and copies its output when the call is a checked one.
+    /// of the candidate's file, and copies its output (a checked call's where it is kept).
     fn after(
         &mut self,
         h: &Harness,
         py: Python<'py>,
         out: &Bound<'py, PyAny>,
         i: usize,
-        stream: Option<Stream>,
-    ) -> PyResult<()> {
-        if h.func(py, "launchless")
-            .call1((self.path.as_str(), self.launches_before, out))?
-            .is_truthy()?
-        {
+        on_gpu: bool,
+    ) -> Result<(), TimingError> {
+        self.check_modes(h, py)?;
+        let ops = &h.torch;
+        let is_tensor = ops.is_tensor(py, out);
+        let empty = is_tensor && ops.numel(py, out)? == 0;
+        if ops.launches(py, self.slot)? == self.launches_before && !empty {
             self.launchless += 1;
         }
-        if self.checked.binary_search(&i).is_err() {
-            return Ok(());
-        }
-        let source = h.func(py, "kept_source").call1((out,))?;
-        if source.is_none() {
-            let type_name = out.get_type().name()?.to_string();
-            self.unkept.get_or_insert_with(|| {
-                format!("a timed call returned a {type_name}, not a tensor")
-            });
-            return Ok(());
-        }
-        let (shape, address, keep): (Vec<usize>, u64, Bound<'py, PyAny>) = source.extract()?;
-        let copy = match stream {
-            Some(stream) => {
-                let bytes = shape.iter().product::<usize>() * size_of::<f32>();
-                let buffer = DeviceBuffer::new(bytes)?;
-                buffer.copy_from_device(address, stream)?;
-                KeptCopy::Device(buffer)
-            }
-            None => {
-                let array = keep.cast::<PyArrayDyn<f32>>()?;
-                let values = array.readonly().as_array().iter().copied().collect();
-                KeptCopy::Host(values)
+        let checked = self.keeping && self.checked.binary_search(&i).is_ok();
+        let mut unkept = |why: String| {
+            if checked {
+                self.unkept.get_or_insert(why);
             }
         };
-        // the device copy is done: the float32 source may go
-        drop(keep);
-        self.kept.push(KeptOutput {
-            offsets: self.offsets.clone(),
-            shape,
-            copy,
-        });
+        if !is_tensor {
+            let type_name = out.get_type().name()?.to_string();
+            unkept(format!("a timed call returned a {type_name}, not a tensor"));
+            return Ok(());
+        }
+        let (t32, shape, device) = ops.float32(py, out)?;
+        let bytes = shape
+            .iter()
+            .try_fold(size_of::<f32>(), |b, &d| b.checked_mul(d))
+            .unwrap_or(usize::MAX);
+        let pending = if on_gpu {
+            if device < 0 {
+                unkept("a timed call returned a tensor on the CPU".into());
+                return Ok(());
+            }
+            if self.buffers.is_empty() {
+                for _ in 0..=CHECKED_TIMED_CALLS + 1 {
+                    self.buffers.push(DeviceBuffer::new(bytes)?);
+                }
+            }
+            let slot = if checked {
+                self.pending.len()
+            } else {
+                CHECKED_TIMED_CALLS + 1
+            };
+            if bytes > self.buffers[slot].len() {
+                unkept(format!(
+                    "a timed call returned shape {shape:?}, larger than its first timed call's"
+                ));
+                return Ok(());
+            }
+            // in the stream order of the caller (torch's current stream now): an output
+            // not ready there is not ready for whoever uses it
+            let stream = ops.current_stream(py, ops.current_device(py)?)? as Stream;
+            if bytes > 0 {
+                self.buffers[slot].copy_from_async(ops.data_ptr(py, &t32)?, bytes, stream)?;
+            }
+            Pending::Slot { slot, bytes }
+        } else {
+            Pending::Host(ops.host_values(py, &t32)?)
+        };
+        if checked {
+            let out = KeptOutput {
+                offsets: self.offsets.clone(),
+                shape,
+                dtype: ops.dtype_name(out)?,
+                values: Vec::new(),
+            };
+            self.pending.push((out, pending));
+        }
         Ok(())
     }
 
-    /// The outputs kept so far, in the order of their calls, and the rotation ready for
-    /// the next measurement.
+    /// After a measurement's last call (and the device's synchronize): the checked
+    /// outputs read back.
+    fn materialize(&mut self) -> PyResult<()> {
+        for (mut out, pending) in std::mem::take(&mut self.pending) {
+            out.values = match pending {
+                Pending::Host(v) => v,
+                Pending::Slot { slot, bytes } => self.buffers[slot].read_f32(bytes)?,
+            };
+            self.kept.push(out);
+        }
+        Ok(())
+    }
+
+    /// The outputs kept so far, in the order of their calls.
     pub(super) fn take_kept(&mut self) -> Vec<KeptOutput> {
         std::mem::take(&mut self.kept)
     }
 }
 
-/// Calls `call` (a harness callable taking no arguments) once, through the op monitor's
-/// scope when there is one.
-fn invoke<'py>(
-    call: &Bound<'py, PyAny>,
-    scope: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    match scope {
-        Some(scope) => scope.call1((call,)),
-        None => call.call0(),
+/// What a measurement calls.
+pub(super) enum Callee<'py> {
+    /// A callable taking no arguments (the reference's, in the trusted worker).
+    Fixed(Bound<'py, PyAny>),
+    /// A candidate's kernel_fn, called with the inputs Rust holds (taken from the harness
+    /// before any of the candidate's calls) and the kind's parameters, through a
+    /// `functools.partial` made anew for each call: no dict the candidate could keep and
+    /// edit (say, to give later calls an input the rotation does not overwrite) holds them.
+    Candidate {
+        function: Bound<'py, PyAny>,
+        inputs: Vec<(String, Bound<'py, PyAny>)>,
+        params: Vec<(String, Bound<'py, PyAny>)>,
+    },
+}
+
+impl<'py> Callee<'py> {
+    /// The candidate `cand`'s kernel_fn on `inputs` with the kind's parameters `params`
+    /// (JSON), as `harness.timed_call` gives them.
+    fn candidate(
+        h: &Harness,
+        py: Python<'py>,
+        cand: &Bound<'py, PyAny>,
+        kind: &str,
+        inputs: Vec<(String, Bound<'py, PyAny>)>,
+        params: &str,
+    ) -> PyResult<Self> {
+        let (function, kwargs): (Bound<'py, PyAny>, Bound<'py, PyDict>) = h
+            .func(py, "timed_call")
+            .call1((cand, kind, params))?
+            .extract()?;
+        let params = kwargs
+            .iter()
+            .map(|(k, v)| Ok((k.extract::<String>()?, v)))
+            .collect::<PyResult<_>>()?;
+        Ok(Callee::Candidate {
+            function,
+            inputs,
+            params,
+        })
+    }
+
+    /// One call's callable, taking no arguments.
+    fn callable(&self, h: &Harness, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Callee::Fixed(call) => Ok(call.clone()),
+            Callee::Candidate {
+                function,
+                inputs,
+                params,
+            } => {
+                let kwargs = PyDict::new(py);
+                for (k, v) in inputs.iter().chain(params) {
+                    kwargs.set_item(k, v)?;
+                }
+                h.torch.partial(py, function, &kwargs)
+            }
+        }
+    }
+
+    /// The inputs as a fresh dict by name.
+    fn inputs_dict(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        if let Callee::Candidate { inputs, .. } = self {
+            for (k, v) in inputs {
+                d.set_item(k, v)?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// One call, through the op monitor's scope when there is one.
+    fn invoke(
+        &self,
+        h: &Harness,
+        py: Python<'py>,
+        scope: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let call = self.callable(h, py)?;
+        match scope {
+            Some(scope) => scope.call1((call,)),
+            None => call.call0(),
+        }
     }
 }
 
@@ -308,19 +473,23 @@ fn median(samples: &[f64]) -> f64 {
 /// CPU: a wall clock, the median of 3 calls (2 when `quick`) after one warm-up.
 ///
 /// # Errors
-/// What a call raised, or a CUDA error (a candidate's illegal access shows up there).
+/// What a call raised, or a CUDA error (a candidate's illegal access shows up there);
+/// `Tampered` for a mode left active.
 pub(super) fn measure_us<'py>(
     h: &Harness,
     py: Python<'py>,
-    call: &Bound<'py, PyAny>,
+    call: &Callee<'py>,
     monitor: Option<&Bound<'py, PyAny>>,
     quick: bool,
     mut rotation: Option<&mut Rotation<'py>>,
-) -> PyResult<f64> {
+) -> Result<f64, TimingError> {
     let scope = monitor.map(|m| m.getattr("call")).transpose()?;
     let scope = scope.as_ref();
+    if let Some(r) = rotation.as_deref_mut() {
+        r.begin(h, py)?;
+    }
     if !h.on_gpu() {
-        invoke(call, scope)?;
+        call.invoke(h, py, scope)?;
         let n = if quick { 2 } else { 3 };
         if let Some(r) = rotation.as_deref_mut() {
             r.plan(n);
@@ -331,22 +500,24 @@ pub(super) fn measure_us<'py>(
                 r.before(h, py)?;
             }
             let t0 = Instant::now();
-            let out = invoke(call, scope)?;
+            let out = call.invoke(h, py, scope)?;
             samples.push(t0.elapsed().as_secs_f64() * 1e6);
             if let Some(r) = rotation.as_deref_mut() {
-                r.after(h, py, &out, i, None)?;
+                r.after(h, py, &out, i, false)?;
             }
+        }
+        if let Some(r) = rotation.as_deref_mut() {
+            r.materialize()?;
         }
         return Ok(median(&samples));
     }
-    let (stream, device): (usize, i32) = h.func(py, "current_stream").call0()?.extract()?;
-    let stream = stream as Stream;
+    let device = h.torch.current_device(py)?;
     cuda::ensure_context(device)?;
-    let kernel_us = kernel_us(h, py, call, scope, quick, rotation, stream)?;
+    let kernel_us = kernel_us(h, py, call, scope, quick, rotation, device)?;
     cuda::synchronize()?;
     let t0 = Instant::now();
     for _ in 0..BATCH_CALLS {
-        invoke(call, scope)?;
+        call.invoke(h, py, scope)?;
     }
     let enqueued = Instant::now();
     cuda::synchronize()?;
@@ -363,31 +534,32 @@ pub(super) fn measure_us<'py>(
     )
 }
 
-/// The event timing of [`measure_us`] on the GPU.
+/// The event timing of [`measure_us`] on the GPU, in microseconds; the checked outputs
+/// read back after the loop.
 fn kernel_us<'py>(
     h: &Harness,
     py: Python<'py>,
-    call: &Bound<'py, PyAny>,
+    call: &Callee<'py>,
     scope: Option<&Bound<'py, PyAny>>,
     quick: bool,
     mut rotation: Option<&mut Rotation<'py>>,
-    stream: Stream,
-) -> PyResult<f64> {
-    // allocated per measurement, outside torch's allocator: never counted in a peak_vram_mb
-    let flush = DeviceBuffer::new(FLUSH_BYTES)?;
-    let sleep = h.func(py, "cuda_sleep");
+    device: i32,
+) -> Result<f64, TimingError> {
+    let ops = &h.torch;
+    let stream = |py| -> PyResult<Stream> { Ok(ops.current_stream(py, device)? as Stream) };
+    let flush = cuda::flush_buffer(FLUSH_BYTES)?;
     let (warmup_ms, rep_ms) = if quick { (10.0, 30.0) } else { (25.0, 100.0) };
     let (start, end) = (Event::new()?, Event::new()?);
-    start.record(stream)?;
+    start.record(stream(py)?)?;
     for _ in 0..5 {
-        invoke(call, scope)?;
+        call.invoke(h, py, scope)?;
     }
-    end.record(stream)?;
+    end.record(stream(py)?)?;
     cuda::synchronize()?;
     let est_ms = (f64::from(start.elapsed_ms(&end)?) / 5.0).max(1e-3);
     let warmups = ((warmup_ms / est_ms) as usize).clamp(1, 2000);
     for _ in 0..warmups {
-        invoke(call, scope)?;
+        call.invoke(h, py, scope)?;
     }
     // each call also costs the flush and the slack, ~0.3 ms of GPU time
     let n = ((rep_ms / (est_ms + 0.3)) as usize).clamp(10, 1000);
@@ -400,16 +572,24 @@ fn kernel_us<'py>(
         if let Some(r) = rotation.as_deref_mut() {
             r.before(h, py)?;
         }
-        flush.zero_async(stream)?;
-        sleep.call1((SLACK_CYCLES,))?;
-        starts[i].record(stream)?;
-        let out = invoke(call, scope)?;
-        ends[i].record(stream)?;
+        // both events of a call on torch's current stream as the call begins (the stream
+        // `torch.cuda.Event.record()` would take): a kernel that moves the current stream
+        // is timed where it then works from its next call on; work it leaves elsewhere is
+        // the batch's to find
+        let s = stream(py)?;
+        flush.zero_async(s)?;
+        ops.sleep(py, SLACK_CYCLES)?;
+        starts[i].record(s)?;
+        let out = call.invoke(h, py, scope)?;
+        ends[i].record(s)?;
         if let Some(r) = rotation.as_deref_mut() {
-            r.after(h, py, &out, i, Some(stream))?;
+            r.after(h, py, &out, i, true)?;
         }
     }
     cuda::synchronize()?;
+    if let Some(r) = rotation {
+        r.materialize()?;
+    }
     let samples: Vec<f64> = starts
         .iter()
         .zip(&ends)
@@ -424,11 +604,11 @@ fn kernel_us<'py>(
 ///
 /// # Errors
 /// What `f` or the monitor raised.
-pub(super) fn monitored<'py, T>(
+pub(super) fn monitored<'py, T, E: From<PyErr>>(
     h: &Harness,
     py: Python<'py>,
-    f: impl FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
-) -> PyResult<(T, Vec<String>, Vec<String>)> {
+    f: impl FnOnce(&Bound<'py, PyAny>) -> Result<T, E>,
+) -> Result<(T, Vec<String>, Vec<String>), E> {
     let monitor = h.func(py, "timed_ops").call0()?;
     monitor.call_method0("__enter__")?;
     let value = f(&monitor);
@@ -460,6 +640,28 @@ pub(super) struct Timed {
     pub unkept: Option<String>,
 }
 
+/// The timing case's inputs (`harness.timing_inputs`), by name, in the harness's order.
+#[allow(clippy::too_many_arguments)]
+fn timing_inputs<'py>(
+    h: &Harness,
+    py: Python<'py>,
+    kind: &str,
+    shape: &[u64],
+    dtype: &str,
+    seed: u64,
+    layout: &str,
+    params: &str,
+) -> PyResult<Vec<(String, Bound<'py, PyAny>)>> {
+    let inputs = h
+        .func(py, "timing_inputs")
+        .call1((kind, shape.to_vec(), dtype, seed, layout, params))?
+        .cast_into::<PyDict>()?;
+    inputs
+        .iter()
+        .map(|(k, v)| Ok((k.extract::<String>()?, v)))
+        .collect()
+}
+
 /// What [`time_candidate`] reads of the untimed first call.
 #[derive(serde::Deserialize)]
 struct FirstCall {
@@ -473,7 +675,8 @@ struct FirstCall {
 /// inputs rotated and a few outputs kept for the check.
 ///
 /// # Errors
-/// What the candidate or the harness raised, or a CUDA error.
+/// What the candidate or the harness raised, or a CUDA error; `Tampered` for a mode left
+/// active.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn time_candidate<'py>(
     h: &Harness,
@@ -486,23 +689,36 @@ pub(super) fn time_candidate<'py>(
     quick: bool,
     layout: &str,
     params: &str,
-) -> PyResult<Timed> {
-    let (inputs, pools): (Bound<'py, PyDict>, Bound<'py, PyDict>) = h
-        .func(py, "timing_inputs")
-        .call1((kind, shape, dtype, seed, layout, params))?
+) -> Result<Timed, TimingError> {
+    // the inputs and the rotation are taken before any call of the candidate's
+    let inputs = timing_inputs(h, py, kind, &shape, dtype, seed, layout, params)?;
+    let call = Callee::candidate(h, py, cand, kind, inputs.clone(), params)?;
+    let slot: usize = h
+        .func(py, "launch_slot")
+        .call1((cand.getattr("path")?,))?
         .extract()?;
-    let call = h
-        .func(py, "timed_call")
-        .call1((cand, kind, &inputs, params))?;
     let first: String = h
         .func(py, "untimed_first_call")
-        .call1((cand, &call))?
+        .call1((cand, call.callable(h, py)?))?
         .extract()?;
     let first: FirstCall = serde_json::from_str(&first)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    // the pools after the first call, so that they never count in its peak memory
+    let pools = h
+        .func(py, "timing_pools")
+        .call1((
+            kind,
+            shape,
+            dtype,
+            seed,
+            layout,
+            params,
+            call.inputs_dict(py)?,
+        ))?
+        .cast_into::<PyDict>()
+        .map_err(PyErr::from)?;
+    let mut rotation = Rotation::new(h, py, &inputs, &pools, slot)?;
     h.func(py, "spin_up").call0()?;
-    let path: String = cand.getattr("path")?.extract()?;
-    let mut rotation = Rotation::new(&inputs, &pools, path)?;
     let (latency_us, ops, own_ops) = monitored(h, py, |monitor| {
         measure_us(h, py, &call, Some(monitor), quick, Some(&mut rotation))
     })?;
@@ -539,7 +755,8 @@ pub(super) struct Side {
 /// outputs of one repetition, drawn here, are kept for the check. Returns both sides.
 ///
 /// # Errors
-/// What a kernel or the harness raised, or a CUDA error.
+/// What a kernel or the harness raised, or a CUDA error; `Tampered` for a mode left
+/// active.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn compare_kernels<'py>(
     h: &Harness,
@@ -552,17 +769,32 @@ pub(super) fn compare_kernels<'py>(
     repetitions: u32,
     layout: &str,
     params: &str,
-) -> PyResult<[Side; 2]> {
-    let (inputs, pools): (Bound<'py, PyDict>, Bound<'py, PyDict>) = h
-        .func(py, "timing_inputs")
-        .call1((kind, shape, dtype, seed, layout, params))?
-        .extract()?;
+) -> Result<[Side; 2], TimingError> {
+    let inputs = timing_inputs(h, py, kind, &shape, dtype, seed, layout, params)?;
     let mut calls = Vec::new();
+    for k in kernels {
+        calls.push(Callee::candidate(h, py, k, kind, inputs.clone(), params)?);
+    }
+    let pools = h
+        .func(py, "timing_pools")
+        .call1((
+            kind,
+            shape,
+            dtype,
+            seed,
+            layout,
+            params,
+            calls[0].inputs_dict(py)?,
+        ))?
+        .cast_into::<PyDict>()
+        .map_err(PyErr::from)?;
     let mut rotations = Vec::new();
     for k in kernels {
-        calls.push(h.func(py, "timed_call").call1((k, kind, &inputs, params))?);
-        let path: String = k.getattr("path")?.extract()?;
-        rotations.push(Rotation::new(&inputs, &pools, path)?);
+        let slot: usize = h
+            .func(py, "launch_slot")
+            .call1((k.getattr("path")?,))?
+            .extract()?;
+        rotations.push(Rotation::new(h, py, &inputs, &pools, slot)?);
     }
     let repetitions = repetitions.max(1);
     let checked = random_below(u64::from(repetitions)) as u32;
@@ -593,9 +825,9 @@ pub(super) fn compare_kernels<'py>(
 }
 
 /// The reference's latencies at the timing case, in the trusted reference worker: eager
-/// PyTorch and, when `compiled`, torch.compile of it (`harness.reference_calls`), each a
-/// [`measure_us`] without the op monitor or a rotation. Returns (eager µs, compiled µs,
-/// why torch.compile gave none).
+/// PyTorch (`harness.reference_eager`) first, then, when `compiled`, torch.compile of it
+/// (`harness.reference_compiled`), each a [`measure_us`] without the op monitor or a
+/// rotation. Returns (eager µs, compiled µs, why torch.compile gave none).
 ///
 /// # Errors
 /// What the harness or eager PyTorch raised, or a CUDA error.
@@ -612,25 +844,41 @@ pub(super) fn time_reference<'py>(
     layout: &str,
     params: &str,
 ) -> PyResult<(f64, Option<f64>, Option<String>)> {
-    let (eager, compiled_call, mut compiled_error): (
-        Bound<'py, PyAny>,
-        Option<Bound<'py, PyAny>>,
-        Option<String>,
-    ) = h
-        .func(py, "reference_calls")
-        .call1((kind, shape, dtype, seed, compiled, layout, params))?
-        .extract()?;
+    let untampered = |e: TimingError| match e {
+        TimingError::Python(e) => e,
+        // no rotation, no candidate: nothing here checks modes
+        TimingError::Tampered(why) => pyo3::exceptions::PyRuntimeError::new_err(why),
+    };
+    let eager = Callee::Fixed(h.func(py, "reference_eager").call1((
+        kind,
+        shape.clone(),
+        dtype,
+        seed,
+        layout,
+        params,
+    ))?);
     h.func(py, "spin_up").call0()?;
-    let eager_us = measure_us(h, py, &eager, None, quick, None)?;
-    let mut compiled_us = None;
-    if let Some(c) = compiled_call {
-        // torch.compile is optional: what stops it is reported, not raised
-        match measure_us(h, py, &c, None, quick, None) {
-            Ok(us) => compiled_us = Some(us),
-            Err(e) => compiled_error = Some(h.describe(py, &e).0.chars().take(500).collect()),
-        }
+    let eager_us = measure_us(h, py, &eager, None, quick, None).map_err(untampered)?;
+    if !compiled {
+        return Ok((eager_us, None, None));
     }
-    Ok((eager_us, compiled_us, compiled_error))
+    let (compiled_call, error): (Option<Bound<'py, PyAny>>, Option<String>) = h
+        .func(py, "reference_compiled")
+        .call1((kind, shape, dtype, seed, layout, params))?
+        .extract()?;
+    let Some(c) = compiled_call else {
+        return Ok((eager_us, None, error));
+    };
+    // torch.compile is optional: what stops it is reported, not raised
+    Ok(
+        match measure_us(h, py, &Callee::Fixed(c), None, quick, None) {
+            Ok(us) => (eager_us, Some(us), None),
+            Err(e) => {
+                let why = h.describe(py, &untampered(e)).0.chars().take(500).collect();
+                (eager_us, None, Some(why))
+            }
+        },
+    )
 }
 
 #[cfg(test)]

@@ -102,3 +102,73 @@ async fn a_kernel_that_looks_for_the_offsets_to_rewrite_finds_none_and_passes() 
     // where the Python loop's were rewritten into a failed check (and, before, an exit 2)
     assert!(r.correctness.is_pass(), "{:?}", r.correctness);
 }
+
+#[tokio::test]
+async fn a_kernel_that_computes_where_the_judge_copies_its_output_fails_at_timing() {
+    fails_where_it_is_timed("computes_where_the_judge_copies.py").await;
+}
+
+#[tokio::test]
+async fn a_timed_output_in_another_dtype_fails_at_timing() {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let r = bench(
+        &b,
+        &cases_dir("timing").join("returns_float64_when_timed.py"),
+        true,
+        300,
+    )
+    .await;
+    let Correctness::Fail { stage, reason } = &r.correctness else {
+        panic!("{:?}", r.correctness)
+    };
+    assert_eq!(*stage, Stage::Timing, "{reason}");
+    assert!(
+        reason.contains("returned dtype float64, not float32"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn a_mode_left_active_in_a_timed_call_is_tamper() {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let r = bench(
+        &b,
+        &cases_dir("timing").join("leaves_a_mode_active.py"),
+        true,
+        300,
+    )
+    .await;
+    let Correctness::Tamper { reason } = &r.correctness else {
+        panic!("{:?}", r.correctness)
+    };
+    assert!(
+        reason.contains("a timed call left a torch function or dispatch mode active"),
+        "{reason}"
+    );
+    let honest = bench(&b, &good_softmax(), true, 300).await;
+    assert!(honest.correctness.is_pass(), "{:?}", honest.correctness);
+}
+
+#[tokio::test]
+async fn a_kernel_that_hides_an_input_from_the_rotation_gets_its_own_latency() {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let honest = bench(&b, &good_softmax(), true, 300).await;
+    let r = bench(
+        &b,
+        &cases_dir("timing").join("hides_an_input_from_the_rotation.py"),
+        true,
+        300,
+    )
+    .await;
+    // the real input is rotated, so it computes every timed call: a PASS at its kernel's
+    // time (it read 26 µs against the starter's 16 ms while its decoy was rotated instead)
+    assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+    let (honest_us, its_us) = (
+        honest.metrics.as_ref().expect("metrics").latency_us,
+        r.metrics.as_ref().expect("metrics").latency_us,
+    );
+    assert!(
+        its_us > honest_us / 5.0,
+        "{its_us} µs against the starter's {honest_us} µs"
+    );
+}
