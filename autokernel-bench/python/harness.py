@@ -15,7 +15,8 @@ Every function the harness relies on is captured in `_P` when this module is imp
 before any candidate is loaded; Rust also keeps its own references and checks them after
 each candidate (see `src/worker/guards.rs`).
 
-Called from Rust (src/worker/) only; all results are JSON strings plus numpy arrays.
+Called from Rust (src/worker/) only; results are JSON strings and numpy arrays, and for the
+timed loop (src/worker/timing.rs) the inputs, pools and calls it drives.
 """
 
 import functools

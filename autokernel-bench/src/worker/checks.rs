@@ -18,7 +18,7 @@ const MAX_OUTPUTS: usize = 8;
 
 /// The most timed outputs one measurement keeps (`timing::CHECKED_TIMED_CALLS` + the
 /// last call), per kernel.
-const MAX_TIMED: usize = 4;
+const MAX_TIMED: usize = super::timing::CHECKED_TIMED_CALLS + 1;
 
 /// One check the plan expects, in order.
 #[derive(Debug, Clone, PartialEq)]

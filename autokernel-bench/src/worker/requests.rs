@@ -13,7 +13,7 @@ use super::execute;
 use super::harness::{Failure, Harness};
 use super::parent::ParentLink;
 use super::plan::{check_request, COMPARE_SEED};
-use super::timing;
+use super::timing::{self, median};
 use crate::protocol::{CompareJob, ReferenceJob, ReplyBody, Request};
 
 /// Answers `request`, asking `parent` what a candidate's process must not compute itself:
@@ -301,17 +301,6 @@ pub(crate) fn comparison_from(incumbent_us: &[f64], candidate_us: &[f64]) -> Com
     }
 }
 
-/// Median (mean of the middle two for an even count); 0 for an empty slice.
-pub(crate) fn median(values: &[f64]) -> f64 {
-    let mut v: Vec<f64> = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,11 +314,5 @@ mod tests {
         assert_eq!(c.median_speedup, 1.5);
         assert_eq!(c.repetitions, 3);
         assert!((c.spread - 1.0 / 1.5).abs() < 1e-12);
-    }
-
-    #[test]
-    fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&[]), 0.0);
     }
 }

@@ -454,9 +454,15 @@ impl<'py> Callee<'py> {
     }
 }
 
-/// Median of `samples` (mean of the middle two for an even count).
-fn median(samples: &[f64]) -> f64 {
-    super::requests::median(samples)
+/// Median (mean of the middle two for an even count); 0 for an empty slice.
+pub(crate) fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// Latency of `call` in microseconds, timed from here. `monitor`: the op monitor
@@ -898,6 +904,12 @@ mod tests {
         // every call but the last can be drawn: 2000 draws of 3 from 49 miss one with
         // probability about 49 · (46/49)^2000, nil
         assert_eq!(seen, (0..49).collect());
+    }
+
+    #[test]
+    fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
     }
 
     #[test]
