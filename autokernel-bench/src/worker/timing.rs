@@ -2,15 +2,13 @@
 //! out of reach of Python in its process: which timed calls are checked, the offsets its
 //! inputs are overwritten at before each call, the clock and its samples, and the copies of
 //! the checked outputs. A timed call is made from here, through the op monitor's scope
-//! (`harness._TimedOps.call`) and a `functools.partial`, so no frame of the harness is above
-//! the candidate, and none of this state is a Python object it could find through the
-//! garbage collector: on the GPU the events, the L2 flush buffer and the kept copies are
-//! the CUDA driver's ([`super::cuda`]). (A red-team candidate that walked up to the Python
-//! loop pinned its offsets and replayed one output at 47× its speed, and padded the CPU
-//! timer's samples to 0.001 µs; `tests/cases/timing/`.)
-//!
-//! Torch's part stays in the harness (`harness.rotate_into`, `kept_source`, `launchless`,
-//! `cuda_sleep`): those functions are guarded like every other the judge relies on.
+//! (`harness._TimedOps.call`) and a `functools.partial` made per call, so no frame of the
+//! harness is above the candidate, and none of this state is a Python object it could find
+//! through the garbage collector: on the GPU the events, the L2 flush buffer and the kept
+//! copies are the CUDA driver's ([`super::cuda`]). Between timed calls only torch's own
+//! callables run, captured before any candidate ([`super::torch_ops`]); the harness's
+//! Python makes the inputs, the pools and the op monitor, before the loop. The attacks
+//! this answers are `tests/cases/timing/` (docs/bench.md, "Threat model").
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;

@@ -4,10 +4,10 @@
 //! candidate can rebind in its namespaces but not re-code, called straight from Rust. A
 //! Python function there (the harness's own) could be re-coded or made to read a rebound
 //! table entry between two guard checks, and would run outside the timed window on exactly
-//! the calls it was asked about: a place to compute a checked output untimed (a reviewer's
-//! reading, 2026-12-04). Called from Rust, they leave no Python frame, so no profile or
-//! trace hook fires; a torch function or dispatch mode would still intercept them, which
-//! the loop checks around every call.
+//! the calls it was asked about: a place to compute a checked output untimed
+//! (`tests/cases/timing/computes_where_the_judge_copies.py`). Called from Rust, they leave
+//! no Python frame, so no profile or trace hook fires; a torch function or dispatch mode
+//! would still intercept them, which the loop checks around every call.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList};
