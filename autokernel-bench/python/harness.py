@@ -146,8 +146,6 @@ def init(device, catalogue_json, registry_modules_json="[]", launchers_json="[]"
         np_array=numpy.array,
         perf_counter=time.perf_counter,
         partial=functools.partial,
-        # a GPU-side spin (private but long-standing torch API); without it no slack
-        cuda_sleep=getattr(torch.cuda, "_sleep", None),
         synchronize=torch.cuda.synchronize if use_cuda else (lambda: None),
         cuda_synchronize=torch.cuda.synchronize,
         profile=torch.profiler.profile,

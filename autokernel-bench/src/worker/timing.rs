@@ -273,14 +273,15 @@ impl<'py> Rotation<'py> {
     }
 
     /// After timed call `i` on the inputs `before` set: counts it when it launched no kernel
-    /// of the candidate's file, and copies its output (a checked call's where it is kept).
+    /// of the candidate's file, and copies its output (a checked call's where it is kept);
+    /// `gpu`: the measurement's device ordinal, `None` on the CPU.
     fn after(
         &mut self,
         h: &Harness,
         py: Python<'py>,
         out: &Bound<'py, PyAny>,
         i: usize,
-        on_gpu: bool,
+        gpu: Option<i32>,
     ) -> Result<(), TimingError> {
         self.check_modes(h, py)?;
         let ops = &h.torch;
@@ -305,7 +306,7 @@ impl<'py> Rotation<'py> {
             .iter()
             .try_fold(size_of::<f32>(), |b, &d| b.checked_mul(d))
             .unwrap_or(usize::MAX);
-        let pending = if on_gpu {
+        let pending = if let Some(gpu) = gpu {
             if device < 0 {
                 unkept("a timed call returned a tensor on the CPU".into());
                 return Ok(());
@@ -328,7 +329,7 @@ impl<'py> Rotation<'py> {
             }
             // in the stream order of the caller (torch's current stream now): an output
             // not ready there is not ready for whoever uses it
-            let stream = ops.current_stream(py, ops.current_device(py)?)? as Stream;
+            let stream = ops.current_stream(py, gpu)? as Stream;
             if bytes > 0 {
                 self.buffers[slot].copy_from_async(ops.data_ptr(py, &t32)?, bytes, stream)?;
             }
@@ -507,7 +508,7 @@ pub(super) fn measure_us<'py>(
             let out = call.invoke(h, py, scope)?;
             samples.push(t0.elapsed().as_secs_f64() * 1e6);
             if let Some(r) = rotation.as_deref_mut() {
-                r.after(h, py, &out, i, false)?;
+                r.after(h, py, &out, i, None)?;
             }
         }
         if let Some(r) = rotation.as_deref_mut() {
@@ -587,7 +588,7 @@ fn kernel_us<'py>(
         let out = call.invoke(h, py, scope)?;
         ends[i].record(s)?;
         if let Some(r) = rotation.as_deref_mut() {
-            r.after(h, py, &out, i, true)?;
+            r.after(h, py, &out, i, Some(device))?;
         }
     }
     cuda::synchronize()?;
