@@ -109,6 +109,7 @@ def init(device, catalogue_json, registry_modules_json="[]", launchers_json="[]"
     if not use_cuda:
         catalogue.patch_triton_interpreter()
     _install_launch_counter()
+    _remove_profiler_switches(torch)
     if use_cuda:
         _build_launchers(json.loads(launchers_json))
     _warm_triton(torch, triton, "cuda" if use_cuda else "cpu")
@@ -145,6 +146,7 @@ def init(device, catalogue_json, registry_modules_json="[]", launchers_json="[]"
         data_ptr=torch.Tensor.data_ptr,
         np_array=numpy.array,
         perf_counter=time.perf_counter,
+        time_ns=time.time_ns,
         partial=functools.partial,
         synchronize=torch.cuda.synchronize if use_cuda else (lambda: None),
         cuda_synchronize=torch.cuda.synchronize,
@@ -532,6 +534,35 @@ def _install_launch_counter():
     Autotuner._bench = _bench
 
 
+# Switches of torch's profiler that hide a thread's ops from a session while it runs, which
+# nothing in torch or the harness calls: a candidate turned collection off around torch's
+# softmax, turned it back on and passed the op check (docs/bench.md, "Threat model").
+_PROFILER_SWITCHES = ("_toggle_collection_dynamic", "_enable_record_function")
+
+
+def _refused_switch(*args, **kwargs):
+    raise RuntimeError("autokernel: torch's profiler switches are not available to a kernel "
+                       "(the judge's op check runs under the profiler)")
+
+
+def _remove_profiler_switches(torch):
+    """Replaces `_PROFILER_SWITCHES` in every module that holds them (found through the
+    garbage collector's referrers) with `_refused_switch`, and keeps no reference to them:
+    the functions are freed, so no candidate can find them again, by module or through the
+    garbage collector. Once per worker, before any candidate."""
+    import gc
+    import torch._C._autograd as autograd
+    for name in _PROFILER_SWITCHES:
+        original = getattr(autograd, name, None)
+        if original is None:
+            continue
+        for holder in gc.get_referrers(original):
+            if isinstance(holder, dict):
+                for key in [k for k, v in holder.items() if v is original]:
+                    holder[key] = _refused_switch
+        del original
+
+
 def launches(path):
     """Launches counted so far of the Triton kernels defined in the candidate file `path`."""
     slot = _LAUNCHES.get(path)
@@ -743,15 +774,17 @@ class _TimedOps:
 
     # no instance dict: a candidate cannot shadow `ops` on the monitor it finds in a frame
     # (the class itself is a guarded namespace)
-    __slots__ = ("_prof", "_opened")
+    __slots__ = ("_prof", "_opened", "_entered_ns")
 
     def __init__(self):
         self._prof = _P["profile"](activities=[_P["ProfilerActivity"].CPU], record_shapes=False)
         self._opened = 0
+        self._entered_ns = 0
 
     def __enter__(self):
         self._opened = _AUTOTUNE_OPENED[0]
         self._prof.__enter__()
+        self._entered_ns = _P["time_ns"]()
         return self
 
     def __exit__(self, *exc):
@@ -763,8 +796,14 @@ class _TimedOps:
             return fn()
 
     def ops(self):
+        """(every op, own ops, what a call did to the session or None): a session that began
+        after `__enter__` was restarted inside a call, and the events before it are lost."""
+        results = self._prof.profiler.kineto_results
+        restarted = None
+        if results.trace_start_ns() > self._entered_ns:
+            restarted = "stopped the profiler's session and started another, losing the ops before"
         rows = sorted(((e.start_thread_id(), e.start_ns(), -(e.start_ns() + e.duration_ns()), e.name())
-                       for e in self._prof.profiler.kineto_results.events()))
+                       for e in results.events()))
         scope_threads = {r[0] for r in rows if r[3] == _CALL_SCOPE}
         forged = sum(1 for r in rows if r[3] == _AUTOTUNE_SCOPE) > _AUTOTUNE_OPENED[0] - self._opened
         every, own = set(), set()
@@ -783,23 +822,24 @@ class _TimedOps:
                 if not in_aten and (forged or not tuned):
                     own.add(name)
             stack.append((end, call or name == _CALL_SCOPE, in_aten or is_aten, tuned or name == _AUTOTUNE_SCOPE))
-        return sorted(every), sorted(own)
+        return sorted(every), sorted(own), restarted
 
 
 def _call(fn, inputs, kwargs, monitored):
     """Calls the candidate on `inputs` and the parameters `kwargs`; when `monitored`, under
-    the op check (`_TimedOps`, as every timed call). Returns (output, ops, own ops): the
-    aten ops the call dispatched, nested ones included, and those it dispatched itself, as
-    sorted lists (empty when not monitored)."""
+    the op check (`_TimedOps`, as every timed call). Returns (output, ops, own ops, why the
+    op check saw only part of the call or None): the aten ops the call dispatched, nested
+    ones included, and those it dispatched itself, as sorted lists (empty when not
+    monitored)."""
     if not monitored:
         out = fn(**inputs, **kwargs)
         _P["synchronize"]()
-        return out, [], []
+        return out, [], [], None
     with _TimedOps() as monitor:
         out = monitor.call(lambda: fn(**inputs, **kwargs))
         _P["synchronize"]()
-    every, own = monitor.ops()
-    return out, every, own
+    every, own, restarted = monitor.ops()
+    return out, every, own, restarted
 
 
 def run_case(candidate, kind, shape, dtype, seed, mode, repeats, layout="contiguous", params_json="{}"):
@@ -845,7 +885,7 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, layout="contigu
         try:
             kwargs = _kernel_kwargs(candidate, kind, params)
             launched = launches(candidate.path)
-            out, ops, own = _call(candidate.fn, cand_inputs, kwargs, r == 0)
+            out, ops, own, restarted = _call(candidate.fn, cand_inputs, kwargs, r == 0)
             launched = launches(candidate.path) - launched
         except BaseException as e:  # noqa: BLE001 - SystemExit too: a verdict, not a worker exit
             meta["error"] = {
@@ -857,6 +897,9 @@ def run_case(candidate, kind, shape, dtype, seed, mode, repeats, layout="contigu
             break
         every_op.update(ops)
         own_op.update(own)
+        if restarted:
+            problems.append({"kind": "profiler", "message": f"kernel_fn {restarted}"})
+            break
         meta["ops"], meta["own_ops"] = sorted(every_op), sorted(own_op)
         # inputs bitwise unchanged
         for k, v in cand_inputs.items():

@@ -54,22 +54,33 @@ fn driver() -> Result<&'static Driver, PyErr> {
         .map_err(|e| PyRuntimeError::new_err(e.clone()))
 }
 
-/// The symbol `name` of the library `lib`, as the function pointer type `F`.
+/// The symbol `name` of the library `lib` (`what`: its name in the error), as the function
+/// pointer type `F`.
 ///
 /// # Safety
 /// `F` must be the symbol's true signature, a function pointer (pointer-sized).
-unsafe fn sym<F: Copy>(lib: *mut c_void, name: &CStr) -> Result<F, String> {
+pub(super) unsafe fn symbol<F: Copy>(
+    lib: *mut c_void,
+    name: &CStr,
+    what: &str,
+) -> Result<F, String> {
     assert_eq!(size_of::<F>(), size_of::<*mut c_void>());
     // SAFETY: a NUL-terminated name; a non-null result is the symbol's address.
     let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
     if p.is_null() {
-        return Err(format!(
-            "CUDA error: the CUDA driver has no `{}`",
-            name.to_string_lossy()
-        ));
+        return Err(format!("{what} has no `{}`", name.to_string_lossy()));
     }
     // SAFETY: the caller names `F`, the symbol's signature.
     Ok(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
+}
+
+/// [`symbol`] of the CUDA driver.
+///
+/// # Safety
+/// As [`symbol`]'s.
+unsafe fn sym<F: Copy>(lib: *mut c_void, name: &CStr) -> Result<F, String> {
+    // SAFETY: the caller's contract.
+    unsafe { symbol(lib, name, "CUDA error: the CUDA driver") }
 }
 
 fn load() -> Result<Driver, String> {

@@ -3,6 +3,7 @@
 //! has the parent compare its outputs with the trusted reference ([`super::parent`]), times
 //! the candidate, and re-checks it on fresh inputs, checking the guards after every stage.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Instant;
 
@@ -14,6 +15,7 @@ use numpy::{PyArrayDyn, PyArrayMethods};
 use pyo3::prelude::*;
 use serde::Deserialize;
 
+use super::cupti;
 use super::harness::{Failure, Harness};
 use super::log::log;
 use super::parent::ParentLink;
@@ -80,6 +82,8 @@ pub(super) fn bench(
     } else {
         "cpu".to_string()
     };
+    // the kernel names the file defines, read before any of its code runs
+    let own_kernels = cupti::names_defined_in(&job.kernel_path);
     let (meta, cand) = match h.load(py, &job.kernel_path) {
         Ok(loaded) => loaded,
         // the candidate's import left the harness unable to report on it: its verdict
@@ -181,6 +185,7 @@ pub(super) fn bench(
         layout: job.layout.name(),
         params,
         file: file_name(&job.kernel_path),
+        own_kernels,
         restart: false,
         stages: std::mem::take(&mut result.stages),
     };
@@ -372,6 +377,8 @@ struct Run<'a, 'py, 'l> {
     params: String,
     /// The candidate's file name, for messages that point at a line of it.
     file: String,
+    /// The names its file defines ([`cupti::defined_names`]): its own kernels on the device.
+    own_kernels: BTreeSet<String>,
     restart: bool,
     stages: Vec<StageReport>,
 }
@@ -462,9 +469,14 @@ impl Run<'_, '_, '_> {
         }
         // right, and as in every checked call: the time must be of the candidate's own kernels
         let who = "the timed calls";
-        if let Some(why) = forbidden_in_calls(self.spec, who, &t.ops).or_else(|| {
-            borrowed_in_calls(self.spec, who, &t.own_ops, t.launchless_calls, &self.file)
-        }) {
+        let (on_device, device_launchless) = t.device.as_ref().map_or((None, 0), |a| {
+            cupti::judge(a, &self.own_kernels, who, &self.file)
+        });
+        let launchless = t.launchless_calls.max(device_launchless);
+        if let Some(why) = forbidden_in_calls(self.spec, who, &t.ops)
+            .or(on_device)
+            .or_else(|| borrowed_in_calls(self.spec, who, &t.own_ops, launchless, &self.file))
+        {
             self.restart = true;
             let v = Correctness::Tamper {
                 reason: format!("{timing_dtype} {timing_shape}: {why}"),
@@ -482,12 +494,17 @@ impl Run<'_, '_, '_> {
             .as_ref()
             .map(|e| format!("; torch.compile failed: {e}"))
             .unwrap_or_default();
+        let kernels_note = t
+            .device
+            .as_ref()
+            .map(cupti::kernels_note)
+            .unwrap_or_default();
         self.stages.push(StageReport {
             stage: Stage::Timing,
             passed: true,
             cases: 1,
             detail: format!(
-                "{timing_dtype} {timing_shape}: {:.2} us, reference {:.2} us ({:.2}x){compiled_note}",
+                "{timing_dtype} {timing_shape}: {:.2} us, reference {:.2} us ({:.2}x){compiled_note}{kernels_note}",
                 metrics.latency_us, metrics.reference_latency_us, metrics.speedup_vs_reference
             ),
             duration_s: t0.elapsed().as_secs_f64(),

@@ -16,6 +16,7 @@ pub(crate) mod bootstrap;
 mod checks;
 pub(crate) mod client;
 mod cuda;
+mod cupti;
 mod execute;
 mod guards;
 mod harness;

@@ -9,6 +9,7 @@ use autokernel_core::{Comparison, Stage};
 use numpy::{PyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
+use super::cupti;
 use super::execute;
 use super::harness::{Failure, Harness};
 use super::parent::ParentLink;
@@ -188,6 +189,8 @@ fn compare(
         .resolve_params(&job.params)
         .map_err(|e| Failure::Harness(e.to_string()))?;
     let params = serde_json::to_string(&params).map_err(|e| Failure::Harness(e.to_string()))?;
+    // the kernel names each file defines, read before any of their code runs
+    let own_kernels = [&job.incumbent, &job.candidate].map(|p| cupti::names_defined_in(p));
     let mut loaded = Vec::new();
     for (role, path) in [("incumbent", &job.incumbent), ("candidate", &job.candidate)] {
         let (meta, cand) = h.load(py, path)?;
@@ -260,15 +263,24 @@ fn compare(
             )));
         }
     }
-    for (role, path, side) in [
+    for ((role, path, side), own) in [
         ("incumbent", &job.incumbent, &incumbent),
         ("candidate", &job.candidate, &candidate),
-    ] {
+    ]
+    .into_iter()
+    .zip(&own_kernels)
+    {
         let who = format!("the {role}'s timed calls in the head-to-head");
         let file = path.display().to_string();
-        if let Some(why) = execute::forbidden_in_calls(spec, &who, &side.ops).or_else(|| {
-            execute::borrowed_in_calls(spec, &who, &side.own_ops, side.launchless, &file)
-        }) {
+        let (on_device, device_launchless) = side
+            .device
+            .as_ref()
+            .map_or((None, 0), |a| cupti::judge(a, own, &who, &file));
+        let launchless = side.launchless.max(device_launchless);
+        if let Some(why) = execute::forbidden_in_calls(spec, &who, &side.ops)
+            .or(on_device)
+            .or_else(|| execute::borrowed_in_calls(spec, &who, &side.own_ops, launchless, &file))
+        {
             return Err(Failure::Tampered(why));
         }
     }

@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::cuda::{self, DeviceBuffer, Event, Stream};
+use super::cupti::{self, DeviceActivity, Recording};
 use super::harness::Harness;
 
 /// Timed calls of a measurement whose outputs are checked against the reference, drawn at
@@ -438,7 +439,8 @@ impl<'py> Callee<'py> {
         Ok(d)
     }
 
-    /// One call, through the op monitor's scope when there is one.
+    /// One call, through the op monitor's scope when there is one; a candidate's call as a
+    /// window of the device activity recording, if one is open ([`cupti::window`]).
     fn invoke(
         &self,
         h: &Harness,
@@ -446,9 +448,13 @@ impl<'py> Callee<'py> {
         scope: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let call = self.callable(h, py)?;
-        match scope {
-            Some(scope) => scope.call1((call,)),
+        let run = || match scope {
+            Some(scope) => scope.call1((&call,)),
             None => call.call0(),
+        };
+        match self {
+            Callee::Fixed(_) => run(),
+            Callee::Candidate { .. } => cupti::window(run),
         }
     }
 }
@@ -583,6 +589,7 @@ fn kernel_us<'py>(
         // the batch's to find
         let s = stream(py)?;
         flush.zero_async(s)?;
+        cupti::flushed();
         ops.sleep(py, SLACK_CYCLES)?;
         starts[i].record(s)?;
         let out = call.invoke(h, py, scope)?;
@@ -608,12 +615,13 @@ fn kernel_us<'py>(
 /// calls' own, as `_TimedOps.ops` gives them.
 ///
 /// # Errors
-/// What `f` or the monitor raised.
-pub(super) fn monitored<'py, T, E: From<PyErr>>(
+/// What `f` or the monitor raised; `Tampered` when the profiler's session was restarted
+/// inside a call (its ops before are lost).
+pub(super) fn monitored<'py, T>(
     h: &Harness,
     py: Python<'py>,
-    f: impl FnOnce(&Bound<'py, PyAny>) -> Result<T, E>,
-) -> Result<(T, Vec<String>, Vec<String>), E> {
+    f: impl FnOnce(&Bound<'py, PyAny>) -> Result<T, TimingError>,
+) -> Result<(T, Vec<String>, Vec<String>), TimingError> {
     let monitor = h.func(py, "timed_ops").call0()?;
     monitor.call_method0("__enter__")?;
     let value = f(&monitor);
@@ -621,7 +629,11 @@ pub(super) fn monitored<'py, T, E: From<PyErr>>(
     let left = monitor.call_method1("__exit__", (&none, &none, &none));
     let value = value?;
     left?;
-    let (every, own): (Vec<String>, Vec<String>) = monitor.call_method0("ops")?.extract()?;
+    let (every, own, restarted): (Vec<String>, Vec<String>, Option<String>) =
+        monitor.call_method0("ops")?.extract()?;
+    if let Some(why) = restarted {
+        return Err(TimingError::Tampered(format!("a timed call {why}")));
+    }
     Ok((value, every, own))
 }
 
@@ -639,6 +651,8 @@ pub(super) struct Timed {
     pub ops: Vec<String>,
     /// Those the timed calls dispatched themselves.
     pub own_ops: Vec<String>,
+    /// What the device saw the timed calls do (GPU, where CUPTI can be used).
+    pub device: Option<DeviceActivity>,
     /// The checked timed outputs, in call order.
     pub kept: Vec<KeptOutput>,
     /// A checked call whose output could not be kept.
@@ -724,8 +738,10 @@ pub(super) fn time_candidate<'py>(
         .map_err(PyErr::from)?;
     let mut rotation = Rotation::new(h, py, &inputs, &pools, slot)?;
     h.func(py, "spin_up").call0()?;
-    let (latency_us, ops, own_ops) = monitored(h, py, |monitor| {
-        measure_us(h, py, &call, Some(monitor), quick, Some(&mut rotation))
+    let ((latency_us, device), ops, own_ops) = monitored(h, py, |monitor| {
+        recorded(h, || {
+            measure_us(h, py, &call, Some(monitor), quick, Some(&mut rotation))
+        })
     })?;
     Ok(Timed {
         latency_us,
@@ -734,9 +750,29 @@ pub(super) fn time_candidate<'py>(
         launchless_calls: rotation.launchless,
         ops,
         own_ops,
+        device,
         kept: rotation.take_kept(),
         unkept: rotation.unkept.take(),
     })
+}
+
+/// `measure`, a measurement inside the op monitor's session, under a recording of the
+/// device's activity on the GPU ([`Recording`], started after the session: see its
+/// `start`). Returns its value and what the device saw the candidate's calls do.
+///
+/// # Errors
+/// `measure`'s; a Python `RuntimeError` when CUPTI's buffers cannot be flushed.
+fn recorded<T>(
+    h: &Harness,
+    measure: impl FnOnce() -> Result<T, TimingError>,
+) -> Result<(T, Option<DeviceActivity>), TimingError> {
+    let recording = Recording::start(h.on_gpu(), FLUSH_BYTES);
+    let value = measure()?;
+    let device = recording
+        .map(Recording::finish)
+        .transpose()
+        .map_err(pyo3::exceptions::PyRuntimeError::new_err)?;
+    Ok((value, device))
 }
 
 /// One kernel's side of a head-to-head ([`compare_kernels`]).
@@ -749,6 +785,8 @@ pub(super) struct Side {
     /// Aten ops of its timed calls, all and its own, sorted.
     pub ops: Vec<String>,
     pub own_ops: Vec<String>,
+    /// What the device saw its timed calls do (GPU, where CUPTI can be used).
+    pub device: Option<DeviceActivity>,
     /// Its checked timed outputs, and a checked call whose output could not be kept.
     pub kept: Vec<KeptOutput>,
     pub unkept: Option<String>,
@@ -811,9 +849,17 @@ pub(super) fn compare_kernels<'py>(
         for k in order {
             let rotation = &mut rotations[k];
             rotation.keeping = r == checked;
-            let (us, every, own) = monitored(h, py, |monitor| {
-                measure_us(h, py, &calls[k], Some(monitor), true, Some(rotation))
+            let ((us, device), every, own) = monitored(h, py, |monitor| {
+                recorded(h, || {
+                    measure_us(h, py, &calls[k], Some(monitor), true, Some(rotation))
+                })
             })?;
+            if let Some(activity) = device {
+                sides[k]
+                    .device
+                    .get_or_insert_with(DeviceActivity::default)
+                    .absorb(activity);
+            }
             sides[k].us.push(us);
             ops[k].0.extend(every);
             ops[k].1.extend(own);

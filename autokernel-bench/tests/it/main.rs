@@ -4,6 +4,7 @@
 mod candidates;
 mod code_swaps;
 mod config_reads;
+mod device_cases;
 mod harness_cases;
 mod launchers;
 mod ops;

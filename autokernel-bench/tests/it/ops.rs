@@ -47,6 +47,16 @@ const CASES: &[(&str, Stage, &str)] = &[
         Stage::Load,
         "torch.profiler.profile",
     ),
+    (
+        "restarts_the_profilers_session.py",
+        Stage::Smoke,
+        "kernel_fn stopped the profiler's session and started another, losing the ops before",
+    ),
+    (
+        "finds_the_switch_through_the_gc.py",
+        Stage::Smoke,
+        "kernel_fn dispatched aten::_softmax, aten::softmax, the reference's own operation",
+    ),
 ];
 
 #[tokio::test]
@@ -96,4 +106,24 @@ async fn an_honest_kernel_with_padding_and_transposes_around_it_passes() {
     let name = "pads_and_transposes_around_its_kernel.py";
     let r = bench(&b, &cases_dir("ops").join(name), true, 300).await;
     assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+}
+
+/// Torch's profiler switch that hid `torch.softmax` from the op check for a moment
+/// (`_toggle_collection_dynamic`, which PASSed before) is gone from the candidate's process:
+/// calling it raises, so the candidate's call fails, and the starter judged next passes.
+#[tokio::test]
+async fn the_profilers_collection_switch_is_gone() {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let name = "toggles_the_profilers_collection.py";
+    let r = bench(&b, &cases_dir("ops").join(name), true, 300).await;
+    let failed_at = r.failed_stage();
+    match &r.correctness {
+        Correctness::Fail { reason, .. }
+            if reason.contains("profiler switches are not available to a kernel")
+                && failed_at == Some(Stage::Smoke) => {}
+        other => panic!("{other:?} (failed at {failed_at:?})"),
+    }
+    let mut wrong = Vec::new();
+    the_starter_passes_after(&b, name, 300, &mut wrong).await;
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

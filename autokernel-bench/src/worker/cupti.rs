@@ -1,0 +1,713 @@
+//! What the device itself saw a candidate's timed calls do (issue 21, point 3, on the GPU):
+//! every kernel they launched and every copy they made, from CUPTI's activity records,
+//! read here in Rust. The op check of the harness reads torch's profiler, which Python in
+//! the candidate's process can switch off for a moment
+//! (`torch._C._autograd._toggle_collection_dynamic`), and its launch counter is a Python
+//! list it can bump; the records here come from the CUDA driver through CUPTI into buffers
+//! no Python object holds, whatever launched the work (torch, cuBLAS, a Triton kernel, a
+//! CUDA graph).
+//!
+//! CUPTI is the one torch already loaded (`libcupti.so.13` for torch's CUDA 13 wheels, `.12`
+//! for CUDA 12's: libtorch_cpu links it for the profiler), opened again with `dlopen`:
+//! no link-time dependency, so the worker builds and runs without CUDA, where nothing here
+//! is called. Signatures and record layouts: `cupti_activity.h` of CUPTI 13 (records are
+//! packed, 8-byte aligned: `CUpti_ActivityAPI`, `CUpti_ActivityKernel10`,
+//! `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemset4`; the offsets read here are those of
+//! every version since CUDA 11, checked with `offsetof` against the header).
+//!
+//! A call's work is told from the judge's own between calls by CUPTI's host timestamps:
+//! the API calls (runtime or driver) that begin while a call of the candidate runs are
+//! its, on any thread, and the kernels and copies they enqueued are found by their
+//! correlation id. The timed loop's own L2 flushes (a driver memset per timed call) are
+//! counted too: a profiler a candidate starts takes CUPTI's buffers over, and the flushes
+//! missing from ours say so.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::{Mutex, OnceLock};
+
+type CuptiResult = c_int;
+/// `CUpti_ActivityKind` values (cupti_activity.h).
+const KIND_MEMCPY: u32 = 1;
+const KIND_MEMSET: u32 = 2;
+const KIND_DRIVER: u32 = 4;
+const KIND_RUNTIME: u32 = 5;
+const KIND_CONCURRENT_KERNEL: u32 = 10;
+/// The kinds recorded, enabled in this order and disabled in reverse.
+const KINDS: [u32; 5] = [
+    KIND_RUNTIME,
+    KIND_DRIVER,
+    KIND_CONCURRENT_KERNEL,
+    KIND_MEMCPY,
+    KIND_MEMSET,
+];
+/// `CUPTI_ACTIVITY_MEMCPY_KIND_DTOH`.
+const MEMCPY_DTOH: u8 = 2;
+/// `CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`: deliver buffers not yet full too.
+const FLUSH_FORCED: u32 = 1;
+/// One activity buffer, bytes (CUPTI asks for more as they fill: a measurement of a
+/// thousand calls of a few launches each fills less than one).
+const BUFFER_BYTES: usize = 8 << 20;
+/// CUPTI's `ACTIVITY_RECORD_ALIGNMENT`.
+const BUFFER_ALIGN: usize = 8;
+
+/// CUPTI's entry points, resolved once per process.
+struct Cupti {
+    register_callbacks: unsafe extern "C" fn(
+        unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize),
+        unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize),
+    ) -> CuptiResult,
+    enable: unsafe extern "C" fn(u32) -> CuptiResult,
+    disable: unsafe extern "C" fn(u32) -> CuptiResult,
+    flush_all: unsafe extern "C" fn(u32) -> CuptiResult,
+    next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut u8) -> CuptiResult,
+    timestamp: unsafe extern "C" fn(*mut u64) -> CuptiResult,
+    result_string: unsafe extern "C" fn(CuptiResult, *mut *const c_char) -> CuptiResult,
+}
+
+static CUPTI: OnceLock<Result<Cupti, String>> = OnceLock::new();
+
+/// One record, as much of it as the judgement reads.
+#[derive(Debug, Clone)]
+enum Record {
+    /// A runtime or driver API call that began at `start_ns` (CUPTI's host clock).
+    Api {
+        start_ns: u64,
+        correlation: u32,
+    },
+    Kernel {
+        name: String,
+        correlation: u32,
+    },
+    Memcpy {
+        kind: u8,
+        bytes: u64,
+        correlation: u32,
+    },
+    Memset {
+        bytes: u64,
+    },
+}
+
+/// The buffers [`buffer_requested`] handed out and not yet completed, by address: a buffer
+/// another client of CUPTI (torch's profiler) allocated is never parsed or freed here.
+static BUFFERS: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+
+/// Records delivered by CUPTI (on its own thread or on a flush), since the last
+/// [`Recording::start`].
+static RECORDS: Mutex<Vec<Record>> = Mutex::new(Vec::new());
+/// The open recording (`None` while none is).
+static OPEN: Mutex<Option<Open>> = Mutex::new(None);
+
+/// What an open recording notes as the timed loop runs.
+#[derive(Default)]
+struct Open {
+    /// Each candidate call's (start, end) on CUPTI's host clock, in call order.
+    windows: Vec<(u64, u64)>,
+    /// The timed loop's L2 flushes made ([`flushed`]).
+    flushes: usize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // a panic elsewhere never leaves these half-written: a push or a take
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    let layout = std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN)
+        .expect("a valid constant layout");
+    // SAFETY: a non-zero size; CUPTI writes at most `size` bytes and hands the buffer back
+    // to `buffer_completed`, which frees it with the same layout.
+    unsafe {
+        let p = std::alloc::alloc(layout);
+        if !p.is_null() {
+            lock(&BUFFERS).insert(p as usize);
+        }
+        *buffer = p;
+        *size = if p.is_null() { 0 } else { BUFFER_BYTES };
+        *max = 0;
+    }
+}
+
+unsafe extern "C" fn buffer_completed(
+    _ctx: *mut c_void,
+    _stream: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    if buffer.is_null() || !lock(&BUFFERS).remove(&(buffer as usize)) {
+        return;
+    }
+    if let Some(Ok(c)) = CUPTI.get() {
+        let mut parsed = Vec::new();
+        let mut record: *mut u8 = std::ptr::null_mut();
+        // SAFETY: CUPTI filled `valid` bytes of `buffer` with records; each pointer it
+        // returns points at a whole record of the kind its first field names, laid out as
+        // cupti_activity.h says (offsets below).
+        unsafe {
+            while (c.next_record)(buffer, valid, &mut record) == 0 {
+                if let Some(r) = parse(record) {
+                    parsed.push(r);
+                }
+            }
+        }
+        lock(&RECORDS).extend(parsed);
+    }
+    let layout = std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN)
+        .expect("a valid constant layout");
+    // SAFETY: allocated by `buffer_requested` with this layout.
+    unsafe { std::alloc::dealloc(buffer, layout) };
+}
+
+/// The fields read of the record at `p` (see the module's comment for the layouts).
+///
+/// # Safety
+/// `p` points at a whole CUPTI activity record.
+unsafe fn parse(p: *const u8) -> Option<Record> {
+    // SAFETY: reads within the record of the kind read first; unaligned reads, as the
+    // records are packed.
+    unsafe {
+        let at_u32 = |o: usize| p.add(o).cast::<u32>().read_unaligned();
+        let at_u64 = |o: usize| p.add(o).cast::<u64>().read_unaligned();
+        match at_u32(0) {
+            KIND_RUNTIME | KIND_DRIVER => Some(Record::Api {
+                start_ns: at_u64(8),
+                correlation: at_u32(32),
+            }),
+            KIND_CONCURRENT_KERNEL => {
+                let name = p.add(104).cast::<*const c_char>().read_unaligned();
+                let name = if name.is_null() {
+                    "(unnamed)".to_string()
+                } else {
+                    CStr::from_ptr(name).to_string_lossy().into_owned()
+                };
+                Some(Record::Kernel {
+                    name,
+                    correlation: at_u32(92),
+                })
+            }
+            KIND_MEMCPY => Some(Record::Memcpy {
+                kind: *p.add(4),
+                bytes: at_u64(8),
+                correlation: at_u32(44),
+            }),
+            KIND_MEMSET => Some(Record::Memset { bytes: at_u64(8) }),
+            _ => None,
+        }
+    }
+}
+
+/// The symbol `name` of `lib` as the function pointer type `F`.
+///
+/// # Safety
+/// `F` is the symbol's true signature, a function pointer.
+unsafe fn sym<F: Copy>(lib: *mut c_void, name: &CStr) -> Result<F, String> {
+    // SAFETY: the caller's contract.
+    unsafe { super::cuda::symbol(lib, name, "CUPTI") }
+}
+
+fn load() -> Result<Cupti, String> {
+    const NAMES: [&CStr; 3] = [c"libcupti.so.13", c"libcupti.so.12", c"libcupti.so"];
+    // SAFETY: dlopen with NUL-terminated names; each symbol gets cupti_activity.h's
+    // signature (the field's type).
+    unsafe {
+        // the copy torch loaded first, so that CUPTI is one instance in the process
+        let lib = NAMES
+            .iter()
+            .map(|n| libc::dlopen(n.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD))
+            .chain(
+                NAMES
+                    .iter()
+                    .map(|n| libc::dlopen(n.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL)),
+            )
+            .find(|l| !l.is_null())
+            .ok_or("no CUPTI library (libcupti.so.13 or .12, which torch's CUDA wheels bring)")?;
+        Ok(Cupti {
+            register_callbacks: sym(lib, c"cuptiActivityRegisterCallbacks")?,
+            enable: sym(lib, c"cuptiActivityEnable")?,
+            disable: sym(lib, c"cuptiActivityDisable")?,
+            flush_all: sym(lib, c"cuptiActivityFlushAll")?,
+            next_record: sym(lib, c"cuptiActivityGetNextRecord")?,
+            timestamp: sym(lib, c"cuptiGetTimestamp")?,
+            result_string: sym(lib, c"cuptiGetResultString")?,
+        })
+    }
+}
+
+fn check(c: &Cupti, code: CuptiResult, what: &str) -> Result<(), String> {
+    if code == 0 {
+        return Ok(());
+    }
+    let mut text: *const c_char = std::ptr::null();
+    // SAFETY: CUPTI writes a pointer to a static string, or leaves it null.
+    let text = unsafe {
+        if (c.result_string)(code, &mut text) == 0 && !text.is_null() {
+            CStr::from_ptr(text).to_string_lossy().into_owned()
+        } else {
+            format!("code {code}")
+        }
+    };
+    Err(format!("CUPTI error: {text} in {what}"))
+}
+
+fn cupti() -> Result<&'static Cupti, String> {
+    CUPTI.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
+fn now_ns(c: &Cupti) -> u64 {
+    let mut t = 0u64;
+    // SAFETY: CUPTI writes one u64.
+    unsafe { (c.timestamp)(&mut t) };
+    t
+}
+
+/// Runs `f`, one call of a candidate, as a window of the open recording (if any): the API
+/// calls that begin inside it are the candidate's.
+pub(super) fn window<T>(f: impl FnOnce() -> T) -> T {
+    let open = lock(&OPEN).is_some();
+    let Some(c) = open.then(cupti).and_then(Result::ok) else {
+        return f();
+    };
+    let start = now_ns(c);
+    let value = f();
+    let end = now_ns(c);
+    if let Some(o) = lock(&OPEN).as_mut() {
+        o.windows.push((start, end));
+    }
+    value
+}
+
+/// Notes one L2 flush of the timed loop (a driver memset of the recording's `flush_bytes`)
+/// in the open recording, if any.
+pub(super) fn flushed() {
+    if let Some(o) = lock(&OPEN).as_mut() {
+        o.flushes += 1;
+    }
+}
+
+/// An open recording of the device's activity ([`Recording::start`] … [`Recording::finish`]).
+pub(super) struct Recording {
+    cupti: &'static Cupti,
+    flush_bytes: u64,
+    /// Closed: [`Recording::finish`] ran (else `Drop` closes it, after a failed call).
+    closed: bool,
+}
+
+/// What the candidate's calls of one recording did on the device.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(super) struct DeviceActivity {
+    /// The kernels each call launched, by name, per call in order.
+    pub calls: Vec<BTreeSet<String>>,
+    /// Bytes copied from the device to the host by the calls (`cudaMemcpy` D2H, `.cpu()`,
+    /// `.item()`, `.tolist()` of a device tensor), and how many such copies.
+    pub to_host_bytes: u64,
+    pub to_host_copies: usize,
+    /// The most bytes one call copied to the host.
+    pub to_host_most_per_call: u64,
+    /// The timed loop's L2 flushes made, and those the records show: fewer shown than made
+    /// means another client took CUPTI's records over during the recording.
+    pub flushes_made: usize,
+    pub flushes_seen: usize,
+    /// Records CUPTI delivered in all (the judge's own included), for the message when the
+    /// flushes are short.
+    pub records: usize,
+}
+
+impl DeviceActivity {
+    /// Adds `other`'s calls, copies and flushes to these (the measurements of one kernel in
+    /// a head-to-head).
+    pub(super) fn absorb(&mut self, other: DeviceActivity) {
+        self.calls.extend(other.calls);
+        self.to_host_bytes += other.to_host_bytes;
+        self.to_host_copies += other.to_host_copies;
+        self.to_host_most_per_call = self.to_host_most_per_call.max(other.to_host_most_per_call);
+        self.flushes_made += other.flushes_made;
+        self.flushes_seen += other.flushes_seen;
+        self.records += other.records;
+    }
+}
+
+impl Recording {
+    /// Starts recording, on the GPU; `None` on the CPU, or where CUPTI cannot be used (said
+    /// once on stderr: the op check is then the harness's alone). `flush_bytes`: the size
+    /// of the timed loop's L2 flush memset, each noted by [`flushed`].
+    ///
+    /// Start it after torch's profiler (the op monitor's session): torch's profiler, even
+    /// for CPU activity alone, records CUDA's runtime and driver API calls through CUPTI
+    /// and registers its own buffer callbacks as a session first starts. Buffers already
+    /// handed out are flushed to their owner, then ours are registered for what follows.
+    pub(super) fn start(on_gpu: bool, flush_bytes: usize) -> Option<Recording> {
+        static WARNED: OnceLock<()> = OnceLock::new();
+        if !on_gpu {
+            return None;
+        }
+        let started = cupti().and_then(|c| {
+            // SAFETY: plain calls with valid arguments.
+            unsafe {
+                check(c, (c.flush_all)(FLUSH_FORCED), "cuptiActivityFlushAll")?;
+                check(
+                    c,
+                    (c.register_callbacks)(buffer_requested, buffer_completed),
+                    "cuptiActivityRegisterCallbacks",
+                )?;
+                lock(&RECORDS).clear();
+                for k in KINDS {
+                    check(c, (c.enable)(k), "cuptiActivityEnable")?;
+                }
+            }
+            Ok(c)
+        });
+        match started {
+            Ok(c) => {
+                *lock(&OPEN) = Some(Open::default());
+                Some(Recording {
+                    cupti: c,
+                    flush_bytes: flush_bytes as u64,
+                    closed: false,
+                })
+            }
+            Err(e) => {
+                WARNED.get_or_init(|| {
+                    super::log::log(&format!(
+                        "warning: the device activity check is off ({e}); the op check is the profiler's alone"
+                    ));
+                });
+                None
+            }
+        }
+    }
+
+    /// Ends the recording, once the device is synchronized: what the windows' calls did.
+    ///
+    /// # Errors
+    /// CUPTI's error when its buffers cannot be flushed.
+    pub(super) fn finish(mut self) -> Result<DeviceActivity, String> {
+        let (open, flushed) = self.close();
+        let records = std::mem::take(&mut *lock(&RECORDS));
+        flushed?;
+        Ok(attribute(
+            &records,
+            &open.windows,
+            open.flushes,
+            self.flush_bytes,
+        ))
+    }
+
+    /// Takes the open state, flushes CUPTI's buffers and disables the kinds.
+    fn close(&mut self) -> (Open, Result<(), String>) {
+        self.closed = true;
+        let open = lock(&OPEN).take().unwrap_or_default();
+        let c = self.cupti;
+        // SAFETY: plain calls with valid arguments.
+        let flushed = unsafe {
+            let f = check(c, (c.flush_all)(FLUSH_FORCED), "cuptiActivityFlushAll");
+            for k in KINDS.iter().rev() {
+                (c.disable)(*k);
+            }
+            f
+        };
+        (open, flushed)
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if !self.closed {
+            let _ = self.close();
+            lock(&RECORDS).clear();
+        }
+    }
+}
+
+/// The records of the calls in `windows` (API calls begun inside one, and what they
+/// enqueued), with the flushes made and seen.
+fn attribute(
+    records: &[Record],
+    windows: &[(u64, u64)],
+    flushes_made: usize,
+    flush_bytes: u64,
+) -> DeviceActivity {
+    // the windows are in call order, one after another on the host clock
+    let window_of = |t: u64| -> Option<usize> {
+        let i = windows.partition_point(|w| w.0 <= t).checked_sub(1)?;
+        (t <= windows[i].1).then_some(i)
+    };
+    let calls_of: HashMap<u32, usize> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Api {
+                start_ns,
+                correlation,
+            } => Some((*correlation, window_of(*start_ns)?)),
+            _ => None,
+        })
+        .collect();
+    let mut out = DeviceActivity {
+        calls: vec![BTreeSet::new(); windows.len()],
+        flushes_made,
+        records: records.len(),
+        ..DeviceActivity::default()
+    };
+    let mut to_host = vec![0u64; windows.len()];
+    for r in records {
+        match r {
+            Record::Kernel { name, correlation } => {
+                if let Some(&w) = calls_of.get(correlation) {
+                    out.calls[w].insert(name.clone());
+                }
+            }
+            Record::Memcpy {
+                kind,
+                bytes,
+                correlation,
+            } if *kind == MEMCPY_DTOH => {
+                if let Some(&w) = calls_of.get(correlation) {
+                    out.to_host_bytes += bytes;
+                    out.to_host_copies += 1;
+                    to_host[w] += bytes;
+                }
+            }
+            Record::Memset { bytes } if *bytes == flush_bytes => out.flushes_seen += 1,
+            _ => {}
+        }
+    }
+    out.to_host_most_per_call = to_host.into_iter().max().unwrap_or(0);
+    out
+}
+
+/// Kernels of torch's own that move data without computing any of a reference (the device
+/// side of [`autokernel_core::ALLOWED_OPS`]: copies and casts, `cat` and `stack`
+/// (`CatArrayBatchedCopy`), fills and pads, `flip`, index ranges): ATen's mangled names
+/// (namespace `at::native`) holding one of these words, in any case.
+const ALLOWED_TORCH_KERNELS: &[&str] = &["copy", "fill", "flip", "arange"];
+
+/// The most bytes one call may copy from the device to the host: a few scalars
+/// (`.item()`, which the allowlist has), never a row of a reference's input.
+const MAX_TO_HOST_BYTES_PER_CALL: u64 = 256;
+
+/// Whether `name` is one of torch's own data-moving kernels ([`ALLOWED_TORCH_KERNELS`]).
+fn allowed_torch_kernel(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    name.starts_with("_ZN2at6native") && ALLOWED_TORCH_KERNELS.iter().any(|k| lower.contains(k))
+}
+
+/// The names a Python file defines with `def` (Triton compiles a kernel under its
+/// function's name), except names shaped like C++'s mangled ones (`_Z…`), which no
+/// Triton kernel needs and which would let a file claim one of torch's kernels as its own.
+/// A line scan, not a parser: a name that only appears in a string is harmless here (it
+/// still has to be a kernel the calls launched).
+pub(super) fn defined_names(source: &str) -> BTreeSet<String> {
+    source
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l.strip_prefix("async ").unwrap_or(l);
+            let rest = l.strip_prefix("def ").or_else(|| l.strip_prefix("def\t"))?;
+            let name: String = rest
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            (!name.is_empty() && !name.starts_with("_Z")).then_some(name)
+        })
+        .collect()
+}
+
+/// Why the calls of `activity` did not compute their result with the kernels `file`
+/// defines (`own`: [`defined_names`]), or `None`: a copy from the device to the host, a
+/// kernel neither the file's nor one of torch's data-moving ones, or a recording another
+/// client interrupted. `who` names the calls ("the timed calls"). Also returns the calls
+/// that launched none of the file's kernels.
+pub(super) fn judge(
+    activity: &DeviceActivity,
+    own: &BTreeSet<String>,
+    who: &str,
+    file: &str,
+) -> (Option<String>, u32) {
+    let mut why = Vec::new();
+    if activity.flushes_seen < activity.flushes_made {
+        why.push(format!(
+            "the device's activity record was taken over during {who} ({} of the judge's {} flushes recorded, {} records in all): a profiler started inside a call?",
+            activity.flushes_seen, activity.flushes_made, activity.records
+        ));
+    }
+    if activity.to_host_most_per_call > MAX_TO_HOST_BYTES_PER_CALL {
+        why.push(format!(
+            "{who} copied {} bytes from the device to the host in {} copies; a kernel computes its result on the device",
+            activity.to_host_bytes, activity.to_host_copies
+        ));
+    }
+    let foreign: BTreeMap<&str, usize> = activity
+        .calls
+        .iter()
+        .flatten()
+        .filter(|k| !own.contains(*k) && !allowed_torch_kernel(k))
+        .fold(BTreeMap::new(), |mut m, k| {
+            *m.entry(k.as_str()).or_default() += 1;
+            m
+        });
+    if !foreign.is_empty() {
+        let names: Vec<String> = foreign
+            .keys()
+            .take(3)
+            .map(|k| k.chars().take(100).collect())
+            .collect();
+        why.push(format!(
+            "{who} launched device kernels not defined in {file}: {}{}",
+            names.join(", "),
+            if foreign.len() > 3 { ", …" } else { "" }
+        ));
+    }
+    let launchless = activity
+        .calls
+        .iter()
+        .filter(|c| !c.iter().any(|k| own.contains(k)))
+        .count() as u32;
+    ((!why.is_empty()).then(|| why.join("; ")), launchless)
+}
+
+/// The names [`defined_names`] finds in the file at `path`, read before any of its code
+/// runs (empty when it cannot be read: the load then says why).
+pub(super) fn names_defined_in(path: &std::path::Path) -> BTreeSet<String> {
+    std::fs::read_to_string(path)
+        .map(|s| defined_names(&s))
+        .unwrap_or_default()
+}
+
+/// The kernels the calls launched, distinct, as a stage's detail shows them: `; kernels:
+/// a, b` (empty for none).
+pub(super) fn kernels_note(activity: &DeviceActivity) -> String {
+    let all: BTreeSet<String> = activity
+        .calls
+        .iter()
+        .flatten()
+        .map(|k| k.chars().take(60).collect())
+        .collect();
+    if all.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; kernels: {}",
+        all.into_iter().collect::<Vec<_>>().join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(start_ns: u64, correlation: u32) -> Record {
+        Record::Api {
+            start_ns,
+            correlation,
+        }
+    }
+
+    fn kernel(name: &str, correlation: u32) -> Record {
+        Record::Kernel {
+            name: name.into(),
+            correlation,
+        }
+    }
+
+    #[test]
+    fn work_is_the_calls_when_its_api_call_began_inside_one() {
+        let records = vec![
+            api(5, 1),
+            kernel("judge_copy", 1),
+            api(12, 2),
+            kernel("softmax_kernel", 2),
+            api(25, 3),
+            kernel("spin", 3),
+            api(31, 4),
+            kernel("softmax_kernel", 4),
+            Record::Memcpy {
+                kind: MEMCPY_DTOH,
+                bytes: 64,
+                correlation: 4,
+            },
+            Record::Memcpy {
+                kind: MEMCPY_DTOH,
+                bytes: 1000,
+                correlation: 3,
+            },
+        ];
+        let a = attribute(&records, &[(10, 20), (30, 40)], 0, 0);
+        let call = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        assert_eq!(
+            a.calls,
+            vec![call(&["softmax_kernel"]), call(&["softmax_kernel"])]
+        );
+        assert_eq!(
+            (a.to_host_copies, a.to_host_bytes, a.to_host_most_per_call),
+            (1, 64, 64)
+        );
+    }
+
+    #[test]
+    fn flushes_are_memsets_of_the_flush_size_only() {
+        let records = vec![
+            Record::Memset { bytes: 256 },
+            Record::Memset { bytes: 256 },
+            Record::Memset { bytes: 4 },
+        ];
+        let a = attribute(&records, &[], 3, 256);
+        assert_eq!((a.flushes_made, a.flushes_seen), (3, 2));
+        let (why, _) = judge(&a, &BTreeSet::new(), "the timed calls", "kernel.py");
+        assert!(why.unwrap().contains("2 of the judge's 3 flushes"));
+    }
+
+    #[test]
+    fn a_call_may_launch_its_files_kernels_and_torchs_copies_only() {
+        let own: BTreeSet<String> = ["softmax_kernel".to_string()].into();
+        let copy =
+            "_ZN2at6native29vectorized_elementwise_kernelILi4EZNS0_23direct_copy_kernel_cuda";
+        let cat = "_ZN2at6native50_GLOBAL__N__CatArrayBatchedCopyINS1_10OpaqueTypeILj2EEEjLi2ELi64ELi64EEEvPT_";
+        let softmax = "_ZN2at6native43_GLOBAL__N__cunn_SoftMaxForwardILi4EfffNS1_22SoftMaxForwardEpilogueEEEvPT2_PKT0_i";
+        let mut a = DeviceActivity {
+            calls: vec![
+                ["softmax_kernel".to_string(), copy.to_string()].into(),
+                [copy.to_string(), cat.to_string()].into(),
+            ],
+            ..DeviceActivity::default()
+        };
+        let (why, launchless) = judge(&a, &own, "the timed calls", "kernel.py");
+        assert_eq!((why, launchless), (None, 1));
+        a.calls[1].insert(softmax.to_string());
+        a.calls[1].insert("sm90_xmma_gemm_f16f16_f32".to_string());
+        let (why, _) = judge(&a, &own, "the timed calls", "kernel.py");
+        let why = why.unwrap();
+        assert!(
+            why.contains("cunn_SoftMaxForward") && why.contains("sm90_xmma_gemm"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_copy_to_the_host_beyond_a_few_scalars_is_named_with_its_bytes() {
+        let mut a = DeviceActivity {
+            to_host_bytes: 2 * MAX_TO_HOST_BYTES_PER_CALL,
+            to_host_copies: 2,
+            to_host_most_per_call: MAX_TO_HOST_BYTES_PER_CALL,
+            ..DeviceActivity::default()
+        };
+        let own = BTreeSet::new();
+        assert_eq!(judge(&a, &own, "the timed calls", "kernel.py").0, None);
+        a.to_host_most_per_call += 1;
+        let (why, _) = judge(&a, &own, "the timed calls", "kernel.py");
+        assert!(why
+            .unwrap()
+            .contains("copied 512 bytes from the device to the host in 2 copies"));
+    }
+
+    #[test]
+    fn defined_names_are_the_files_defs_but_not_mangled_ones() {
+        let src = "import triton\n@triton.jit\ndef softmax_kernel(x_ptr, n):\n    pass\n\
+                   class K:\n    async def helper (self):\n        pass\n\
+                   def _ZN2at6native18cunn_SoftMaxForward():\n    pass\n\
+                   define = 3\n# def commented(): not a definition\n";
+        let names: Vec<String> = defined_names(src).into_iter().collect();
+        assert_eq!(names, ["helper", "softmax_kernel"]);
+    }
+}
