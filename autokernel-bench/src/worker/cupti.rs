@@ -86,6 +86,7 @@ enum Record {
     },
     Memset {
         bytes: u64,
+        correlation: u32,
     },
 }
 
@@ -104,6 +105,8 @@ static OPEN: Mutex<Option<Open>> = Mutex::new(None);
 struct Open {
     /// Each candidate call's (start, end) on CUPTI's host clock, in call order.
     windows: Vec<(u64, u64)>,
+    /// The judge's own read-backs of kept outputs ([`judges_read`]), no Python inside.
+    reads: Vec<(u64, u64)>,
     /// The timed loop's L2 flushes made ([`flushed`]).
     flushes: usize,
 }
@@ -192,7 +195,10 @@ unsafe fn parse(p: *const u8) -> Option<Record> {
                 bytes: at_u64(8),
                 correlation: at_u32(44),
             }),
-            KIND_MEMSET => Some(Record::Memset { bytes: at_u64(8) }),
+            KIND_MEMSET => Some(Record::Memset {
+                bytes: at_u64(8),
+                correlation: at_u32(44),
+            }),
             _ => None,
         }
     }
@@ -278,6 +284,23 @@ pub(super) fn window<T>(f: impl FnOnce() -> T) -> T {
     value
 }
 
+/// Runs `f`, the judge's own read-back of the kept outputs to the host (Rust and the
+/// driver only: no Python runs inside), as a window whose copies to the host are the
+/// judge's, if a recording is open.
+pub(super) fn judges_read<T>(f: impl FnOnce() -> T) -> T {
+    let open = lock(&OPEN).is_some();
+    let Some(c) = open.then(cupti).and_then(Result::ok) else {
+        return f();
+    };
+    let start = now_ns(c);
+    let value = f();
+    let end = now_ns(c);
+    if let Some(o) = lock(&OPEN).as_mut() {
+        o.reads.push((start, end));
+    }
+    value
+}
+
 /// Notes one L2 flush of the timed loop (a driver memset of the recording's `flush_bytes`)
 /// in the open recording, if any.
 pub(super) fn flushed() {
@@ -294,11 +317,20 @@ pub(super) struct Recording {
     closed: bool,
 }
 
-/// What the candidate's calls of one recording did on the device.
+/// What the candidate's calls of one recording did on the device, and what ran between
+/// them besides the judge's own work.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct DeviceActivity {
-    /// The kernels each call launched, by name, per call in order.
+    /// The kernels each call of the measurement launched (warm-up and batch calls
+    /// included), by name, per call in order.
     pub calls: Vec<BTreeSet<String>>,
+    /// Kernels launched outside every call: the judge's own (copies, its sleep), or work a
+    /// hook of the candidate's (a garbage collector callback, a finalizer, a thread) ran
+    /// between its calls, before the timing starts.
+    pub between: BTreeSet<String>,
+    /// Bytes copied from the device to the host outside every call and outside the
+    /// judge's own read-backs.
+    pub between_to_host_bytes: u64,
     /// Bytes copied from the device to the host by the calls (`cudaMemcpy` D2H, `.cpu()`,
     /// `.item()`, `.tolist()` of a device tensor), and how many such copies.
     pub to_host_bytes: u64,
@@ -319,6 +351,8 @@ impl DeviceActivity {
     /// a head-to-head).
     pub(super) fn absorb(&mut self, other: DeviceActivity) {
         self.calls.extend(other.calls);
+        self.between.extend(other.between);
+        self.between_to_host_bytes += other.between_to_host_bytes;
         self.to_host_bytes += other.to_host_bytes;
         self.to_host_copies += other.to_host_copies;
         self.to_host_most_per_call = self.to_host_most_per_call.max(other.to_host_most_per_call);
@@ -337,45 +371,60 @@ impl Recording {
     /// for CPU activity alone, records CUDA's runtime and driver API calls through CUPTI
     /// and registers its own buffer callbacks as a session first starts. Buffers already
     /// handed out are flushed to their owner, then ours are registered for what follows.
-    pub(super) fn start(on_gpu: bool, flush_bytes: usize) -> Option<Recording> {
+    ///
+    /// # Errors
+    /// CUPTI's error when it is there but cannot be started (what was enabled is disabled
+    /// again): a profiler the candidate left running could be the cause, so the judge
+    /// does not go on without the record.
+    pub(super) fn start(on_gpu: bool, flush_bytes: usize) -> Result<Option<Recording>, String> {
         static WARNED: OnceLock<()> = OnceLock::new();
         if !on_gpu {
-            return None;
+            return Ok(None);
         }
-        let started = cupti().and_then(|c| {
-            // SAFETY: plain calls with valid arguments.
-            unsafe {
-                check(c, (c.flush_all)(FLUSH_FORCED), "cuptiActivityFlushAll")?;
-                check(
-                    c,
-                    (c.register_callbacks)(buffer_requested, buffer_completed),
-                    "cuptiActivityRegisterCallbacks",
-                )?;
-                lock(&RECORDS).clear();
-                for k in KINDS {
-                    check(c, (c.enable)(k), "cuptiActivityEnable")?;
-                }
-            }
-            Ok(c)
-        });
-        match started {
-            Ok(c) => {
-                *lock(&OPEN) = Some(Open::default());
-                Some(Recording {
-                    cupti: c,
-                    flush_bytes: flush_bytes as u64,
-                    closed: false,
-                })
-            }
+        let c = match cupti() {
+            Ok(c) => c,
             Err(e) => {
                 WARNED.get_or_init(|| {
                     super::log::log(&format!(
                         "warning: the device activity check is off ({e}); the op check is the profiler's alone"
                     ));
                 });
-                None
+                return Ok(None);
             }
+        };
+        // SAFETY: plain calls with valid arguments.
+        let started = unsafe {
+            check(c, (c.flush_all)(FLUSH_FORCED), "cuptiActivityFlushAll").and_then(|()| {
+                check(
+                    c,
+                    (c.register_callbacks)(buffer_requested, buffer_completed),
+                    "cuptiActivityRegisterCallbacks",
+                )
+            })
+        };
+        lock(&RECORDS).clear();
+        let mut enabled = Vec::new();
+        let started = started.and_then(|()| {
+            KINDS.iter().try_for_each(|&k| {
+                // SAFETY: a plain call with a valid kind.
+                check(c, unsafe { (c.enable)(k) }, "cuptiActivityEnable")?;
+                enabled.push(k);
+                Ok(())
+            })
+        });
+        if let Err(e) = started {
+            for k in enabled.into_iter().rev() {
+                // SAFETY: a plain call with a kind enabled above.
+                unsafe { (c.disable)(k) };
+            }
+            return Err(e);
         }
+        *lock(&OPEN) = Some(Open::default());
+        Ok(Some(Recording {
+            cupti: c,
+            flush_bytes: flush_bytes as u64,
+            closed: false,
+        }))
     }
 
     /// Ends the recording, once the device is synchronized: what the windows' calls did.
@@ -386,12 +435,7 @@ impl Recording {
         let (open, flushed) = self.close();
         let records = std::mem::take(&mut *lock(&RECORDS));
         flushed?;
-        Ok(attribute(
-            &records,
-            &open.windows,
-            open.flushes,
-            self.flush_bytes,
-        ))
+        Ok(attribute(&records, &open, self.flush_bytes))
     }
 
     /// Takes the open state, flushes CUPTI's buffers and disables the kinds.
@@ -399,13 +443,13 @@ impl Recording {
         self.closed = true;
         let open = lock(&OPEN).take().unwrap_or_default();
         let c = self.cupti;
-        // SAFETY: plain calls with valid arguments.
+        // SAFETY: plain calls with valid arguments. Disabled first: nothing is recorded
+        // after the flush into a buffer no one collects.
         let flushed = unsafe {
-            let f = check(c, (c.flush_all)(FLUSH_FORCED), "cuptiActivityFlushAll");
             for k in KINDS.iter().rev() {
                 (c.disable)(*k);
             }
-            f
+            check(c, (c.flush_all)(FLUSH_FORCED), "cuptiActivityFlushAll")
         };
         (open, flushed)
     }
@@ -420,55 +464,65 @@ impl Drop for Recording {
     }
 }
 
-/// The records of the calls in `windows` (API calls begun inside one, and what they
-/// enqueued), with the flushes made and seen.
-fn attribute(
-    records: &[Record],
-    windows: &[(u64, u64)],
-    flushes_made: usize,
-    flush_bytes: u64,
-) -> DeviceActivity {
-    // the windows are in call order, one after another on the host clock
-    let window_of = |t: u64| -> Option<usize> {
+/// The records of the calls in `open`'s windows (API calls begun inside one, and what
+/// they enqueued), what ran outside them (the judge's read-backs aside), and the flushes
+/// made and seen (memsets of `flush_bytes` outside the calls).
+fn attribute(records: &[Record], open: &Open, flush_bytes: u64) -> DeviceActivity {
+    // the windows are in order, one after another on the host clock
+    let inside = |windows: &[(u64, u64)], t: u64| -> Option<usize> {
         let i = windows.partition_point(|w| w.0 <= t).checked_sub(1)?;
         (t <= windows[i].1).then_some(i)
     };
-    let calls_of: HashMap<u32, usize> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Api {
-                start_ns,
-                correlation,
-            } => Some((*correlation, window_of(*start_ns)?)),
-            _ => None,
-        })
-        .collect();
+    let mut calls_of: HashMap<u32, usize> = HashMap::new();
+    let mut reads: BTreeSet<u32> = BTreeSet::new();
+    for r in records {
+        if let Record::Api {
+            start_ns,
+            correlation,
+        } = r
+        {
+            if let Some(w) = inside(&open.windows, *start_ns) {
+                calls_of.insert(*correlation, w);
+            } else if inside(&open.reads, *start_ns).is_some() {
+                reads.insert(*correlation);
+            }
+        }
+    }
     let mut out = DeviceActivity {
-        calls: vec![BTreeSet::new(); windows.len()],
-        flushes_made,
+        calls: vec![BTreeSet::new(); open.windows.len()],
+        flushes_made: open.flushes,
         records: records.len(),
         ..DeviceActivity::default()
     };
-    let mut to_host = vec![0u64; windows.len()];
+    let mut to_host = vec![0u64; open.windows.len()];
     for r in records {
         match r {
-            Record::Kernel { name, correlation } => {
-                if let Some(&w) = calls_of.get(correlation) {
+            Record::Kernel { name, correlation } => match calls_of.get(correlation) {
+                Some(&w) => {
                     out.calls[w].insert(name.clone());
                 }
-            }
+                None => {
+                    out.between.insert(name.clone());
+                }
+            },
             Record::Memcpy {
                 kind,
                 bytes,
                 correlation,
-            } if *kind == MEMCPY_DTOH => {
-                if let Some(&w) = calls_of.get(correlation) {
+            } if *kind == MEMCPY_DTOH => match calls_of.get(correlation) {
+                Some(&w) => {
                     out.to_host_bytes += bytes;
                     out.to_host_copies += 1;
                     to_host[w] += bytes;
                 }
+                None if !reads.contains(correlation) => out.between_to_host_bytes += bytes,
+                None => {}
+            },
+            Record::Memset { bytes, correlation }
+                if *bytes == flush_bytes && !calls_of.contains_key(correlation) =>
+            {
+                out.flushes_seen += 1;
             }
-            Record::Memset { bytes } if *bytes == flush_bytes => out.flushes_seen += 1,
             _ => {}
         }
     }
@@ -476,27 +530,52 @@ fn attribute(
     out
 }
 
-/// Kernels of torch's own that move data without computing any of a reference (the device
-/// side of [`autokernel_core::ALLOWED_OPS`]: copies and casts, `cat` and `stack`
-/// (`CatArrayBatchedCopy`), fills and pads, `flip`, index ranges): ATen's mangled names
-/// (namespace `at::native`) holding one of these words, in any case.
-const ALLOWED_TORCH_KERNELS: &[&str] = &["copy", "fill", "flip", "arange"];
+/// Kernels of torch's own that move data without computing any of a reference, the device
+/// side of most of [`autokernel_core::ALLOWED_OPS`]: copies and casts (`*copy_kernel_cuda`),
+/// fills (zeros, constant pads), `cat` and `stack`, `flip`, index ranges (`arange`). ATen's
+/// mangled names (namespace `at::native`, or `RangeFactories.cu`'s) holding one of these
+/// functions' or functors' names, as torch 2.11 names them. Not here, so `TAMPER` in a timed call on the GPU though on the
+/// allowlist: `repeat_interleave` and reflection or replication pads, whose kernels are
+/// general gathers and scans.
+const ALLOWED_TORCH_KERNELS: &[&str] = &[
+    "copy_kernel_cuda",
+    "FillFunctor",
+    "CatArrayBatchedCopy",
+    "flip_kernel",
+    "elementwise_kernel_with_index",
+];
 
-/// The most bytes one call may copy from the device to the host: a few scalars
-/// (`.item()`, which the allowlist has), never a row of a reference's input.
-const MAX_TO_HOST_BYTES_PER_CALL: u64 = 256;
+/// The most bytes one call may copy from the device to the host: scalars and offsets
+/// (`.item()`, `.tolist()` of a small index tensor), never a timed input (megabytes).
+const MAX_TO_HOST_BYTES_PER_CALL: u64 = 4096;
 
 /// Whether `name` is one of torch's own data-moving kernels ([`ALLOWED_TORCH_KERNELS`]).
 fn allowed_torch_kernel(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    name.starts_with("_ZN2at6native") && ALLOWED_TORCH_KERNELS.iter().any(|k| lower.contains(k))
+    let aten = name.starts_with("_ZN2at6native")
+        // `arange`'s kernel sits in RangeFactories.cu's anonymous namespace
+        || (name.starts_with("_ZN") && name.contains("_RangeFactories_cu_"));
+    aten && ALLOWED_TORCH_KERNELS.iter().any(|k| name.contains(k))
 }
 
-/// The names a Python file defines with `def` (Triton compiles a kernel under its
-/// function's name), except names shaped like C++'s mangled ones (`_Z…`), which no
-/// Triton kernel needs and which would let a file claim one of torch's kernels as its own.
-/// A line scan, not a parser: a name that only appears in a string is harmless here (it
-/// still has to be a kernel the calls launched).
+/// Whether `name` is the judge's own sleep between timed calls (`torch.cuda._sleep`:
+/// `at::cuda`'s `spin_kernel`).
+fn judges_sleep(name: &str) -> bool {
+    name.starts_with("_ZN2at4cuda") && name.contains("spin_kernel")
+}
+
+/// Prefixes of the kernel names libraries give their kernels, which no name a file defines
+/// may take: C++'s mangling (`_Z`, torch's own), torch.compile's generated Triton kernels
+/// (`triton_poi_fused_…`), cuBLAS's and cuDNN's plain names. A file defining such a name
+/// could otherwise claim the library's kernel as its own.
+const LIBRARY_PREFIXES: &[&str] = &[
+    "_Z", "triton_", "nvjet", "cutlass", "xmma", "cublas", "cudnn", "ampere_", "volta_", "turing_",
+    "hopper_", "fmha", "sm1", "sm2", "sm3", "sm5", "sm6", "sm7", "sm8", "sm9",
+];
+
+/// The names a Python file defines with `def` (Triton names a kernel after its function,
+/// unless `triton.jit(repr=…)` renames it), except names with a library's prefix
+/// ([`LIBRARY_PREFIXES`]). A line scan, not a parser: a `def` line inside a string counts
+/// too, which is why the prefixes are refused.
 pub(super) fn defined_names(source: &str) -> BTreeSet<String> {
     source
         .lines()
@@ -509,7 +588,8 @@ pub(super) fn defined_names(source: &str) -> BTreeSet<String> {
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_')
                 .collect();
-            (!name.is_empty() && !name.starts_with("_Z")).then_some(name)
+            let library = LIBRARY_PREFIXES.iter().any(|p| name.starts_with(p));
+            (!name.is_empty() && !library).then_some(name)
         })
         .collect()
 }
@@ -530,6 +610,25 @@ pub(super) fn judge(
         why.push(format!(
             "the device's activity record was taken over during {who} ({} of the judge's {} flushes recorded, {} records in all): a profiler started inside a call?",
             activity.flushes_seen, activity.flushes_made, activity.records
+        ));
+    }
+    let between: Vec<String> = activity
+        .between
+        .iter()
+        .filter(|k| !allowed_torch_kernel(k) && !judges_sleep(k))
+        .take(3)
+        .map(|k| k.chars().take(100).collect())
+        .collect();
+    if !between.is_empty() {
+        why.push(format!(
+            "kernels ran between {who}, outside the timing, that are not the judge's: {}",
+            between.join(", ")
+        ));
+    }
+    if activity.between_to_host_bytes > 0 {
+        why.push(format!(
+            "{} bytes were copied from the device to the host between {who}",
+            activity.between_to_host_bytes
         ));
     }
     if activity.to_host_most_per_call > MAX_TO_HOST_BYTES_PER_CALL {
@@ -611,6 +710,22 @@ mod tests {
         }
     }
 
+    fn open(windows: &[(u64, u64)], reads: &[(u64, u64)], flushes: usize) -> Open {
+        Open {
+            windows: windows.to_vec(),
+            reads: reads.to_vec(),
+            flushes,
+        }
+    }
+
+    fn to_host(bytes: u64, correlation: u32) -> Record {
+        Record::Memcpy {
+            kind: MEMCPY_DTOH,
+            bytes,
+            correlation,
+        }
+    }
+
     #[test]
     fn work_is_the_calls_when_its_api_call_began_inside_one() {
         let records = vec![
@@ -619,43 +734,77 @@ mod tests {
             api(12, 2),
             kernel("softmax_kernel", 2),
             api(25, 3),
-            kernel("spin", 3),
+            kernel("hooked_kernel", 3),
             api(31, 4),
             kernel("softmax_kernel", 4),
-            Record::Memcpy {
-                kind: MEMCPY_DTOH,
-                bytes: 64,
-                correlation: 4,
-            },
-            Record::Memcpy {
-                kind: MEMCPY_DTOH,
-                bytes: 1000,
-                correlation: 3,
-            },
+            to_host(64, 4),
+            to_host(1000, 3),
+            api(52, 5),
+            to_host(512, 5),
+            kernel("queued_before", 99),
         ];
-        let a = attribute(&records, &[(10, 20), (30, 40)], 0, 0);
-        let call = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let a = attribute(&records, &open(&[(10, 20), (30, 40)], &[(50, 60)], 0), 0);
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
         assert_eq!(
             a.calls,
-            vec![call(&["softmax_kernel"]), call(&["softmax_kernel"])]
+            vec![names(&["softmax_kernel"]), names(&["softmax_kernel"])]
         );
         assert_eq!(
             (a.to_host_copies, a.to_host_bytes, a.to_host_most_per_call),
             (1, 64, 64)
         );
+        // outside the calls: every kernel, and the copies but the judge's read-back's
+        assert_eq!(
+            a.between,
+            names(&["hooked_kernel", "judge_copy", "queued_before"])
+        );
+        assert_eq!(a.between_to_host_bytes, 1000);
     }
 
     #[test]
-    fn flushes_are_memsets_of_the_flush_size_only() {
+    fn flushes_are_memsets_of_the_flush_size_outside_the_calls() {
         let records = vec![
-            Record::Memset { bytes: 256 },
-            Record::Memset { bytes: 256 },
-            Record::Memset { bytes: 4 },
+            Record::Memset {
+                bytes: 256,
+                correlation: 1,
+            },
+            Record::Memset {
+                bytes: 4,
+                correlation: 2,
+            },
+            api(15, 3),
+            Record::Memset {
+                bytes: 256,
+                correlation: 3,
+            },
         ];
-        let a = attribute(&records, &[], 3, 256);
-        assert_eq!((a.flushes_made, a.flushes_seen), (3, 2));
+        let a = attribute(&records, &open(&[(10, 20)], &[], 2), 256);
+        assert_eq!((a.flushes_made, a.flushes_seen), (2, 1));
         let (why, _) = judge(&a, &BTreeSet::new(), "the timed calls", "kernel.py");
-        assert!(why.unwrap().contains("2 of the judge's 3 flushes"));
+        assert!(why.unwrap().contains("1 of the judge's 2 flushes"));
+    }
+
+    #[test]
+    fn between_the_calls_only_the_judges_copies_and_sleep_may_run() {
+        let own: BTreeSet<String> = ["softmax_kernel".to_string()].into();
+        let sleep = "_ZN2at4cuda12_GLOBAL__N_111spin_kernelEl";
+        let cast =
+            "_ZN2at6native29vectorized_elementwise_kernelILi8EZNS0_24float16_copy_kernel_cuda";
+        let mut a = DeviceActivity {
+            calls: vec![["softmax_kernel".to_string()].into()],
+            between: [sleep.to_string(), cast.to_string()].into(),
+            ..DeviceActivity::default()
+        };
+        assert_eq!(judge(&a, &own, "the timed calls", "kernel.py").0, None);
+        // its own kernel, launched by a hook before the timing starts
+        a.between.insert("softmax_kernel".to_string());
+        a.between_to_host_bytes = 8;
+        let why = judge(&a, &own, "the timed calls", "kernel.py").0.unwrap();
+        assert!(
+            why.contains("kernels ran between the timed calls, outside the timing, that are not the judge's: softmax_kernel")
+                && why.contains("8 bytes were copied from the device to the host between the timed calls"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -663,12 +812,15 @@ mod tests {
         let own: BTreeSet<String> = ["softmax_kernel".to_string()].into();
         let copy =
             "_ZN2at6native29vectorized_elementwise_kernelILi4EZNS0_23direct_copy_kernel_cuda";
+        let copysign =
+            "_ZN2at6native29vectorized_elementwise_kernelILi4EZNS0_20copysign_kernel_cuda";
         let cat = "_ZN2at6native50_GLOBAL__N__CatArrayBatchedCopyINS1_10OpaqueTypeILj2EEEjLi2ELi64ELi64EEEvPT_";
+        let arange = "_ZN50_GLOBAL__N__fa15d16e_17_RangeFactories_cu_38772b0829elementwise_kernel_with_indexIiZZZN2at6native15arange_cuda_out";
         let softmax = "_ZN2at6native43_GLOBAL__N__cunn_SoftMaxForwardILi4EfffNS1_22SoftMaxForwardEpilogueEEEvPT2_PKT0_i";
         let mut a = DeviceActivity {
             calls: vec![
                 ["softmax_kernel".to_string(), copy.to_string()].into(),
-                [copy.to_string(), cat.to_string()].into(),
+                [copy.to_string(), cat.to_string(), arange.to_string()].into(),
             ],
             ..DeviceActivity::default()
         };
@@ -676,10 +828,13 @@ mod tests {
         assert_eq!((why, launchless), (None, 1));
         a.calls[1].insert(softmax.to_string());
         a.calls[1].insert("sm90_xmma_gemm_f16f16_f32".to_string());
+        a.calls[1].insert(copysign.to_string());
         let (why, _) = judge(&a, &own, "the timed calls", "kernel.py");
         let why = why.unwrap();
         assert!(
-            why.contains("cunn_SoftMaxForward") && why.contains("sm90_xmma_gemm"),
+            why.contains("cunn_SoftMaxForward")
+                && why.contains("sm90_xmma_gemm")
+                && why.contains("copysign_kernel_cuda"),
             "{why}"
         );
     }
@@ -696,16 +851,20 @@ mod tests {
         assert_eq!(judge(&a, &own, "the timed calls", "kernel.py").0, None);
         a.to_host_most_per_call += 1;
         let (why, _) = judge(&a, &own, "the timed calls", "kernel.py");
-        assert!(why
-            .unwrap()
-            .contains("copied 512 bytes from the device to the host in 2 copies"));
+        assert!(why.unwrap().contains(&format!(
+            "copied {} bytes from the device to the host in 2 copies",
+            2 * MAX_TO_HOST_BYTES_PER_CALL
+        )));
     }
 
     #[test]
-    fn defined_names_are_the_files_defs_but_not_mangled_ones() {
+    fn defined_names_are_the_files_defs_but_not_libraries_names() {
         let src = "import triton\n@triton.jit\ndef softmax_kernel(x_ptr, n):\n    pass\n\
                    class K:\n    async def helper (self):\n        pass\n\
                    def _ZN2at6native18cunn_SoftMaxForward():\n    pass\n\
+                   def triton_per_fused__softmax_0(): pass\n\
+                   def sm90_xmma_gemm_f16f16_f32(): pass\n\
+                   def nvjet_hsh_128x256(): pass\n\
                    define = 3\n# def commented(): not a definition\n";
         let names: Vec<String> = defined_names(src).into_iter().collect();
         assert_eq!(names, ["helper", "softmax_kernel"]);

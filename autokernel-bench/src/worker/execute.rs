@@ -259,6 +259,28 @@ pub(crate) fn borrowed_in_calls(
     })
 }
 
+/// Why the time of `calls` (a kernel's timed calls; `who` names them) is not of the kernel's
+/// own work, or `None`: one of the kind's forbidden ops, what the device ran beside the
+/// kernels its file defines (`own_kernels`, [`cupti::judge`]), an op off the allowlist or a
+/// call that launched none of its file's kernels ([`borrowed_in_calls`]; launches counted
+/// by the harness and, on the GPU, by the device). Judged once the timed outputs are right.
+pub(crate) fn not_its_own(
+    spec: &KindSpec,
+    who: &str,
+    calls: &timing::TimedCalls,
+    own_kernels: &BTreeSet<String>,
+    file: &str,
+) -> Option<String> {
+    let (on_device, device_launchless) = calls
+        .device
+        .as_ref()
+        .map_or((None, 0), |a| cupti::judge(a, own_kernels, who, file));
+    let launchless = calls.launchless.max(device_launchless);
+    forbidden_in_calls(spec, who, &calls.ops)
+        .or(on_device)
+        .or_else(|| borrowed_in_calls(spec, who, &calls.own_ops, launchless, file))
+}
+
 /// Has the parent compare the outputs the timed loop kept ([`timing::Rotation`]) with the
 /// references of their inputs: `case` at each output's input offsets. Ok(Err(reason)) for
 /// `unkept` (a checked call whose output could not be kept), or the first output that
@@ -457,8 +479,8 @@ impl Run<'_, '_, '_> {
             self.spec,
             &case,
             Stage::Timing,
-            std::mem::take(&mut t.kept),
-            t.unkept.take(),
+            std::mem::take(&mut t.calls.kept),
+            t.calls.unkept.take(),
         )? {
             let v = Correctness::Fail {
                 stage: Stage::Timing,
@@ -468,15 +490,13 @@ impl Run<'_, '_, '_> {
             return Ok((v, None));
         }
         // right, and as in every checked call: the time must be of the candidate's own kernels
-        let who = "the timed calls";
-        let (on_device, device_launchless) = t.device.as_ref().map_or((None, 0), |a| {
-            cupti::judge(a, &self.own_kernels, who, &self.file)
-        });
-        let launchless = t.launchless_calls.max(device_launchless);
-        if let Some(why) = forbidden_in_calls(self.spec, who, &t.ops)
-            .or(on_device)
-            .or_else(|| borrowed_in_calls(self.spec, who, &t.own_ops, launchless, &self.file))
-        {
+        if let Some(why) = not_its_own(
+            self.spec,
+            "the timed calls",
+            &t.calls,
+            &self.own_kernels,
+            &self.file,
+        ) {
             self.restart = true;
             let v = Correctness::Tamper {
                 reason: format!("{timing_dtype} {timing_shape}: {why}"),
@@ -495,6 +515,7 @@ impl Run<'_, '_, '_> {
             .map(|e| format!("; torch.compile failed: {e}"))
             .unwrap_or_default();
         let kernels_note = t
+            .calls
             .device
             .as_ref()
             .map(cupti::kernels_note)

@@ -6,8 +6,9 @@
 //! judge); both of the last write their lines through [`log`]. [`launchers`] carries the
 //! Triton launcher signatures a candidate's worker built to the next workers' start;
 //! [`payload`] carries the checks' outputs and references through shared memory;
-//! [`timing`] is the timed loop, with the CUDA driver calls it makes in [`cuda`] and the
-//! torch callables it calls in [`torch_ops`].
+//! [`timing`] is the timed loop, with the CUDA driver calls it makes in [`cuda`], the
+//! device's record of the candidate's timed calls in [`cupti`] and the torch callables it
+//! calls in [`torch_ops`].
 //!
 //! Data flows `bootstrap` → `requests` → `execute`, which asks `plan` what to run and calls
 //! the harness for each case; `guards` are taken when the harness starts and checked after

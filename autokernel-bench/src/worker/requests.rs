@@ -248,14 +248,14 @@ fn compare(
         offsets: None,
     };
     for (role, side) in [("incumbent", &mut incumbent), ("candidate", &mut candidate)] {
-        let kept = std::mem::take(&mut side.kept);
+        let kept = std::mem::take(&mut side.calls.kept);
         if let Err(reason) = execute::check_timed_outputs(
             parent,
             spec,
             &case,
             Stage::Timing,
             kept,
-            side.unkept.take(),
+            side.calls.unkept.take(),
         )? {
             // a kernel that behaves only when judged alone: its process is not reused
             return Err(Failure::Tampered(format!(
@@ -272,15 +272,7 @@ fn compare(
     {
         let who = format!("the {role}'s timed calls in the head-to-head");
         let file = path.display().to_string();
-        let (on_device, device_launchless) = side
-            .device
-            .as_ref()
-            .map_or((None, 0), |a| cupti::judge(a, own, &who, &file));
-        let launchless = side.launchless.max(device_launchless);
-        if let Some(why) = execute::forbidden_in_calls(spec, &who, &side.ops)
-            .or(on_device)
-            .or_else(|| execute::borrowed_in_calls(spec, &who, &side.own_ops, launchless, &file))
-        {
+        if let Some(why) = execute::not_its_own(spec, &who, &side.calls, own, &file) {
             return Err(Failure::Tampered(why));
         }
     }

@@ -600,7 +600,7 @@ fn kernel_us<'py>(
     }
     cuda::synchronize()?;
     if let Some(r) = rotation {
-        r.materialize()?;
+        cupti::judges_read(|| r.materialize())?;
     }
     let samples: Vec<f64> = starts
         .iter()
@@ -637,6 +637,26 @@ pub(super) fn monitored<'py, T>(
     Ok((value, every, own))
 }
 
+/// What a kernel's timed calls did besides taking their time: what the judge reads to
+/// decide whether the time is of the kernel's own work (`execute::not_its_own`) and
+/// whether its outputs were right (`execute::check_timed_outputs`).
+#[derive(Default)]
+pub(super) struct TimedCalls {
+    /// Timed calls that launched no Triton kernel of the candidate's file, by the harness's
+    /// launch counter.
+    pub launchless: u32,
+    /// Aten ops dispatched in the timed calls, nested ones included, sorted.
+    pub ops: Vec<String>,
+    /// Those the timed calls dispatched themselves, sorted.
+    pub own_ops: Vec<String>,
+    /// What the device saw the timed calls do (GPU, where CUPTI can be used).
+    pub device: Option<DeviceActivity>,
+    /// The checked timed outputs, in call order.
+    pub kept: Vec<KeptOutput>,
+    /// A checked call whose output could not be kept.
+    pub unkept: Option<String>,
+}
+
 /// What timing a candidate found ([`time_candidate`]).
 pub(super) struct Timed {
     /// Microseconds per call ([`measure_us`]).
@@ -645,18 +665,8 @@ pub(super) struct Timed {
     pub peak_vram_mb: Option<f64>,
     /// CONFIG keys the untimed first call read (`harness._config_keys_read`).
     pub config_keys_read: Option<Vec<String>>,
-    /// Timed calls that launched no Triton kernel of the candidate's file.
-    pub launchless_calls: u32,
-    /// Aten ops dispatched in the timed calls, nested ones included.
-    pub ops: Vec<String>,
-    /// Those the timed calls dispatched themselves.
-    pub own_ops: Vec<String>,
-    /// What the device saw the timed calls do (GPU, where CUPTI can be used).
-    pub device: Option<DeviceActivity>,
-    /// The checked timed outputs, in call order.
-    pub kept: Vec<KeptOutput>,
-    /// A checked call whose output could not be kept.
-    pub unkept: Option<String>,
+    /// What the timed calls did.
+    pub calls: TimedCalls,
 }
 
 /// The timing case's inputs (`harness.timing_inputs`), by name, in the harness's order.
@@ -747,12 +757,14 @@ pub(super) fn time_candidate<'py>(
         latency_us,
         peak_vram_mb: first.peak_vram_mb,
         config_keys_read: first.config_keys_read,
-        launchless_calls: rotation.launchless,
-        ops,
-        own_ops,
-        device,
-        kept: rotation.take_kept(),
-        unkept: rotation.unkept.take(),
+        calls: TimedCalls {
+            launchless: rotation.launchless,
+            ops,
+            own_ops,
+            device,
+            kept: rotation.take_kept(),
+            unkept: rotation.unkept.take(),
+        },
     })
 }
 
@@ -766,7 +778,16 @@ fn recorded<T>(
     h: &Harness,
     measure: impl FnOnce() -> Result<T, TimingError>,
 ) -> Result<(T, Option<DeviceActivity>), TimingError> {
-    let recording = Recording::start(h.on_gpu(), FLUSH_BYTES);
+    if h.on_gpu() {
+        // what the candidate enqueued before (a CUDA graph left waiting, say) finishes
+        // first: kernels launched before the recording starts are never recorded
+        cuda::synchronize()?;
+    }
+    let recording = Recording::start(h.on_gpu(), FLUSH_BYTES).map_err(|e| {
+        TimingError::Tampered(format!(
+            "a timed call's measurement could not record the device's activity ({e}): a profiler left running?"
+        ))
+    })?;
     let value = measure()?;
     let device = recording
         .map(Recording::finish)
@@ -780,16 +801,8 @@ fn recorded<T>(
 pub(super) struct Side {
     /// Microseconds per call, one per repetition.
     pub us: Vec<f64>,
-    /// Timed calls that launched no Triton kernel of its file.
-    pub launchless: u32,
-    /// Aten ops of its timed calls, all and its own, sorted.
-    pub ops: Vec<String>,
-    pub own_ops: Vec<String>,
-    /// What the device saw its timed calls do (GPU, where CUPTI can be used).
-    pub device: Option<DeviceActivity>,
-    /// Its checked timed outputs, and a checked call whose output could not be kept.
-    pub kept: Vec<KeptOutput>,
-    pub unkept: Option<String>,
+    /// What its timed calls did, over every repetition.
+    pub calls: TimedCalls,
 }
 
 /// Times two loaded kernels (`kernels`: incumbent, candidate) interleaved `repetitions`
@@ -856,6 +869,7 @@ pub(super) fn compare_kernels<'py>(
             })?;
             if let Some(activity) = device {
                 sides[k]
+                    .calls
                     .device
                     .get_or_insert_with(DeviceActivity::default)
                     .absorb(activity);
@@ -866,11 +880,12 @@ pub(super) fn compare_kernels<'py>(
         }
     }
     for (k, side) in sides.iter_mut().enumerate() {
-        side.launchless = rotations[k].launchless;
-        side.kept = rotations[k].take_kept();
-        side.unkept = rotations[k].unkept.take();
-        side.ops = std::mem::take(&mut ops[k].0).into_iter().collect();
-        side.own_ops = std::mem::take(&mut ops[k].1).into_iter().collect();
+        let calls = &mut side.calls;
+        calls.launchless = rotations[k].launchless;
+        calls.kept = rotations[k].take_kept();
+        calls.unkept = rotations[k].unkept.take();
+        calls.ops = std::mem::take(&mut ops[k].0).into_iter().collect();
+        calls.own_ops = std::mem::take(&mut ops[k].1).into_iter().collect();
     }
     Ok(sides)
 }

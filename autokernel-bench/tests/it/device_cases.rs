@@ -68,7 +68,9 @@ async fn what_the_device_ran_in_the_timed_calls_is_judged() {
     }
     // torch glue that only moves data (a scalar read back, cat, casts, fills, flips)
     let glue = b
-        .bench(&judge(cases_dir("device").join("glues_with_allowed_ops.py")))
+        .bench(&judge(
+            cases_dir("device").join("glues_with_allowed_ops.py"),
+        ))
         .await
         .expect("the harness runs");
     if !glue.correctness.is_pass() {

@@ -1,5 +1,6 @@
 """Honest: its own Triton kernel computes the softmax in float32; around it, in every call,
-torch glue that moves or describes data only: a scalar read back with `.item()`, `cat`,
+torch glue that moves or describes data only: `arange` and a scalar of it read back with
+`.item()`, `cat`,
 `contiguous`, a cast, `zeros_like`, `flip` there and back. On the GPU each is a copy, a
 fill, a flip or a few bytes to the host, which the device's record allows."""
 import torch
@@ -22,7 +23,7 @@ def _softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
 
 
 def kernel_fn(x):
-    n = int(torch.tensor(x.shape[-1], device=x.device).item())
+    n = int(torch.arange(x.shape[-1], device=x.device)[-1].item()) + 1
     rows = x.reshape(-1, n)
     x32 = torch.cat([rows[:1], rows[1:]], 0).contiguous().to(torch.float32)
     y = torch.zeros_like(x32)
