@@ -12,15 +12,17 @@
 //! no link-time dependency, so the worker builds and runs without CUDA, where nothing here
 //! is called. Signatures and record layouts: `cupti_activity.h` of CUPTI 13 (records are
 //! packed, 8-byte aligned: `CUpti_ActivityAPI`, `CUpti_ActivityKernel10`,
-//! `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemset4`; the offsets read here are those of
-//! every version since CUDA 11, checked with `offsetof` against the header).
+//! `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemset4`; the offsets read here were checked
+//! with `offsetof` against CUPTI 13's header, which torch 2.11's CUDA 13 wheels ship).
 //!
 //! A call's work is told from the judge's own between calls by CUPTI's host timestamps:
 //! the API calls (runtime or driver) that begin while a call of the candidate runs are
 //! its, on any thread, and the kernels and copies they enqueued are found by their
-//! correlation id. The timed loop's own L2 flushes (a driver memset per timed call) are
-//! counted too: a profiler a candidate starts takes CUPTI's buffers over, and the flushes
-//! missing from ours say so.
+//! correlation id. What begins outside every call must be the judge's own work (its copies,
+//! its sleep, its read-back of the kept outputs): a candidate's thread or hook that computes
+//! between two calls, before the start event, shows there. The timed loop's own L2 flushes
+//! (a driver memset per timed call) are counted too: a profiler a candidate starts takes
+//! CUPTI's buffers over, and the flushes missing from ours say so.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -369,7 +371,7 @@ impl Recording {
     ///
     /// Start it after torch's profiler (the op monitor's session): torch's profiler, even
     /// for CPU activity alone, records CUDA's runtime and driver API calls through CUPTI
-    /// and registers its own buffer callbacks as a session first starts. Buffers already
+    /// and registers its own buffer callbacks as each session starts. Buffers already
     /// handed out are flushed to their owner, then ours are registered for what follows.
     ///
     /// # Errors

@@ -7,8 +7,10 @@
 //! through the garbage collector: on the GPU the events, the L2 flush buffer and the kept
 //! copies are the CUDA driver's ([`super::cuda`]). Between timed calls only torch's own
 //! callables run, captured before any candidate ([`super::torch_ops`]); the harness's
-//! Python makes the inputs, the pools and the op monitor, before the loop. The attacks
-//! this answers are `tests/cases/timing/` (docs/bench.md, "Threat model").
+//! Python makes the inputs, the pools and the op monitor, before the loop. On the GPU a
+//! measurement also runs under the device's own record of what the calls and the gaps
+//! between them ran ([`super::cupti`]). The attacks this answers are `tests/cases/timing/`
+//! and `tests/cases/device/` (docs/bench.md, "Threat model").
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
