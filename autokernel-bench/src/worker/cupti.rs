@@ -1,9 +1,9 @@
 //! What the device itself saw a candidate's timed calls do (issue 21, point 3, on the GPU):
 //! every kernel they launched and every copy they made, from CUPTI's activity records,
-//! read here in Rust. The op check of the harness reads torch's profiler, which Python in
-//! the candidate's process can switch off for a moment
-//! (`torch._C._autograd._toggle_collection_dynamic`), and its launch counter is a Python
-//! list it can bump; the records here come from the CUDA driver through CUPTI into buffers
+//! read here in Rust. The op check of the harness reads torch's profiler, whose events are
+//! data in the candidate's process (its switches, `_toggle_collection_dynamic` and
+//! `_enable_record_function`, are removed from that process by the harness), and its
+//! launch counter is a Python list the candidate can bump; the records here come from the CUDA driver through CUPTI into buffers
 //! no Python object holds, whatever launched the work (torch, cuBLAS, a Triton kernel, a
 //! CUDA graph).
 //!
@@ -654,10 +654,18 @@ pub(super) fn judge(
             .take(3)
             .map(|k| k.chars().take(100).collect())
             .collect();
+        let prefixed = foreign
+            .keys()
+            .any(|k| !k.starts_with("_Z") && LIBRARY_PREFIXES.iter().any(|p| k.starts_with(p)));
         why.push(format!(
-            "{who} launched device kernels not defined in {file}: {}{}",
+            "{who} launched device kernels not defined in {file}: {}{}{}",
             names.join(", "),
-            if foreign.len() > 3 { ", …" } else { "" }
+            if foreign.len() > 3 { ", …" } else { "" },
+            if prefixed {
+                " (a name starting like a library's, `triton_`, `sm90_`, `cutlass`…, is never counted as the file's own: rename the kernel)"
+            } else {
+                ""
+            }
         ));
     }
     let launchless = activity
@@ -836,7 +844,8 @@ mod tests {
         assert!(
             why.contains("cunn_SoftMaxForward")
                 && why.contains("sm90_xmma_gemm")
-                && why.contains("copysign_kernel_cuda"),
+                && why.contains("copysign_kernel_cuda")
+                && why.contains("rename the kernel"),
             "{why}"
         );
     }

@@ -260,10 +260,11 @@ pub(crate) fn borrowed_in_calls(
 }
 
 /// Why the time of `calls` (a kernel's timed calls; `who` names them) is not of the kernel's
-/// own work, or `None`: one of the kind's forbidden ops, what the device ran beside the
-/// kernels its file defines (`own_kernels`, [`cupti::judge`]), an op off the allowlist or a
-/// call that launched none of its file's kernels ([`borrowed_in_calls`]; launches counted
-/// by the harness and, on the GPU, by the device). Judged once the timed outputs are right.
+/// own work, or `None`: one of the kind's forbidden ops, an op off the allowlist or a call
+/// that launched none of its file's kernels ([`borrowed_in_calls`]; launches counted by
+/// the harness and, on the GPU, by the device), or what the device ran beside the kernels
+/// its file defines (`own_kernels`, [`cupti::judge`]). Judged once the timed outputs are
+/// right.
 pub(crate) fn not_its_own(
     spec: &KindSpec,
     who: &str,
@@ -276,9 +277,11 @@ pub(crate) fn not_its_own(
         .as_ref()
         .map_or((None, 0), |a| cupti::judge(a, own_kernels, who, file));
     let launchless = calls.launchless.max(device_launchless);
+    // the profiler's aten names first: they say what to move into the kernel more plainly
+    // than the device's mangled kernel names
     forbidden_in_calls(spec, who, &calls.ops)
-        .or(on_device)
         .or_else(|| borrowed_in_calls(spec, who, &calls.own_ops, launchless, file))
+        .or(on_device)
 }
 
 /// Has the parent compare the outputs the timed loop kept ([`timing::Rotation`]) with the
