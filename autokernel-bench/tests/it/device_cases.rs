@@ -22,7 +22,7 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "forges_the_autotuners_scope.py",
-        "the timed calls launched device kernels not defined in forges_the_autotuners_scope.py",
+        "the timed calls launched no Triton kernel defined in forges_the_autotuners_scope.py",
     ),
 ];
 
