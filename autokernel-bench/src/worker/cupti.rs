@@ -273,23 +273,19 @@ fn now_ns(c: &Cupti) -> u64 {
 /// Runs `f`, one call of a candidate, as a window of the open recording (if any): the API
 /// calls that begin inside it are the candidate's.
 pub(super) fn window<T>(f: impl FnOnce() -> T) -> T {
-    let open = lock(&OPEN).is_some();
-    let Some(c) = open.then(cupti).and_then(Result::ok) else {
-        return f();
-    };
-    let start = now_ns(c);
-    let value = f();
-    let end = now_ns(c);
-    if let Some(o) = lock(&OPEN).as_mut() {
-        o.windows.push((start, end));
-    }
-    value
+    span(f, |o| &mut o.windows)
 }
 
 /// Runs `f`, the judge's own read-back of the kept outputs to the host (Rust and the
-/// driver only: no Python runs inside), as a window whose copies to the host are the
+/// driver only: no Python runs inside), as a span whose copies to the host are the
 /// judge's, if a recording is open.
 pub(super) fn judges_read<T>(f: impl FnOnce() -> T) -> T {
+    span(f, |o| &mut o.reads)
+}
+
+/// Runs `f` and, if a recording is open, notes its (start, end) on CUPTI's host clock in
+/// the list `spans` picks.
+fn span<T>(f: impl FnOnce() -> T, spans: fn(&mut Open) -> &mut Vec<(u64, u64)>) -> T {
     let open = lock(&OPEN).is_some();
     let Some(c) = open.then(cupti).and_then(Result::ok) else {
         return f();
@@ -298,7 +294,7 @@ pub(super) fn judges_read<T>(f: impl FnOnce() -> T) -> T {
     let value = f();
     let end = now_ns(c);
     if let Some(o) = lock(&OPEN).as_mut() {
-        o.reads.push((start, end));
+        spans(o).push((start, end));
     }
     value
 }
