@@ -535,7 +535,8 @@ def _install_launch_counter():
 
 
 # Switches of torch's profiler that hide a thread's ops from a session while it runs, which
-# nothing in torch or the harness calls: a candidate turned collection off around torch's
+# the harness never calls (torch's public `profile.toggle_collection_dynamic` does, and so
+# raises in a candidate's worker): a candidate turned collection off around torch's
 # softmax, turned it back on and passed the op check (docs/bench.md, "Threat model").
 _PROFILER_SWITCHES = ("_toggle_collection_dynamic", "_enable_record_function")
 
