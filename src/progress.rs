@@ -501,6 +501,7 @@ mod tests {
             median_speedup: 1.1,
             repetitions: 5,
             spread: 0.021,
+            ..Default::default()
         };
         let line = decision_line(
             &record(Decision::Keep, 54812.57, Some(h.clone())),
@@ -539,6 +540,7 @@ mod tests {
             median_speedup: 1.011,
             repetitions: 5,
             spread: 0.466,
+            ..Default::default()
         };
         let line = decision_line(&record(Decision::Keep, 30000.0, Some(noisy)), None, None);
         assert!(

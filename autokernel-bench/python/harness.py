@@ -55,6 +55,44 @@ def _now():
     return time.perf_counter()
 
 
+# The inherited fd of the GPU lease file (src/worker/lease.rs); unset on the CPU.
+_GPU_LEASE_FD = "AUTOKERNEL_WORKER_GPU_LEASE_FD"
+
+
+class gpu_lease:
+    """Holds the GPU lease for the `with` block: no other worker of this user runs work on
+    the GPU meanwhile, and this block waits while one measures (docs/bench.md, "The GPU
+    lease"). For trusted work only (a fresh worker's warm-up, the verification's timing);
+    the timed loop takes it in Rust. Does nothing where the worker was given no lease (the
+    CPU) or it cannot be taken. Not reentrant: the lock belongs to the process's one open
+    file description, so an inner release would free an outer hold. `on_gpu` false: a
+    no-op (a worker left to choose its device that found none)."""
+
+    def __init__(self, on_gpu=True):
+        self._on_gpu = on_gpu
+
+    def __enter__(self):
+        import fcntl
+
+        self._fd = None
+        if not self._on_gpu:
+            return self
+        try:
+            fd = int(os.environ[_GPU_LEASE_FD])
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._fd = fd
+        except (KeyError, ValueError, OSError):
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        if self._fd is not None:
+            import fcntl
+
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        return False
+
+
 def init(device, catalogue_json, registry_modules_json="[]", launchers_json="[]"):
     """Imports torch, numpy and triton for `device` ("auto" | "cuda" | "cpu"), loads the
     catalogue (JSON of ``Catalogue::to_json``) and the Python registry: the built-in kinds,
@@ -112,7 +150,9 @@ def init(device, catalogue_json, registry_modules_json="[]", launchers_json="[]"
     _remove_profiler_switches(torch)
     if use_cuda:
         _build_launchers(json.loads(launchers_json))
-    _warm_triton(torch, triton, "cuda" if use_cuda else "cpu")
+    # the first CUDA work of a worker (its context, a kernel) waits while another measures
+    with gpu_lease(use_cuda):
+        _warm_triton(torch, triton, "cuda" if use_cuda else "cpu")
     if use_cuda:
         _record_launcher_signatures()
 
@@ -155,7 +195,8 @@ def init(device, catalogue_json, registry_modules_json="[]", launchers_json="[]"
         record_function=torch.profiler.record_function,
         float32=torch.float32,
     )
-    kinds = _exercise_references(json.loads(catalogue_json))
+    with gpu_lease(use_cuda):
+        kinds = _exercise_references(json.loads(catalogue_json))
     name = torch.cuda.get_device_name() if use_cuda else "cpu"
     return json.dumps(
         {

@@ -38,6 +38,9 @@ pub(crate) mod env {
     /// The number of the inherited fd of the worker's payload area (`worker/payload.rs`),
     /// where its check outputs or references go; unset: none (a worker started by hand).
     pub const PAYLOAD_FD: &str = "AUTOKERNEL_WORKER_PAYLOAD_FD";
+    /// The number of the inherited fd of the GPU lease file (`worker/lease.rs`); unset: no
+    /// lease (on the CPU, a worker started by hand). `harness.gpu_lease` reads it too.
+    pub const GPU_LEASE_FD: &str = "AUTOKERNEL_WORKER_GPU_LEASE_FD";
 }
 
 /// One request line.
@@ -161,6 +164,9 @@ pub(crate) struct ReferenceTiming {
     pub compiled_latency_us: Option<f64>,
     /// Why torch.compile failed, when it did.
     pub compiled_error: Option<String>,
+    /// What the GPU was doing while the reference was timed.
+    #[serde(default)]
+    pub conditions: Option<autokernel_core::GpuConditions>,
 }
 
 /// A line a candidate's worker writes on its reply channel in the middle of a request, to

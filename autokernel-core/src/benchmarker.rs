@@ -292,6 +292,10 @@ pub struct Metrics {
     /// (iterated, copied, unpacked) or read none of it, or the result predates this field.
     #[serde(default)]
     pub config_keys_read: Option<Vec<String>>,
+    /// What the GPU was doing while the candidate and the reference were timed, where it
+    /// could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<GpuConditions>,
 }
 
 /// The full result of judging one `kernel.py`.
@@ -389,9 +393,63 @@ impl BenchRequest {
     }
 }
 
+/// What the GPU was doing while a measurement was taken (issue 36), read by NVML at its
+/// start and end: the note of each bench and head-to-head keeps it, so that a figure that
+/// swings can be traced to its cause. Over several measurements ([`GpuConditions::absorb`])
+/// the ranges widen, the waits add up and the process count is the largest seen.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuConditions {
+    /// How long the measurement waited for the GPU lease (another worker's warm-up or
+    /// measurement on the same GPU; docs/bench.md, "The GPU lease"), in milliseconds.
+    pub lease_wait_ms: f64,
+    /// Lowest and highest SM clock read, in MHz; `None` where NVML could not be read.
+    pub sm_clock_mhz: Option<(u32, u32)>,
+    /// Lowest and highest GPU temperature read, in °C.
+    pub temperature_c: Option<(u32, u32)>,
+    /// Most processes seen holding a CUDA context on the GPU, the measuring one included
+    /// (a spare worker of autokernel's, an idle one, counts; one running work during a
+    /// measurement cannot be ours, the lease forbids it).
+    pub gpu_processes: Option<u32>,
+}
+
+impl GpuConditions {
+    /// Widens `self` by `other`: ranges joined, waits added, process counts maxed.
+    pub fn absorb(&mut self, other: &GpuConditions) {
+        fn join(a: Option<(u32, u32)>, b: Option<(u32, u32)>) -> Option<(u32, u32)> {
+            match (a, b) {
+                (Some((l1, h1)), Some((l2, h2))) => Some((l1.min(l2), h1.max(h2))),
+                (a, b) => a.or(b),
+            }
+        }
+        self.lease_wait_ms += other.lease_wait_ms;
+        self.sm_clock_mhz = join(self.sm_clock_mhz, other.sm_clock_mhz);
+        self.temperature_c = join(self.temperature_c, other.temperature_c);
+        self.gpu_processes = match (self.gpu_processes, other.gpu_processes) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// One line for a note: `lease_wait_ms=0.0 sm_clock_mhz=1980-1980 temperature_c=41-42
+    /// gpu_processes=3`, fields NVML could not read left out.
+    pub fn to_line(&self) -> String {
+        let mut line = format!("lease_wait_ms={:.1}", self.lease_wait_ms);
+        if let Some((lo, hi)) = self.sm_clock_mhz {
+            line.push_str(&format!(" sm_clock_mhz={lo}-{hi}"));
+        }
+        if let Some((lo, hi)) = self.temperature_c {
+            line.push_str(&format!(" temperature_c={lo}-{hi}"));
+        }
+        if let Some(n) = self.gpu_processes {
+            line.push_str(&format!(" gpu_processes={n}"));
+        }
+        line
+    }
+}
+
 /// Incumbent and candidate timed in the same worker, interleaved, several repetitions: the
 /// measurement the keep rule trusts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// Median latency of the incumbent over the repetitions, in microseconds.
     pub incumbent_latency_us: f64,
@@ -403,6 +461,20 @@ pub struct Comparison {
     pub repetitions: u32,
     /// Spread of the per-repetition speedups: (max − min) / median.
     pub spread: f64,
+    /// The incumbent's latency in each repetition, in microseconds (empty in results that
+    /// predate it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub incumbent_samples_us: Vec<f64>,
+    /// The candidate's, in the same order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidate_samples_us: Vec<f64>,
+    /// Head-to-heads run again before this one, because each was too noisy to decide
+    /// (`keep::MAX_SPREAD`): 0 when the first decided.
+    #[serde(default)]
+    pub retries: u32,
+    /// What the GPU was doing meanwhile, where it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<GpuConditions>,
 }
 
 impl Comparison {
@@ -515,6 +587,32 @@ impl<T: Benchmarker + ?Sized> Benchmarker for std::sync::Arc<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conditions_widen_ranges_add_waits_and_keep_the_most_processes() {
+        let mut a = GpuConditions {
+            lease_wait_ms: 1.5,
+            sm_clock_mhz: Some((1980, 1980)),
+            temperature_c: Some((40, 41)),
+            gpu_processes: Some(2),
+        };
+        a.absorb(&GpuConditions {
+            lease_wait_ms: 2.0,
+            sm_clock_mhz: Some((1755, 1980)),
+            temperature_c: None,
+            gpu_processes: Some(3),
+        });
+        assert_eq!(a.lease_wait_ms, 3.5);
+        assert_eq!(a.sm_clock_mhz, Some((1755, 1980)));
+        assert_eq!(a.temperature_c, Some((40, 41)));
+        assert_eq!(a.gpu_processes, Some(3));
+        assert_eq!(
+            a.to_line(),
+            "lease_wait_ms=3.5 sm_clock_mhz=1755-1980 temperature_c=40-41 gpu_processes=3"
+        );
+        // what NVML could not read is left out of the line
+        assert_eq!(GpuConditions::default().to_line(), "lease_wait_ms=0.0");
+    }
 
     fn report(stage: Stage, passed: bool) -> StageReport {
         StageReport {

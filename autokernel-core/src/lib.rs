@@ -48,7 +48,7 @@ mod version_store;
 pub use agent::{Agent, AgentError, InvalidClass, Proposal, ProposalContext, TokenUsage};
 pub use benchmarker::{
     BenchError, BenchRequest, BenchResult, Benchmarker, CompareRequest, Comparison, Correctness,
-    Device, Metrics, Stage, StageReport, Verdict,
+    Device, GpuConditions, Metrics, Stage, StageReport, Verdict,
 };
 pub use catalogue::{
     eval_dims, Catalogue, DTypes, ElementType, Formulas, InputRole, InputSpec, KindSpec,

@@ -157,6 +157,7 @@ impl Benchmarker for FakeBenchmarker {
             pct_peak: None,
             peak_vram_mb: 1.0,
             config_keys_read: None,
+            conditions: None,
         });
         Ok(BenchResult {
             kind,
@@ -182,6 +183,7 @@ impl Benchmarker for FakeBenchmarker {
             median_speedup: a / b,
             repetitions: request.repetitions,
             spread: 0.0,
+            ..Default::default()
         })
     }
 }

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use autokernel_core::pyliteral::{parse_literal, KernelConfig, PyValue};
-use autokernel_core::{Comparison, ExperimentRecord, KeptVerdict, StoreError};
+use autokernel_core::{Comparison, ExperimentRecord, GpuConditions, KeptVerdict, StoreError};
 
 /// The ref holding the store's notes: one note per decided experiment, with its verdict and
 /// key metrics (`git log --notes=autokernel` shows them).
@@ -59,6 +59,26 @@ pub(crate) fn note_text(record: &ExperimentRecord) -> String {
             "head_to_head_incumbent_us: {}\nhead_to_head_candidate_us: {}\nhead_to_head_median_speedup: {}\nhead_to_head_spread: {}\nhead_to_head_repetitions: {}\n",
             c.incumbent_latency_us, c.candidate_latency_us, c.median_speedup, c.spread, c.repetitions
         ));
+        // every repetition, so that a spread can be read back to the repetition that made it
+        let samples = |v: &[f64]| {
+            v.iter()
+                .map(|x| format!("{x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        if !c.incumbent_samples_us.is_empty() {
+            text.push_str(&format!(
+                "head_to_head_incumbent_samples_us: {}\nhead_to_head_candidate_samples_us: {}\n",
+                samples(&c.incumbent_samples_us),
+                samples(&c.candidate_samples_us)
+            ));
+        }
+        if c.retries > 0 {
+            text.push_str(&format!("head_to_head_retries: {}\n", c.retries));
+        }
+        if let Some(conditions) = &c.conditions {
+            text.push_str(&format!("head_to_head_gpu: {}\n", conditions.to_line()));
+        }
     }
     // one line: the literal renders on one line (newlines in strings escaped)
     if let Some(config) = &record.config {
@@ -80,6 +100,13 @@ pub fn parse_note(text: &str) -> ExperimentNote {
         .map(|(k, v)| (k.trim(), v.trim()))
         .collect();
     let f = |k: &str| fields.get(k).and_then(|v| v.parse::<f64>().ok());
+    // a list of numbers, all readable or none
+    let samples = |k: &str| -> Vec<f64> {
+        fields
+            .get(k)
+            .and_then(|v| v.split_whitespace().map(|x| x.parse().ok()).collect())
+            .unwrap_or_default()
+    };
     let head_to_head = match (
         f("head_to_head_incumbent_us"),
         f("head_to_head_candidate_us"),
@@ -94,6 +121,13 @@ pub fn parse_note(text: &str) -> ExperimentNote {
                 .get("head_to_head_repetitions")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
+            incumbent_samples_us: samples("head_to_head_incumbent_samples_us"),
+            candidate_samples_us: samples("head_to_head_candidate_samples_us"),
+            retries: fields
+                .get("head_to_head_retries")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            conditions: fields.get("head_to_head_gpu").map(|l| parse_conditions(l)),
         }),
         _ => None,
     };
@@ -123,6 +157,27 @@ pub fn parse_note(text: &str) -> ExperimentNote {
         head_to_head,
         config,
         verdict,
+    }
+}
+
+/// Reads a [`GpuConditions::to_line`] line back; fields it cannot read stay unset.
+fn parse_conditions(line: &str) -> GpuConditions {
+    let fields: BTreeMap<&str, &str> = line
+        .split_whitespace()
+        .filter_map(|t| t.split_once('='))
+        .collect();
+    let range = |k: &str| {
+        let (lo, hi) = fields.get(k)?.split_once('-')?;
+        Some((lo.parse().ok()?, hi.parse().ok()?))
+    };
+    GpuConditions {
+        lease_wait_ms: fields
+            .get("lease_wait_ms")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0),
+        sm_clock_mhz: range("sm_clock_mhz"),
+        temperature_c: range("temperature_c"),
+        gpu_processes: fields.get("gpu_processes").and_then(|v| v.parse().ok()),
     }
 }
 
@@ -250,8 +305,23 @@ mod tests {
             median_speedup: 1.1,
             repetitions: 5,
             spread: 0.021,
+            incumbent_samples_us: vec![45065.0, 45100.5, 44990.0, 45070.0, 45001.0],
+            candidate_samples_us: vec![40968.5, 41000.0, 40950.25, 40990.0, 40960.0],
+            retries: 1,
+            conditions: Some(GpuConditions {
+                lease_wait_ms: 12.5,
+                sm_clock_mhz: Some((1755, 1980)),
+                temperature_c: Some((39, 41)),
+                gpu_processes: Some(3),
+            }),
         };
         let text = note_text(&record(Some(c.clone())));
+        assert!(
+            text.contains(
+                "head_to_head_candidate_samples_us: 40968.5 41000 40950.25 40990 40960\n"
+            ),
+            "{text}"
+        );
         let note = parse_note(&text);
         assert_eq!(note.experiment, Some(7));
         assert_eq!(note.head_to_head, Some(c.clone()));

@@ -308,7 +308,8 @@ pub(crate) fn collect_params(
 /// `dtype`, `params` (every parameter of the kind the kernel was judged with, defaults
 /// filled; `{}` for a kind without any), `compiled_latency_us` and `config_keys_read` (the
 /// `CONFIG` keys `kernel_fn` read at the timed shape,
-/// [`autokernel_core::Metrics::config_keys_read`]; `run` adds `path` and `turnaround_s`,
+/// [`autokernel_core::Metrics::config_keys_read`]), `gpu_conditions` (what the GPU was doing
+/// while it was timed, [`autokernel_core::GpuConditions`]; null on the CPU); `run` adds `path` and `turnaround_s`,
 /// the wall time of the evaluation in seconds as the caller saw it).
 fn to_json(r: &BenchResult, params: &Params) -> serde_json::Value {
     // the worker accepted these for the file's kind, so they resolve; the given ones else
@@ -339,6 +340,7 @@ fn to_json(r: &BenchResult, params: &Params) -> serde_json::Value {
         "params": params,
         "compiled_latency_us": m.and_then(|m| m.compiled_latency_us),
         "config_keys_read": m.and_then(|m| m.config_keys_read.clone()),
+        "gpu_conditions": m.and_then(|m| m.conditions.clone()),
     })
 }
 
@@ -412,6 +414,9 @@ fn table(path: &std::path::Path, r: &BenchResult) -> String {
         if let Some(keys) = &m.config_keys_read {
             let _ = writeln!(s, "config_keys_read: {}", keys.join(" "));
         }
+        if let Some(c) = &m.conditions {
+            let _ = writeln!(s, "gpu: {}", c.to_line());
+        }
     }
     let _ = writeln!(s, "source_sha256: {}", r.source_sha256);
     s
@@ -480,6 +485,7 @@ mod tests {
             pct_peak: None,
             peak_vram_mb: 0.0,
             config_keys_read: Some(vec!["BLOCK_ROWS".into(), "num_warps".into()]),
+            conditions: None,
         });
         assert_eq!(
             to_json(&r, &Params::new())["config_keys_read"],

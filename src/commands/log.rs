@@ -193,6 +193,7 @@ mod tests {
             median_speedup: incumbent / candidate,
             repetitions: 5,
             spread: 0.02,
+            ..Default::default()
         })
     }
 

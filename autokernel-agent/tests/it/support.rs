@@ -189,6 +189,7 @@ pub fn timed_reading(keys: &[&str]) -> BenchResult {
             pct_peak: None,
             peak_vram_mb: 1.0,
             config_keys_read: Some(keys.iter().map(|k| k.to_string()).collect()),
+            conditions: None,
         }),
         device: "cuda NVIDIA H200".into(),
         timing_representative: true,

@@ -568,6 +568,7 @@ mod tests {
             reference_latency_us: 1.0,
             compiled_latency_us: None,
             compiled_error: None,
+            conditions: None,
         });
         assert!(scope.admit(None, at, 0).is_err(), "a second time");
     }

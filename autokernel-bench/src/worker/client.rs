@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::checks::{self, Scope};
 use super::launchers::LauncherSignatures;
+use super::lease::{self, LeaseFile};
 use super::payload::PayloadArea;
 use crate::protocol::{
     env, Answer, Call, Envelope, Hello, ParentAnswer, ParentCall, ReferenceJob, ReferenceTiming,
@@ -1250,6 +1251,27 @@ impl Worker {
         let payload = PayloadArea::create()?;
         let payload_fd = payload.raw_fd();
         cmd.env(env::PAYLOAD_FD, payload_fd.to_string());
+        // the GPU lease (worker/lease.rs): a description of the file of its own per worker,
+        // kept open here only until the child has its copy; none on the CPU
+        // AUTOKERNEL_GPU_LEASE=off gives none, to measure what the lease removes
+        let lease = match device {
+            Device::Cpu => None,
+            _ if std::env::var("AUTOKERNEL_GPU_LEASE").is_ok_and(|v| v == "off") => None,
+            _ => match LeaseFile::open() {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    tracing::warn!(
+                        "no GPU lease, measurements may overlap other workers' GPU work: {e}"
+                    );
+                    None
+                }
+            },
+        };
+        let lease_fd = lease.as_ref().map(LeaseFile::raw_fd);
+        match lease_fd {
+            Some(fd) => cmd.env(env::GPU_LEASE_FD, fd.to_string()),
+            None => cmd.env_remove(env::GPU_LEASE_FD),
+        };
         // SAFETY: the hooks run in the child between fork and exec: setsid and fcntl on the
         // child's copy of the area's fd (`inherit_in_child`) only.
         unsafe {
@@ -1262,11 +1284,15 @@ impl Worker {
                 Ok(())
             });
             cmd.pre_exec(move || PayloadArea::inherit_in_child(payload_fd));
+            if let Some(fd) = lease_fd {
+                cmd.pre_exec(move || lease::inherit_in_child(fd));
+            }
         }
         let mut child = cmd.spawn().map_err(|source| WorkerError::Spawn {
             exe: program.exe.clone(),
             source,
         })?;
+        drop(lease);
         let pid = child.id().unwrap_or(0);
         tracing::debug!(pid, exe = %program.exe.display(), python = %python.display(), device = device_name, "starting the bench worker");
         let (Some(stdin), Some(stdout), Some(stderr)) =

@@ -43,6 +43,7 @@ struct Driver {
     ctx_set_current: unsafe extern "C" fn(*mut c_void) -> CuResult,
     device_get: unsafe extern "C" fn(*mut c_int, c_int) -> CuResult,
     primary_ctx_retain: unsafe extern "C" fn(*mut *mut c_void, c_int) -> CuResult,
+    device_get_pci_bus_id: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> CuResult,
 }
 
 static DRIVER: OnceLock<Result<Driver, String>> = OnceLock::new();
@@ -106,6 +107,7 @@ fn load() -> Result<Driver, String> {
             ctx_set_current: sym(lib, c"cuCtxSetCurrent")?,
             device_get: sym(lib, c"cuDeviceGet")?,
             primary_ctx_retain: sym(lib, c"cuDevicePrimaryCtxRetain")?,
+            device_get_pci_bus_id: sym(lib, c"cuDeviceGetPCIBusId")?,
         })
     }
 }
@@ -164,6 +166,33 @@ pub(super) fn ensure_context(device: c_int) -> Result<(), PyErr> {
     };
     // SAFETY: a context retained for the process's life.
     check(d, unsafe { (d.ctx_set_current)(ctx) }, "cuCtxSetCurrent")
+}
+
+/// The PCI bus id of `device` (torch's ordinal), as `0000:19:00.0`: the name NVML knows
+/// the same GPU by ([`super::nvml`]), whatever `CUDA_VISIBLE_DEVICES` renumbered.
+///
+/// # Errors
+/// As [`Event::new`].
+pub(super) fn pci_bus_id(device: c_int) -> Result<String, PyErr> {
+    let d = driver()?;
+    let mut dev: c_int = 0;
+    // SAFETY: the driver writes the device handle.
+    check(
+        d,
+        unsafe { (d.device_get)(&mut dev, device) },
+        "cuDeviceGet",
+    )?;
+    let mut buf = [0 as c_char; 32];
+    // SAFETY: the driver writes a NUL-terminated id of at most `len` bytes.
+    check(
+        d,
+        unsafe { (d.device_get_pci_bus_id)(buf.as_mut_ptr(), buf.len() as c_int, dev) },
+        "cuDeviceGetPCIBusId",
+    )?;
+    // SAFETY: NUL-terminated within the buffer (the driver's contract).
+    Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned())
 }
 
 /// The L2 flush buffer of [`super::timing`], allocated once per process: kept for its life,

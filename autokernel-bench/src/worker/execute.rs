@@ -594,6 +594,14 @@ impl Run<'_, '_, '_> {
             pct_peak,
             peak_vram_mb: t.peak_vram_mb.unwrap_or(0.0),
             config_keys_read: t.config_keys_read.clone(),
+            conditions: match (&t.conditions, &r.conditions) {
+                (Some(c), Some(more)) => {
+                    let mut c = c.clone();
+                    c.absorb(more);
+                    Some(c)
+                }
+                (c, more) => c.clone().or_else(|| more.clone()),
+            },
         }
     }
 

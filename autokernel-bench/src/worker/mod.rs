@@ -6,6 +6,7 @@
 //! judge); both of the last write their lines through [`log`]. [`launchers`] carries the
 //! Triton launcher signatures a candidate's worker built to the next workers' start;
 //! [`payload`] carries the checks' outputs and references through shared memory;
+//! [`lease`] keeps one worker at a time on the GPU while a measurement is taken;
 //! [`timing`] is the timed loop, with the CUDA driver calls it makes in [`cuda`], the
 //! device's record of the candidate's timed calls in [`cupti`] and the torch callables it
 //! calls in [`torch_ops`].
@@ -22,7 +23,9 @@ mod execute;
 mod guards;
 mod harness;
 pub(crate) mod launchers;
+mod lease;
 pub(crate) mod log;
+mod nvml;
 mod parent;
 mod payload;
 mod plan;

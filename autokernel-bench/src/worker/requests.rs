@@ -124,7 +124,7 @@ fn time_reference(
     quick: bool,
     compiled: bool,
 ) -> Result<serde_json::Value, Failure> {
-    let (eager, compiled_us, compiled_error) = timing::time_reference(
+    let times = timing::time_reference(
         h,
         py,
         job.kind.as_str(),
@@ -137,9 +137,10 @@ fn time_reference(
         job.params.as_str(),
     )?;
     Ok(serde_json::json!({
-        "reference_latency_us": eager,
-        "compiled_latency_us": compiled_us,
-        "compiled_error": compiled_error,
+        "reference_latency_us": times.eager_us,
+        "compiled_latency_us": times.compiled_us,
+        "compiled_error": times.compiled_error,
+        "conditions": times.conditions,
     }))
 }
 
@@ -220,7 +221,7 @@ fn compare(
     for c in &loaded {
         let _ = h.func(py, "unload").call1((c,));
     }
-    let [mut incumbent, mut candidate] = timed.map_err(|e| match e {
+    let ([mut incumbent, mut candidate], conditions) = timed.map_err(|e| match e {
         timing::TimingError::Python(e) => Failure::Python(e),
         timing::TimingError::Tampered(why) => Failure::Tampered(format!(
             "during the head-to-head timing, a kernel {}",
@@ -276,7 +277,9 @@ fn compare(
             return Err(Failure::Tampered(why));
         }
     }
-    Ok(comparison_from(&incumbent.us, &candidate.us))
+    let mut comparison = comparison_from(&incumbent.us, &candidate.us);
+    comparison.conditions = conditions;
+    Ok(comparison)
 }
 
 /// Medians and spread of interleaved repetitions.
@@ -302,6 +305,10 @@ pub(crate) fn comparison_from(incumbent_us: &[f64], candidate_us: &[f64]) -> Com
         } else {
             0.0
         },
+        incumbent_samples_us: incumbent_us.to_vec(),
+        candidate_samples_us: candidate_us.to_vec(),
+        retries: 0,
+        conditions: None,
     }
 }
 
@@ -317,6 +324,8 @@ mod tests {
         assert_eq!(c.candidate_latency_us, 10.0);
         assert_eq!(c.median_speedup, 1.5);
         assert_eq!(c.repetitions, 3);
+        assert_eq!(c.incumbent_samples_us, [20.0, 10.0, 15.0]);
+        assert_eq!(c.candidate_samples_us, [10.0, 10.0, 10.0]);
         assert!((c.spread - 1.0 / 1.5).abs() < 1e-12);
     }
 }

@@ -22,6 +22,9 @@ use pyo3::types::PyDict;
 use super::cuda::{self, DeviceBuffer, Event, Stream};
 use super::cupti::{self, DeviceActivity, Recording};
 use super::harness::Harness;
+use super::lease::{self, Lease};
+use super::nvml;
+use autokernel_core::GpuConditions;
 
 /// Timed calls of a measurement whose outputs are checked against the reference, drawn at
 /// random before the loop, besides the last call (always checked).
@@ -462,6 +465,52 @@ impl<'py> Callee<'py> {
 }
 
 /// Median (mean of the middle two for an even count); 0 for an empty slice.
+/// A measurement's hold on the GPU: the lease taken (no other worker runs GPU work until it
+/// is dropped: [`super::lease`]) and the GPU's state read by NVML as it began.
+pub(super) struct Quiet {
+    _lease: Lease,
+    ordinal: Option<i32>,
+    start: Option<GpuConditions>,
+}
+
+impl Quiet {
+    /// Takes the lease (waiting, the GIL released, while another worker holds it) and reads
+    /// the GPU's state; on the CPU, neither.
+    ///
+    /// # Errors
+    /// torch's current device cannot be read.
+    pub(super) fn begin(h: &Harness, py: Python<'_>) -> PyResult<Quiet> {
+        if !h.on_gpu() {
+            return Ok(Quiet {
+                _lease: Lease::none(),
+                ordinal: None,
+                start: None,
+            });
+        }
+        let ordinal = h.torch.current_device(py)?;
+        let lease = py.detach(lease::acquire);
+        let start = nvml::now(ordinal).map(|mut c| {
+            c.lease_wait_ms = lease.waited_ms;
+            c
+        });
+        Ok(Quiet {
+            _lease: lease,
+            ordinal: Some(ordinal),
+            start,
+        })
+    }
+
+    /// Releases the lease: the conditions from the start to now, or `None` on the CPU or
+    /// where NVML cannot be read.
+    pub(super) fn end(self) -> Option<GpuConditions> {
+        let mut conditions = self.start?;
+        if let Some(now) = self.ordinal.and_then(nvml::now) {
+            conditions.absorb(&now);
+        }
+        Some(conditions)
+    }
+}
+
 pub(crate) fn median(values: &[f64]) -> f64 {
     let mut v: Vec<f64> = values.to_vec();
     v.sort_by(f64::total_cmp);
@@ -669,6 +718,8 @@ pub(super) struct Timed {
     pub config_keys_read: Option<Vec<String>>,
     /// What the timed calls did.
     pub calls: TimedCalls,
+    /// What the GPU was doing meanwhile ([`Quiet`]).
+    pub conditions: Option<GpuConditions>,
 }
 
 /// The timing case's inputs (`harness.timing_inputs`), by name, in the harness's order.
@@ -749,13 +800,16 @@ pub(super) fn time_candidate<'py>(
         .cast_into::<PyDict>()
         .map_err(PyErr::from)?;
     let mut rotation = Rotation::new(h, py, &inputs, &pools, slot)?;
+    let quiet = Quiet::begin(h, py)?;
     h.func(py, "spin_up").call0()?;
     let ((latency_us, device), ops, own_ops) = monitored(h, py, |monitor| {
         recorded(h, || {
             measure_us(h, py, &call, Some(monitor), quick, Some(&mut rotation))
         })
     })?;
+    let conditions = quiet.end();
     Ok(Timed {
+        conditions,
         latency_us,
         peak_vram_mb: first.peak_vram_mb,
         config_keys_read: first.config_keys_read,
@@ -810,7 +864,8 @@ pub(super) struct Side {
 /// Times two loaded kernels (`kernels`: incumbent, candidate) interleaved `repetitions`
 /// times, alternating which goes first, each a quick [`measure_us`] under the op monitor on
 /// the same rotated inputs of the case (`kind` … `params` as [`time_candidate`]'s); the
-/// outputs of one repetition, drawn here, are kept for the check. Returns both sides.
+/// outputs of one repetition, drawn here, are kept for the check, all under one hold of
+/// the GPU ([`Quiet`]). Returns both sides and what the GPU was doing meanwhile.
 ///
 /// # Errors
 /// What a kernel or the harness raised, or a CUDA error; `Tampered` for a mode left
@@ -827,7 +882,7 @@ pub(super) fn compare_kernels<'py>(
     repetitions: u32,
     layout: &str,
     params: &str,
-) -> Result<[Side; 2], TimingError> {
+) -> Result<([Side; 2], Option<GpuConditions>), TimingError> {
     let inputs = timing_inputs(h, py, kind, &shape, dtype, seed, layout, params)?;
     let mut calls = Vec::new();
     for k in kernels {
@@ -858,6 +913,7 @@ pub(super) fn compare_kernels<'py>(
     let checked = random_below(u64::from(repetitions)) as u32;
     let mut sides: [Side; 2] = Default::default();
     let mut ops: [(BTreeSet<String>, BTreeSet<String>); 2] = Default::default();
+    let quiet = Quiet::begin(h, py)?;
     h.func(py, "spin_up").call0()?;
     for r in 0..repetitions {
         let order = if r % 2 == 1 { [1, 0] } else { [0, 1] };
@@ -889,13 +945,13 @@ pub(super) fn compare_kernels<'py>(
         calls.ops = std::mem::take(&mut ops[k].0).into_iter().collect();
         calls.own_ops = std::mem::take(&mut ops[k].1).into_iter().collect();
     }
-    Ok(sides)
+    Ok((sides, quiet.end()))
 }
 
 /// The reference's latencies at the timing case, in the trusted reference worker: eager
 /// PyTorch (`harness.reference_eager`) first, then, when `compiled`, torch.compile of it
 /// (`harness.reference_compiled`), each a [`measure_us`] without the op monitor or a
-/// rotation. Returns (eager µs, compiled µs, why torch.compile gave none).
+/// rotation, each under a hold of the GPU ([`Quiet`]).
 ///
 /// # Errors
 /// What the harness or eager PyTorch raised, or a CUDA error.
@@ -911,7 +967,7 @@ pub(super) fn time_reference<'py>(
     compiled: bool,
     layout: &str,
     params: &str,
-) -> PyResult<(f64, Option<f64>, Option<String>)> {
+) -> PyResult<ReferenceTimes> {
     let untampered = |e: TimingError| match e {
         TimingError::Python(e) => e,
         // no rotation, no candidate: nothing here checks modes
@@ -925,28 +981,52 @@ pub(super) fn time_reference<'py>(
         layout,
         params,
     ))?);
+    let quiet = Quiet::begin(h, py)?;
     h.func(py, "spin_up").call0()?;
     let eager_us = measure_us(h, py, &eager, None, quick, None).map_err(untampered)?;
+    let mut times = ReferenceTimes {
+        eager_us,
+        compiled_us: None,
+        compiled_error: None,
+        conditions: quiet.end(),
+    };
     if !compiled {
-        return Ok((eager_us, None, None));
+        return Ok(times);
     }
+    // compiled with the lease free (seconds of host work), timed under it
     let (compiled_call, error): (Option<Bound<'py, PyAny>>, Option<String>) = h
         .func(py, "reference_compiled")
         .call1((kind, shape, dtype, seed, layout, params))?
         .extract()?;
     let Some(c) = compiled_call else {
-        return Ok((eager_us, None, error));
+        times.compiled_error = error;
+        return Ok(times);
     };
+    let quiet = Quiet::begin(h, py)?;
     // torch.compile is optional: what stops it is reported, not raised
-    Ok(
-        match measure_us(h, py, &Callee::Fixed(c), None, quick, None) {
-            Ok(us) => (eager_us, Some(us), None),
-            Err(e) => {
-                let why = h.describe(py, &untampered(e)).0.chars().take(500).collect();
-                (eager_us, None, Some(why))
-            }
-        },
-    )
+    match measure_us(h, py, &Callee::Fixed(c), None, quick, None) {
+        Ok(us) => times.compiled_us = Some(us),
+        Err(e) => {
+            times.compiled_error =
+                Some(h.describe(py, &untampered(e)).0.chars().take(500).collect())
+        }
+    }
+    if let (Some(all), Some(more)) = (times.conditions.as_mut(), quiet.end()) {
+        all.absorb(&more);
+    }
+    Ok(times)
+}
+
+/// The reference's latencies ([`time_reference`]).
+pub(super) struct ReferenceTimes {
+    /// Eager PyTorch, microseconds.
+    pub eager_us: f64,
+    /// torch.compile of it, microseconds, when asked for and it compiled.
+    pub compiled_us: Option<f64>,
+    /// Why torch.compile gave none.
+    pub compiled_error: Option<String>,
+    /// What the GPU was doing meanwhile ([`Quiet`]).
+    pub conditions: Option<GpuConditions>,
 }
 
 #[cfg(test)]

@@ -978,3 +978,93 @@ async fn without_configurations_in_the_notes_a_resume_reads_them_from_the_commit
         ]
     );
 }
+
+/// A benchmarker on "representative" timings whose head-to-heads give the spreads of
+/// `spreads` in turn (then 0), the speedup of the fake's latencies each time.
+struct NoisyBench {
+    inner: FakeBenchmarker,
+    spreads: std::sync::Mutex<std::collections::VecDeque<f64>>,
+    compares: std::sync::atomic::AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl Benchmarker for NoisyBench {
+    async fn bench(&self, r: &BenchRequest) -> Result<BenchResult, BenchError> {
+        let mut out = self.inner.bench(r).await?;
+        out.timing_representative = true;
+        Ok(out)
+    }
+    async fn compare(&self, r: &CompareRequest) -> Result<Comparison, BenchError> {
+        self.compares
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut c = self.inner.compare(r).await?;
+        c.spread = self.spreads.lock().unwrap().pop_front().unwrap_or(0.0);
+        Ok(c)
+    }
+}
+
+fn noisy(spreads: &[f64]) -> NoisyBench {
+    NoisyBench {
+        inner: FakeBenchmarker::from_comments(),
+        spreads: std::sync::Mutex::new(spreads.iter().copied().collect()),
+        compares: Default::default(),
+    }
+}
+
+/// A head-to-head too noisy to decide is timed again, and the one that is quiet enough
+/// decides (issue 36: a decision the noise blocks is an experiment lost); the row's
+/// comparison says how many were run again.
+#[tokio::test]
+async fn a_noisy_head_to_head_is_timed_again_before_it_is_decided() {
+    let fx = Fixture::new();
+    let agent = ScriptedAgent::candidates(&[("faster", &src(80.0, ""))]);
+    let spread = keep::MAX_SPREAD * 2.0;
+    let mut l = OptimizationLoop::new(
+        agent,
+        noisy(&[spread, spread]),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    );
+    l.run(vec![(target("t", 1.0), src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    let row = &l.log().rows()[1];
+    assert_eq!(row.decision, Decision::Keep);
+    let c = row.head_to_head.as_ref().unwrap();
+    assert_eq!((c.retries, c.spread), (2, 0.0));
+    assert_eq!(
+        l.bench().compares.load(std::sync::atomic::Ordering::SeqCst),
+        3
+    );
+}
+
+/// Noise that lasts through every retry is reverted as too noisy, after
+/// `keep::NOISY_RETRIES` more head-to-heads, never more.
+#[tokio::test]
+async fn noise_through_every_retry_reverts_as_too_noisy() {
+    let fx = Fixture::new();
+    let agent = ScriptedAgent::candidates(&[("faster", &src(80.0, ""))]);
+    let spread = keep::MAX_SPREAD * 2.0;
+    let spreads = vec![spread; keep::NOISY_RETRIES as usize + 5];
+    let mut l = OptimizationLoop::new(
+        agent,
+        noisy(&spreads),
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        fx.options(),
+    );
+    l.run(vec![(target("t", 1.0), src(100.0, ""))], &Interrupt::new())
+        .await
+        .unwrap();
+    let row = &l.log().rows()[1];
+    assert_eq!(row.decision, Decision::Revert);
+    assert_eq!(
+        row.head_to_head.as_ref().unwrap().retries,
+        keep::NOISY_RETRIES
+    );
+    assert_eq!(
+        l.bench().compares.load(std::sync::atomic::Ordering::SeqCst),
+        keep::NOISY_RETRIES + 1
+    );
+}
