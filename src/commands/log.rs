@@ -66,6 +66,9 @@ pub struct LogEntry {
     pub head_to_head_speedup: Option<f64>,
     /// Spread of that head-to-head, `(max − min) / median` of the per-repetition ratios.
     pub head_to_head_spread: Option<f64>,
+    /// The whole head-to-head: each repetition's latencies, the retries of a noisy one and
+    /// what the GPU was doing meanwhile (the experiment's note holds it).
+    pub head_to_head: Option<autokernel_core::Comparison>,
     /// Speedup over the target's baseline ([`speedups_vs_baseline`]).
     pub speedup_vs_baseline: Option<f64>,
     /// Whether it became the target's best (a PASS baseline, or kept).
@@ -102,6 +105,7 @@ pub fn entries(rows: &[ExperimentRecord], target: Option<&str>) -> Vec<LogEntry>
                 .as_ref()
                 .map(|h| h.spread)
                 .filter(|s| s.is_finite()),
+            head_to_head: r.head_to_head.clone(),
             speedup_vs_baseline: speedup,
             best,
             commit: r.commit.clone(),

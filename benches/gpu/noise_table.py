@@ -1,0 +1,64 @@
+"""The noise of a run's measurements, from its workspace's `autokernel log --json`.
+
+    python3 benches/gpu/noise_table.py NAME LOG.json [NAME LOG.json ...]
+
+Prints, per run: the head-to-heads and how many were too noisy to decide (spread over
+`keep::MAX_SPREAD`, 25%), retried, the median spread of those whose incumbent takes 10 us
+or more, the largest lease wait and process count the GPU showed, and per target the
+baseline bench's latency beside the first head-to-head's reading of the same kernel (the
+incumbent then is the baseline): the issue's "bench and head to head within 5%".
+"""
+
+import json
+import statistics
+import sys
+
+MAX_SPREAD = 0.25
+
+
+def table(name, rows):
+    h2h = [r for r in rows if r.get("head_to_head")]
+    noisy = [r for r in h2h if r["head_to_head"]["spread"] > MAX_SPREAD]
+    retried = [r for r in h2h if r["head_to_head"].get("retries", 0) > 0]
+    big = [r["head_to_head"]["spread"] for r in h2h if r["head_to_head"]["incumbent_latency_us"] >= 10.0]
+    conditions = [r["head_to_head"].get("conditions") or {} for r in h2h]
+    waits = [c.get("lease_wait_ms", 0.0) for c in conditions]
+    procs = [c.get("gpu_processes") for c in conditions if c.get("gpu_processes") is not None]
+    clocks = [c.get("sm_clock_mhz") for c in conditions if c.get("sm_clock_mhz")]
+    print(f"## {name}")
+    print(f"head-to-heads: {len(h2h)}, too noisy to decide: {len(noisy)}, retried: {len(retried)}")
+    if big:
+        print(f"spread of kernels >= 10 us: median {100 * statistics.median(big):.1f}%, max {100 * max(big):.1f}% ({len(big)})")
+    if h2h:
+        print(f"lease wait per head-to-head: max {max(waits):.1f} ms; GPU processes seen: max {max(procs, default='n/a')}; "
+              f"SM clock range: {min((c[0] for c in clocks), default='n/a')}-{max((c[1] for c in clocks), default='n/a')} MHz")
+    print("| target | baseline bench us | first head-to-head, same kernel, us | ratio | spreads (%) |")
+    print("| --- | --- | --- | --- | --- |")
+    targets = []
+    for r in rows:
+        if r["target"] not in targets:
+            targets.append(r["target"])
+    for t in targets:
+        mine = [r for r in rows if r["target"] == t]
+        base = next((r for r in mine if r["decision"] == "baseline" and r.get("latency_us")), None)
+        first = next((r for r in mine if r.get("head_to_head")), None)
+        spreads = " ".join(f"{100 * r['head_to_head']['spread']:.0f}" for r in mine if r.get("head_to_head"))
+        if base is None:
+            continue
+        b = base["latency_us"]
+        if first is None:
+            print(f"| {t} | {b:.2f} | - | - | - |")
+            continue
+        h = first["head_to_head"]["incumbent_latency_us"]
+        print(f"| {t} | {b:.2f} | {h:.2f} | {b / h:.3f} | {spreads} |")
+    print()
+
+
+def main(argv):
+    for name, path in zip(argv[::2], argv[1::2]):
+        with open(path) as f:
+            table(name, json.load(f))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
