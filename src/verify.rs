@@ -163,7 +163,7 @@ pub struct VerifyOptions {
     /// `None`: `cudagraph` on a GPU, `eager` on the CPU.
     pub deploy: Option<DeployMode>,
     /// How long the whole verification may take (it is then cut short, keeping what it
-    /// decided); `None`: [`VerifyOptions::timeout`].
+    /// decided); `None`: [`VERIFY_TIMEOUT_S`], or [`VerifyOptions::timeout`] when longer.
     pub budget: Option<Duration>,
     /// Time the model in every deploy mode the device has, not only the deploy mode and
     /// eager.
@@ -308,8 +308,12 @@ pub async fn verify(
     progress: &(dyn Fn(&VerifyProgress) + Sync),
     interrupt: &Interrupt,
 ) -> Result<Verification, VerifyError> {
+    // by default the budget is no tighter than the hang limit: a call that does not answer
+    // within --timeout is a hang to look for, not the verification's end
     let settings = VerifySettings::within(
-        options.budget.unwrap_or(options.timeout),
+        options
+            .budget
+            .unwrap_or(options.timeout.max(Duration::from_secs(VERIFY_TIMEOUT_S))),
         options.timeout,
         options.deploy,
         options.all_modes,
@@ -541,7 +545,7 @@ pub async fn verify_workspace(
     };
     let interrupted = "interrupted (Ctrl-C or SIGTERM)";
     let hard_limit = format!(
-        "stopped {:.0} s past its budget's end ({:.0} s), the script not answering",
+        "stopped {:.0} s past the end of its budget ({:.0} s), its script not answering",
         grace.as_secs_f64(),
         budget.as_secs_f64()
     );

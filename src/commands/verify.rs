@@ -33,7 +33,8 @@ whose timings decide: a kernel alone must work there (one that breaks capture or
 compilation is left out, with the error) and, on a GPU, make the model faster there. Each
 variant is compiled once; a mode's rounds stop once they decide every variant.
 
---verify-budget bounds the whole verification (default: --timeout): past it, or on Ctrl-C
+--verify-budget bounds the whole verification (default: 30m, or --timeout when longer; each
+call that hangs past --timeout is looked into as before): past it, or on Ctrl-C
 or SIGTERM, it is cut short, and verify.json keeps what it decided (`cut_short: true`; the
 kernels not decided are left out, `undecided`); progress lines on stderr say the mode,
 the variant, the round and the time left.
@@ -59,7 +60,7 @@ pub struct VerifyArgs {
     pub python: Option<PathBuf>,
     /// Seconds the verification may go without an answer before it counts as hung: the
     /// kernel that hangs it is then found (each kernel alone, this long each) and left
-    /// out; also the default of --verify-budget
+    /// out
     #[arg(long, value_name = "SECS", default_value_t = VERIFY_TIMEOUT_S,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
@@ -70,7 +71,7 @@ pub struct VerifyArgs {
     #[arg(long, value_enum, value_name = "MODE")]
     pub deploy: Option<DeployMode>,
     /// How long the whole verification may take, e.g. 2m; past it, it is cut short and
-    /// verify.json keeps the kernels it decided [default: --timeout]
+    /// verify.json keeps the kernels it decided [default: 30m, or --timeout when longer]
     #[arg(long, value_name = "DURATION", value_parser = autokernel::settings::parse_duration)]
     pub verify_budget: Option<Duration>,
     /// Time the model in every deploy mode the device has, not only the deploy mode and
