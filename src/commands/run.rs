@@ -32,8 +32,8 @@ use crate::progress::{ProgressReporter, StepHooks};
 --budget is the whole run's: the profile, the loop, the verification and the report end
 within it. The verification's share (--verify-budget, by default a quarter of the budget,
 at least 30s and at most 15m, never more than half) and 5s for the report are kept from
-what the profile leaves; the loop gets the rest. A verification that reaches its end is cut
-short: verify.json keeps the kernels it decided, marked cut short.
+what the profile leaves; the loop gets the rest. A verification still running when its
+share ends is cut short: verify.json keeps the kernels it decided, marked cut short.
 
 Ctrl-C or SIGTERM stops after the current experiment (or cuts the verification short,
 keeping what it decided) and still writes the report, exit 130; a second one abandons the experiment in flight. Run the
