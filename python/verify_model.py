@@ -207,8 +207,8 @@ class Budget:
 
 def _variant_name(selected):
     """A variant (a list of plugs) as progress lines name it: its target ids joined by
-    ``+``, or ``without kernels``."""
-    return "+".join(p.target_id for p in selected) if selected else "without kernels"
+    ``+``, or ``without kernels`` (a plug without a target id, as tests pass, by its str)."""
+    return "+".join(getattr(p, "target_id", str(p)) for p in selected) if selected else "without kernels"
 
 
 def _variant_text(selected):
