@@ -106,7 +106,10 @@ fn valid_package_name(name: &str) -> bool {
         && !KEYWORDS.contains(&name)
 }
 
-/// The targets the verification put into the model, checked to be the kernels it saw.
+/// The targets the verification put into the model, checked to be the kernels it saw. A
+/// verification cut short ([`Verification::cut_short`]) serves as a whole one does: its
+/// `included` kernels were decided (checked alone and together), and a warning says it was
+/// cut short.
 ///
 /// # Errors
 /// No plan or no verification; a failed verification; a `kernel.py` changed since it (or
@@ -131,6 +134,15 @@ pub fn verified_targets(ws: &Workspace) -> anyhow::Result<(Vec<Target>, Verifica
         bail!(
             "the kernel.py of {} changed since the last verification\nhint: run `autokernel verify --workspace {dir}` again, then export",
             stale.join(", ")
+        );
+    }
+    // a verification cut short (its budget, an interrupt) exports the kernels it decided
+    // in, each checked alone and together as in a whole one; those it did not decide are
+    // left out, saying so
+    if v.cut_short {
+        tracing::warn!(
+            "the last verification of `{dir}` was cut short ({}): the package holds the kernels it decided in; `autokernel verify --workspace {dir}` decides the others",
+            v.cut_short_reason.as_deref().unwrap_or("no reason recorded")
         );
     }
     let included: Vec<Target> = plan
@@ -303,6 +315,8 @@ fn write_package(
             "modes": v.modes,
             // where the plugs take calls (`optimize` reads it; absent: from `modes`)
             "contexts": v.contexts,
+            // a verification cut short decided only some kernels (the others are left out)
+            "cut_short": v.cut_short,
         },
         "targets": entries,
         "left_out": left_out(v),

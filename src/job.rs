@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use autokernel_core::{
@@ -15,7 +15,10 @@ use autokernel_profiler::ImportedTrace;
 use crate::experiments::{run_experiments, Baselines, Experiments, SharedReporter};
 use crate::settings::{self, AgentSettings, LoopSettings};
 use crate::verification::Verification;
-use crate::verify::{verify_workspace, DeployMode, VERIFY_TIMEOUT_S};
+use crate::verify::{
+    verify_share, verify_workspace, DeployMode, VerifyProgress, VerifySettings, REPORT_RESERVE_S,
+    VERIFY_MIN_S, VERIFY_TIMEOUT_S,
+};
 use crate::workspace::{CreatedFolder, ModelIdentity, Workspace};
 use crate::{report, services};
 
@@ -45,12 +48,27 @@ pub enum Step<'a> {
         /// The targets, in plan order.
         targets: &'a [Target],
     },
+    /// How `--budget` is split, before the loop starts (only with a budget).
+    BudgetSplit {
+        /// The whole job's budget.
+        budget: Duration,
+        /// What the device check and the profile took.
+        profile: Duration,
+        /// The loop's share: what is left after the others.
+        loop_budget: Duration,
+        /// The verification's share (`None`: not verifying).
+        verify: Option<Duration>,
+        /// Kept for the report.
+        report: Duration,
+    },
     /// The loop starts.
     Experiments,
     /// The loop is over (finished, out of budget, or interrupted).
     ExperimentsOver,
     /// The verification starts.
     Verifying,
+    /// A step of the verification (a mode, a variant, a round), as its script reports it.
+    VerifyProgress(&'a VerifyProgress),
     /// The verification is over (or was cut short).
     VerifyingOver,
 }
@@ -75,11 +93,13 @@ enum AgentSource {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum VerificationRun {
-    /// It ran; `verify.json` holds it.
+    /// It ran, whole or cut short ([`Verification::cut_short`]: its budget ran out, or an
+    /// interrupt, after it had decided something); `verify.json` holds it.
     Done(Verification),
     /// Not run: turned off, or the loop was interrupted.
     NotRun,
-    /// Cut short by an interrupt; the last `verify.json` stays (stale once a kernel changed).
+    /// Cut short by an interrupt before it decided anything; the last `verify.json` stays
+    /// (stale once a kernel changed).
     Interrupted,
     /// It could not run (the worker, the model); the error, also logged as a warning.
     CouldNotRun(String),
@@ -143,6 +163,8 @@ pub struct Job {
     profile_iterations: u32,
     verify: bool,
     verify_timeout: Duration,
+    verify_budget: Option<Duration>,
+    all_modes: bool,
     deploy: Option<DeployMode>,
     reporter: Arc<dyn JobReporter>,
     interrupt: Arc<Interrupt>,
@@ -168,6 +190,8 @@ impl Job {
             profile_iterations: autokernel_profiler::DEFAULT_ITERATIONS,
             verify: true,
             verify_timeout: Duration::from_secs(VERIFY_TIMEOUT_S),
+            verify_budget: None,
+            all_modes: false,
             deploy: None,
             reporter: Arc::new(NoReporter),
             interrupt: Arc::new(Interrupt::new()),
@@ -201,7 +225,8 @@ impl Job {
         self
     }
 
-    /// Stop after this much wall time.
+    /// The whole job's wall time: profile, loop, verification and report end within it
+    /// (the loop gets what the profile and the verification's share leave: [`Job::run`]).
     pub fn budget(mut self, budget: Duration) -> Self {
         self.loop_settings.budget = Some(budget);
         self
@@ -241,6 +266,22 @@ impl Job {
         self
     }
 
+    /// How long the verification may take, instead of its share of the budget
+    /// ([`crate::verify::verify_share`]) or, without a budget,
+    /// [`crate::verify::VERIFY_TIMEOUT_S`]; past it, it is cut short and keeps what it
+    /// decided.
+    pub fn verify_budget(mut self, budget: Option<Duration>) -> Self {
+        self.verify_budget = budget;
+        self
+    }
+
+    /// Time the model in every deploy mode the device has when verifying, not only the
+    /// deploy mode and eager.
+    pub fn all_modes(mut self, all: bool) -> Self {
+        self.all_modes = all;
+        self
+    }
+
     /// The mode the model will be deployed in, whose timings decide which kernels the
     /// verification keeps ([`DeployMode`]), recorded in the workspace's settings (default:
     /// the workspace's, else `cudagraph` on a GPU, `eager` on the CPU).
@@ -256,13 +297,20 @@ impl Job {
     }
 
     /// The flag that stops the job: the loop after the experiment in flight (a second
-    /// request abandons it), or the verification at once.
+    /// request abandons it), or the verification at once, keeping what it decided
+    /// ([`Verification::cut_short`]).
     pub fn interrupt(mut self, interrupt: Arc<Interrupt>) -> Self {
         self.interrupt = interrupt;
         self
     }
 
     /// Runs the job: profile → plan → loop → verify → report.
+    ///
+    /// With a budget ([`Job::budget`]) the whole job ends within it: the verification's
+    /// share ([`Job::verify_budget`], else [`verify_share`]) and [`REPORT_RESERVE_S`] for
+    /// the report are kept from what the profile leaves, and the loop gets the rest. The
+    /// loop checks its budget between experiments, so its last experiment may end past its
+    /// share; the verification then gets what is left, at least [`VERIFY_MIN_S`].
     ///
     /// # Errors
     /// Settings that would run nothing; a workspace of another model, or planned in another
@@ -281,10 +329,19 @@ impl Job {
             profile_iterations,
             verify,
             verify_timeout,
+            verify_budget,
+            all_modes,
             deploy,
             reporter,
             interrupt,
         } = self;
+        // the budget is the whole job's: its clock starts now, before the profile
+        let started = Instant::now();
+        let mut loop_settings = loop_settings;
+        let total_budget = loop_settings.budget;
+        if verify_budget.is_some_and(|b| b.is_zero()) {
+            bail!("--verify-budget 0 leaves no time to verify; pass a duration such as 2m, or --no-verify");
+        }
         if top == Some(0) {
             bail!("--top 0 leaves nothing to optimise; pass --top 1 or more");
         }
@@ -381,6 +438,43 @@ impl Job {
         ws.save_settings()?;
         reporter.on_step(Step::Planned { targets: &targets });
 
+        // the loop's share of the budget: what the profile, the verification's share and
+        // the report's leave
+        let verify_share = verify_budget
+            .or(total_budget.map(verify_share))
+            .unwrap_or(Duration::from_secs(VERIFY_TIMEOUT_S));
+        let end = total_budget.map(|b| started + b);
+        if let Some(end) = end {
+            let kept = if verify {
+                verify_share + Duration::from_secs(REPORT_RESERVE_S)
+            } else {
+                Duration::from_secs(REPORT_RESERVE_S)
+            };
+            let loop_budget = end.saturating_duration_since(Instant::now() + kept);
+            tracing::info!(
+                profile_s = started.elapsed().as_secs_f64(),
+                loop_s = loop_budget.as_secs_f64(),
+                verify_s = verify.then_some(verify_share.as_secs_f64()),
+                report_s = REPORT_RESERVE_S,
+                "the budget's split"
+            );
+            reporter.on_step(Step::BudgetSplit {
+                budget: total_budget.unwrap_or_default(),
+                profile: started.elapsed(),
+                loop_budget,
+                verify: verify.then_some(verify_share),
+                report: Duration::from_secs(REPORT_RESERVE_S),
+            });
+            if loop_budget.is_zero() {
+                reporter.on_warning(&format!(
+                    "the budget leaves the loop no time: {:.0} s went to the device check and the profile, {:.0} s are kept for the verification and the report; pass a larger --budget (or a smaller --verify-budget)",
+                    started.elapsed().as_secs_f64(),
+                    kept.as_secs_f64()
+                ));
+            }
+            loop_settings.budget = Some(loop_budget);
+        }
+
         reporter.on_step(Step::Experiments);
         let experiments = run_experiments(
             &ws,
@@ -400,23 +494,48 @@ impl Job {
             VerificationRun::NotRun
         } else {
             reporter.on_step(Step::Verifying);
-            // an interrupt now (the loop is over) cuts the verification short and goes on
-            // to the report
-            let v = tokio::select! {
-                v = verify_workspace(&mut services, &ws, &spec, &targets, &experiments.rows, verify_timeout, deploy) => Some(v),
-                () = interrupt.stopped() => None,
+            // within the budget's end (less the report's reserve), and within its share
+            let now = Instant::now();
+            let mut deadline = now + verify_share;
+            if let Some(end) = end {
+                let report_starts = end
+                    .checked_sub(Duration::from_secs(REPORT_RESERVE_S))
+                    .unwrap_or(end);
+                deadline = deadline
+                    .min(report_starts)
+                    .max(now + Duration::from_secs(VERIFY_MIN_S).min(verify_share));
+            }
+            let settings = VerifySettings {
+                deadline,
+                timeout: verify_timeout,
+                deploy,
+                all_modes,
             };
+            let progress = |p: &VerifyProgress| reporter.on_step(Step::VerifyProgress(p));
+            // an interrupt now (the loop is over) cuts the verification short, keeping what
+            // it decided, and goes on to the report
+            let v = verify_workspace(
+                &mut services,
+                &ws,
+                &spec,
+                &targets,
+                &experiments.rows,
+                &settings,
+                &progress,
+                &interrupt,
+            )
+            .await;
             reporter.on_step(Step::VerifyingOver);
             match v {
-                Some(Ok(v)) => {
+                Ok(v) => {
                     ws.save_verification(&v)?;
                     VerificationRun::Done(v)
                 }
-                Some(Err(e)) => {
+                Err(_) if interrupt.stop_requested() => VerificationRun::Interrupted,
+                Err(e) => {
                     tracing::warn!("verification could not run: {e:#}");
                     VerificationRun::CouldNotRun(format!("{e:#}"))
                 }
-                None => VerificationRun::Interrupted,
             }
         };
 

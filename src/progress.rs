@@ -278,6 +278,25 @@ impl JobReporter for ProgressReporter {
                         .join(", ")
                 ),
             ),
+            Step::BudgetSplit {
+                budget,
+                profile,
+                loop_budget,
+                verify,
+                report,
+            } => {
+                let verify = verify.map_or_else(
+                    || "no verification".to_string(),
+                    |v| format!("verification {}", human_duration(v)),
+                );
+                self.line(format!(
+                    "budget {}: profile {} (taken), loop {}, {verify}, report {}",
+                    human_duration(budget),
+                    human_duration(profile),
+                    human_duration(loop_budget),
+                    human_duration(report)
+                ));
+            }
             Step::Experiments => {
                 if let Some(hook) = lock(&hooks.on_loop_start).take() {
                     hook();
@@ -290,6 +309,19 @@ impl JobReporter for ProgressReporter {
                 self.finish();
             }
             Step::Verifying => hooks.spin("verifying the kept kernels inside the model"),
+            Step::VerifyProgress(p) => {
+                // as the loop's phases: a line each without a terminal, else the spinner's
+                let line = p.line();
+                tracing::debug!("{line}");
+                if self.phase_lines {
+                    #[allow(clippy::print_stderr)]
+                    {
+                        eprintln!("{line}");
+                    }
+                } else if let Some(bar) = lock(&hooks.spinner).as_ref() {
+                    bar.set_message(line);
+                }
+            }
             Step::VerifyingOver => hooks.stop_spinning(),
             _ => {}
         }

@@ -140,6 +140,7 @@ pub fn slower_than_pytorch(summaries: &[TargetSummary]) -> Vec<Excluded> {
                     "slower than PyTorch at the model's shape ({x:.3}x): PyTorch's own op is kept"
                 ),
                 broken: false,
+                undecided: false,
             })
         })
         .collect()
@@ -172,6 +173,7 @@ pub fn never_judged_pass(targets: &[Target], rows: &[ExperimentRecord]) -> Vec<E
                 target: t.id.clone(),
                 reason,
                 broken: false,
+                undecided: false,
             })
         })
         .collect()
@@ -314,6 +316,14 @@ pub fn render_markdown(
                     md,
                     "**Stale:** the `kernel.py` of {} changed after this verification; run `autokernel verify --workspace {}` again.\n",
                     stale.join(", "),
+                    ws.root.display()
+                );
+            }
+            if v.cut_short {
+                let _ = writeln!(
+                    md,
+                    "**Cut short:** {}; the kernels it did not decide are left out (`autokernel verify --workspace {}` decides them).\n",
+                    v.cut_short_reason.as_deref().unwrap_or("no reason recorded"),
                     ws.root.display()
                 );
             }

@@ -66,6 +66,18 @@ pub struct Verification {
     /// before this field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contexts: Option<Vec<String>>,
+    /// Whether the verification was cut short (its budget ran out, or Ctrl-C or SIGTERM
+    /// stopped it) before it decided every kernel: [`Verification::included`] holds the
+    /// kernels decided in by then (each checked alone and together, as in a whole one); the
+    /// kernels not decided are in [`Verification::excluded`], each
+    /// [`Excluded::undecided`]; modes not timed have a row whose `error` says so. False in a
+    /// `verify.json` written before this field.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut_short: bool,
+    /// Why and where a verification was cut short (`its budget ran out while timing eager
+    /// …`); `None` for a whole one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_short_reason: Option<String>,
 }
 
 /// One row of a verification's modes table: the model in one deploy mode (`eager`,
@@ -160,6 +172,11 @@ pub fn verification_summary(
     } else {
         format!("verification: FAIL on {} (report.md says why)", v.device)
     };
+    if v.cut_short {
+        line.push_str(
+            "; cut short: the kernels it did not decide are left out (autokernel verify again decides them)",
+        );
+    }
     if !stale.is_empty() {
         line.push_str(&format!(
             "; stale: the kernel.py of {} is not the one verified",
@@ -182,6 +199,11 @@ pub struct Excluded {
     /// faster. (Absent from a `verify.json` written before this field: false.)
     #[serde(default)]
     pub broken: bool,
+    /// Whether it was left out only because the verification was cut short before deciding
+    /// it ([`Verification::cut_short`]): nothing is known against it; a whole verification
+    /// decides it. (Absent from a `verify.json` written before this field: false.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undecided: bool,
 }
 
 impl Verification {
@@ -210,9 +232,26 @@ impl Verification {
         self.kernel_sha256.is_some()
     }
 
+    /// Whether the verification reached any decision of its own on a kernel: one plugged in,
+    /// or one left out for a reason other than being undecided. A verification cut short
+    /// before any is worth nothing (and is not saved over the last one).
+    pub fn decided_anything(&self) -> bool {
+        !self.included.is_empty() || self.excluded.iter().any(|e| !e.undecided)
+    }
+
     /// The `verified:` value of the summaries: `false` with the count of wrong kernels when
-    /// the check failed, `n/a` when nothing was plugged in, else `true`.
+    /// the check failed, `n/a` when nothing was plugged in, else `true`; a verification cut
+    /// short says so after it, with the reason.
     pub fn verdict(&self) -> String {
+        let verdict = self.whole_verdict();
+        match (self.cut_short, &self.cut_short_reason) {
+            (false, _) => verdict,
+            (true, Some(why)) => format!("{verdict}; cut short: {why}"),
+            (true, None) => format!("{verdict}; cut short"),
+        }
+    }
+
+    fn whole_verdict(&self) -> String {
         let broken = self.excluded.iter().filter(|e| e.broken).count();
         if !self.passed {
             if broken == 0 {

@@ -29,8 +29,14 @@ use crate::progress::{ProgressReporter, StepHooks};
   autokernel run --model transformers:LlamaForCausalLM --pretrained ./llama-checkpoint --input-shape 1,512
   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 autokernel run --example llama --agent openai --llm-model qwen3-coder
 
-Ctrl-C or SIGTERM stops after the current experiment (or cuts the verification short) and
-still writes the report, exit 130; a second one abandons the experiment in flight. Run the
+--budget is the whole run's: the profile, the loop, the verification and the report end
+within it. The verification's share (--verify-budget, by default a quarter of the budget,
+at least 30s and at most 15m, never more than half) and 5s for the report are kept from
+what the profile leaves; the loop gets the rest. A verification still running when its
+share ends is cut short: verify.json keeps the kernels it decided, marked cut short.
+
+Ctrl-C or SIGTERM stops after the current experiment (or cuts the verification short,
+keeping what it decided) and still writes the report, exit 130; a second one abandons the experiment in flight. Run the
 same command again on the same workspace to resume (with the same model, inputs, checkpoint
 and --dtype, if one was given); `autokernel report` and `autokernel verify` work on a workspace at any time.")]
 pub struct RunArgs {
@@ -76,6 +82,16 @@ pub struct RunArgs {
     /// as stale once a kernel changed)
     #[arg(long, help_heading = "Output")]
     pub no_verify: bool,
+    /// How long the verification after the loop may take, e.g. 2m, instead of its share
+    /// of --budget (a quarter, at least 30 s and at most 15 m, never more than half);
+    /// past it, it is cut short and keeps the kernels it decided [default: that share;
+    /// without --budget, 30m]
+    #[arg(long, value_name = "DURATION", value_parser = autokernel::settings::parse_duration, help_heading = "Budget")]
+    pub verify_budget: Option<std::time::Duration>,
+    /// Verify in every deploy mode the device has (eager, cudagraph, compile,
+    /// reduce-overhead), not only the deploy mode and eager
+    #[arg(long, help_heading = "Output")]
+    pub all_modes: bool,
     /// The mode you run the model in, whose timings decide which kernels the verification
     /// keeps: eager, cudagraph, compile or reduce-overhead (torch.compile's); recorded in
     /// the workspace for resumes and `verify` [default: the workspace's, else cudagraph on
@@ -127,6 +143,8 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         .loop_settings(args.experiments.settings())
         .profile_iterations(args.model.iterations)
         .verify(!args.no_verify)
+        .verify_budget(args.verify_budget)
+        .all_modes(args.all_modes)
         .deploy(args.deploy)
         .reporter(progress.clone())
         .interrupt(interrupt.clone());
@@ -146,7 +164,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
     if args.json {
         let verification = match &outcome.verification {
             VerificationRun::Done(v) => {
-                serde_json::json!({"state": if v.passed { "passed" } else { "failed" }, "result": v})
+                serde_json::json!({"state": if v.passed { "passed" } else { "failed" }, "cut_short": v.cut_short, "result": v})
             }
             VerificationRun::Interrupted => serde_json::json!({"state": "interrupted"}),
             VerificationRun::NotRun | VerificationRun::CouldNotRun(_) => {
@@ -181,7 +199,7 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
         summary.push_str("timings: Triton's interpreter on the CPU, not representative (the keep rule and the speedups above are only exercised, not meaningful)\n");
     }
     if matches!(outcome.verification, VerificationRun::Interrupted) {
-        summary.push_str("verified: not run (interrupted)\n");
+        summary.push_str("verified: not run (interrupted before it decided anything)\n");
     }
     if let Some(v) = verified_now {
         summary.push_str(&format!("verified: {}\n", v.verdict()));

@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
-use autokernel::verify::{DeployMode, VerifyOptions, VERIFY_TIMEOUT_S};
+use autokernel::verify::{DeployMode, VerifyOptions, VerifyProgress, VERIFY_TIMEOUT_S};
 use autokernel::Workspace;
-use autokernel_core::Device;
+use autokernel_core::{Device, Interrupt};
 
 use crate::global_args::GlobalArgs;
 use crate::progress::spinner;
@@ -24,12 +25,19 @@ it; --timeout says when a verification counts as hung); or when it is merely of 
 model has no call site for it at its shapes, or (on a GPU) it does not make the model at
 least 1% faster.
 
-The model is timed in every deploy mode the device has (eager; on a GPU, one forward
-replayed from a CUDA graph and torch.compile's reduce-overhead; torch.compile, on the CPU
-only with --deploy compile), without and with the included kernels, each mode's output
-checked against the eager model's; `mode` lines show the table. --deploy picks the mode
+The model is timed in the deploy mode and in eager, without and with the included
+kernels, each mode's output checked against the eager model's; `mode` lines show the table.
+--all-modes times every mode the device has (eager, torch.compile; on a GPU also one forward
+replayed from a CUDA graph and torch.compile's reduce-overhead). --deploy picks the mode
 whose timings decide: a kernel alone must work there (one that breaks capture or
-compilation is left out, with the error) and, on a GPU, make the model faster there.
+compilation is left out, with the error) and, on a GPU, make the model faster there. Each
+variant is compiled once; a mode's rounds stop once they decide every variant.
+
+--verify-budget bounds the whole verification (default: 30m, or --timeout when longer; each
+call that hangs past --timeout is looked into as before): past it, or on Ctrl-C
+or SIGTERM, it is cut short, and verify.json keeps what it decided (`cut_short: true`; the
+kernels not decided are left out, `undecided`); progress lines on stderr say the mode,
+the variant, the round and the time left.
 
 Examples:
   autokernel verify -w autokernel-workspace
@@ -37,8 +45,9 @@ Examples:
   autokernel verify -w autokernel-workspace --device cpu --json
 
 Exit codes: 0 the model with the kernels matches and no kernel is wrong (also when none was
-plugged in: `verified: n/a`); 1 a kernel is wrong (it breaks the model or cannot be loaded);
-2 error (not a workspace, no usable python, the model does not load)."
+plugged in: `verified: n/a`, or it was cut short by its budget); 1 a kernel is wrong (it
+breaks the model or cannot be loaded); 2 error (not a workspace, no usable python, the
+model does not load); 130 interrupted (what was decided is saved)."
 )]
 pub struct VerifyArgs {
     #[command(flatten)]
@@ -49,8 +58,9 @@ pub struct VerifyArgs {
     /// The Python interpreter whose torch and triton to use
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
-    /// Seconds the verification may take before the worker is stopped; a kernel that
-    /// hangs inside the model is then found (each kernel alone, this long each) and left out
+    /// Seconds the verification may go without an answer before it counts as hung: the
+    /// kernel that hangs it is then found (each kernel alone, this long each) and left
+    /// out
     #[arg(long, value_name = "SECS", default_value_t = VERIFY_TIMEOUT_S,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
@@ -60,6 +70,14 @@ pub struct VerifyArgs {
     /// workspace, else cudagraph on a GPU, eager on the CPU]
     #[arg(long, value_enum, value_name = "MODE")]
     pub deploy: Option<DeployMode>,
+    /// How long the whole verification may take, e.g. 2m; past it, it is cut short and
+    /// verify.json keeps the kernels it decided [default: 30m, or --timeout when longer]
+    #[arg(long, value_name = "DURATION", value_parser = autokernel::settings::parse_duration)]
+    pub verify_budget: Option<Duration>,
+    /// Time the model in every deploy mode the device has, not only the deploy mode and
+    /// eager
+    #[arg(long)]
+    pub all_modes: bool,
     /// Print the result as JSON
     #[arg(long)]
     pub json: bool,
@@ -93,23 +111,68 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
         timeout: Duration::from_secs(args.timeout),
         // the mode `run --deploy` chose for this workspace, unless told otherwise
         deploy,
+        budget: args.verify_budget,
+        all_modes: args.all_modes,
     };
+    if args.verify_budget.is_some_and(|b| b.is_zero()) {
+        anyhow::bail!("--verify-budget 0 leaves no time to verify; pass a duration such as 2m");
+    }
     let bar = spinner(global, "verifying the kept kernels inside the model");
-    // dropping the verification on a signal drops its worker, which stops the process
-    let v = tokio::select! {
-        v = autokernel::verify::verify(&ws, &options) => v,
-        signal = crate::commands::experiments::stop_signal() => {
-            bar.finish_and_clear();
+    // a signal cuts the verification short: the worker is stopped, and what it decided by
+    // then is saved (nothing when it had decided nothing)
+    let interrupt = Arc::new(Interrupt::new());
+    let signal: Arc<std::sync::Mutex<Option<&'static str>>> = Arc::default();
+    let listener = {
+        let (interrupt, signal) = (interrupt.clone(), signal.clone());
+        tokio::spawn(async move {
+            let name = crate::commands::experiments::stop_signal().await;
+            *signal
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(name);
+            interrupt.request();
+        })
+    };
+    let (quiet, lines) = (global.quiet, bar.is_hidden());
+    let progress = |p: &VerifyProgress| {
+        let line = p.line();
+        tracing::debug!("{line}");
+        if quiet {
+            return;
+        }
+        if lines {
             #[allow(clippy::print_stderr)]
             {
-                eprintln!("\n{signal}: verification stopped; nothing saved");
+                eprintln!("{line}");
+            }
+        } else {
+            bar.set_message(line);
+        }
+    };
+    let v = autokernel::verify::verify(&ws, &options, &progress, &interrupt).await;
+    listener.abort();
+    bar.finish_and_clear();
+    let stopped_by = *signal
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let v = match (v, stopped_by) {
+        (Err(e), Some(signal)) => {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("\n{signal}: verification stopped; nothing saved ({e})");
             }
             return Ok(ExitCode::from(130));
         }
+        (v, _) => v?,
     };
-    bar.finish_and_clear();
-    let v = v?;
     ws.save_verification(&v)?;
+    if let Some(signal) = stopped_by {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "\n{signal}: verification stopped; what it decided is saved, marked cut short"
+            );
+        }
+    }
     if args.json {
         crate::output::print_stdout(&serde_json::to_string_pretty(&v)?);
     } else {
@@ -154,9 +217,19 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
             );
         }
     }
-    Ok(if v.passed {
+    Ok(if signal_stopped(&signal) {
+        ExitCode::from(130)
+    } else if v.passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Whether a signal stopped the verification.
+fn signal_stopped(signal: &std::sync::Mutex<Option<&'static str>>) -> bool {
+    signal
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .is_some()
 }

@@ -377,3 +377,222 @@ fn kernels_slower_together_in_the_deploy_mode_stay_out() {
 fn an_exported_package_runs_the_kernels_only_where_they_did_not_lose() {
     python_check("verify_rules_check.py", "contexts");
 }
+
+/// A mode's rounds stop once they decide every variant, a compiled variant is compiled once,
+/// and the deadline stops the timing between rounds (`verify_rules_check.py early_stop`, on
+/// made-up timings).
+#[test]
+fn a_modes_rounds_stop_once_decided_and_at_the_deadline() {
+    python_check("verify_rules_check.py", "early_stop");
+}
+
+/// The target ids of the tiny example's first two targets, each with a judged kernel (the
+/// run's, or its starter).
+fn two_judged_kernels(ws: &Path) -> (String, String) {
+    let plan = tiny_workspace(ws, 2);
+    let ids: Vec<String> = plan
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(ids.len() >= 2, "{plan}");
+    for i in 0..2 {
+        crate::util::kernel_or_starter(ws, &plan, i);
+    }
+    (ids[0].clone(), ids[1].clone())
+}
+
+/// The last progress line the verification script wrote in `ws` (its `text`), if any.
+fn last_progress(ws: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(ws.join(".autokernel/verify.progress.jsonl")).ok()?;
+    let line: serde_json::Value = serde_json::from_str(text.lines().last()?).ok()?;
+    Some(line["text"].as_str()?.to_string())
+}
+
+/// Issue #36: a verification cut short still saves what it decided. The second kernel hangs
+/// once the verification checks it alone in the model, after the first was decided in: with
+/// `--verify-budget 20s` the script cannot stop itself there, so the worker is stopped at the
+/// hard limit (the deadline and its grace), and verify.json holds the first kernel plugged
+/// in and the second left out undecided, marked cut short; `export` ships the decided kernel.
+/// SIGTERM at the same moment saves the same, with exit 130.
+#[test]
+fn a_verification_cut_short_saves_the_kernels_it_decided() {
+    let (dir, ws) = tempdir();
+    let (first, second) = two_judged_kernels(&ws);
+    let path = ws.join(format!("targets/{second}/kernel.py"));
+    let source = std::fs::read_to_string(&path).unwrap();
+    let progress = ws.join(".autokernel/verify.progress.jsonl");
+    judged(
+        &ws,
+        &second,
+        &format!(
+            // a host read first: the operator's launcher then runs this Python at every call
+            // (a call that only launches kernels is replayed without it)
+            "{source}\n\n_right = kernel_fn\n\ndef kernel_fn(**inputs):\n    import pathlib, time, torch\n    [v for v in inputs.values() if isinstance(v, torch.Tensor)][0].sum().item()\n    progress = pathlib.Path({progress:?})\n    while progress.exists() and 'checking {second} alone' in progress.read_text().splitlines()[-1]:\n        time.sleep(0.1)\n    return _right(**inputs)\n",
+        ),
+    );
+    let (code, stdout, stderr) = verify_with(&ws, &["--verify-budget", "20s", "--timeout", "600"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("verified: true; cut short: stopped 5 s past the end of its budget"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("included: {first}\n")), "{stdout}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("verify.json")).unwrap()).unwrap();
+    assert_eq!(saved["cut_short"], true, "{saved}");
+    assert_eq!(saved["included"], serde_json::json!([first]), "{saved}");
+    let left_out = saved["excluded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["target"] == second.as_str())
+        .unwrap_or_else(|| panic!("{second} is not left out: {saved}"));
+    assert_eq!(left_out["undecided"], true, "{saved}");
+    assert_eq!(left_out["broken"], false, "{saved}");
+    assert!(
+        left_out["reason"].as_str().unwrap().starts_with(&format!(
+            "not decided: the verification was cut short (stopped while checking {second} alone"
+        )),
+        "{saved}"
+    );
+    // the modes table was never reached: its row says so
+    assert!(
+        saved["modes"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("not timed: the verification was cut short")),
+        "{saved}"
+    );
+    // report says it was cut short
+    let out = report(&ws);
+    let report_out = String::from_utf8_lossy(&out.stdout);
+    assert!(report_out.contains("; cut short: "), "{report_out}");
+    let md = std::fs::read_to_string(ws.join("report.md")).unwrap();
+    assert!(md.contains("**Cut short:** stopped 5 s past"), "{md}");
+    // export takes the kernel it decided, and says the verification was cut short
+    let out = autokernel()
+        .args(["export", "--name", "cut_short_kernels", "-w"])
+        .arg(&ws)
+        .arg("-o")
+        .arg(dir.path().join("exported"))
+        .output()
+        .unwrap();
+    let (export_out, export_err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{export_out}{export_err}");
+    assert!(
+        export_out.contains("exported 1 kernel(s)") && export_out.contains(&first),
+        "{export_out}"
+    );
+    assert!(export_err.contains("was cut short"), "{export_err}");
+
+    // SIGTERM while it hangs there: exit 130, and the same decisions saved
+    std::fs::remove_file(ws.join("verify.json")).unwrap();
+    // the last run's progress ends on the same line: wait for this run's
+    std::fs::remove_file(&progress).unwrap();
+    let child = autokernel()
+        .args(["verify", "--device", "cpu", "--timeout", "600", "-w"])
+        .arg(&ws)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !last_progress(&ws).is_some_and(|t| t.starts_with(&format!("checking {second} alone"))) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(600),
+            "the verification never reached {second}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SAFETY: kill with a pid and a signal number has no memory preconditions.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("SIGTERM: verification stopped; what it decided is saved"),
+        "{stderr}"
+    );
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("verify.json")).unwrap()).unwrap();
+    assert_eq!(saved["cut_short"], true, "{saved}");
+    assert_eq!(saved["included"], serde_json::json!([first]), "{saved}");
+    assert!(
+        saved["cut_short_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("interrupted (Ctrl-C or SIGTERM): stopped while checking"),
+        "{saved}"
+    );
+}
+
+/// Issue #36: the verification's progress lines on stderr come in order: the model loaded,
+/// each kernel alone, then per mode (the deploy mode first, then the others `--all-modes`
+/// asks for) each variant's rounds, then done; each says the time left. stdout has none.
+#[test]
+fn the_verifications_progress_lines_come_in_order() {
+    let (_dir, ws) = tempdir();
+    let plan = tiny_workspace(&ws, 1);
+    let target = plan[0]["id"].as_str().unwrap().to_string();
+    crate::util::kernel_or_starter(&ws, &plan, 0);
+    let (code, stdout, stderr) = verify_with(&ws, &["--all-modes", "--verify-budget", "20m"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(!stdout.contains("verify: "), "{stdout}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("verify: "))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("s of the verification's budget left")),
+        "{stderr}"
+    );
+    let text = |l: &&str| {
+        l.trim_start_matches("verify: ")
+            .split(" · ")
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let texts: Vec<String> = lines.iter().map(text).collect();
+    let at = |want: &str| {
+        texts
+            .iter()
+            .position(|t| t == want)
+            .unwrap_or_else(|| panic!("no `{want}` line:\n{stderr}"))
+    };
+    assert_eq!(
+        texts.first().map(String::as_str),
+        Some("loading the model"),
+        "{stderr}"
+    );
+    assert_eq!(texts.last().map(String::as_str), Some("done"), "{stderr}");
+    let alone = at(&format!("checking {target} alone in the model"));
+    // on the CPU one round per variant; eager (deployed) first, then torch.compile
+    let timings: Vec<&String> = texts.iter().filter(|t| t.starts_with("timing ")).collect();
+    let with = format!("with {target}");
+    let want: Vec<String> = ["eager", "compile"]
+        .iter()
+        .flat_map(|mode| {
+            ["without kernels", with.as_str()]
+                .map(|variant| format!("timing {mode} {variant}, round 1 of 1"))
+        })
+        .collect();
+    assert_eq!(timings, want.iter().collect::<Vec<_>>(), "{stderr}");
+    assert!(alone < at(&want[0]), "{stderr}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("verify.json")).unwrap()).unwrap();
+    assert!(saved.get("cut_short").is_none(), "{saved}");
+    let modes: Vec<&str> = saved["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["eager", "compile"], "{saved}");
+}
