@@ -121,14 +121,26 @@ def _clone(out):
     return None
 
 
+def _gpu_lease():
+    """The bench worker's GPU lease (`harness.gpu_lease`: no other worker of autokernel's
+    runs GPU work while it is held, docs/bench.md); a no-op outside a worker."""
+    try:
+        import harness
+    except ImportError:
+        return contextlib.nullcontext()
+    return harness.gpu_lease()
+
+
 def loop_ms(run, on_gpu, count):
-    """Milliseconds per forward of `count` forwards in a plain loop, one synchronize."""
-    _sync(on_gpu)
-    t0 = time.perf_counter()
-    for _ in range(count):
-        run()
-    _sync(on_gpu)
-    return (time.perf_counter() - t0) * 1e3 / count
+    """Milliseconds per forward of `count` forwards in a plain loop, one synchronize, under
+    the GPU lease on the GPU (a spare worker warming up would stretch it otherwise)."""
+    with _gpu_lease() if on_gpu else contextlib.nullcontext():
+        _sync(on_gpu)
+        t0 = time.perf_counter()
+        for _ in range(count):
+            run()
+        _sync(on_gpu)
+        return (time.perf_counter() - t0) * 1e3 / count
 
 
 def loop_count(run, on_gpu):
