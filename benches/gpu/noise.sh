@@ -9,6 +9,7 @@
 #   benches/gpu/noise.sh opt 120s \
 #     "--model transformers:OPTForCausalLM --input-shape 1,1024 --dtype float16 --top 4 --plateau 2"
 #
+# LEASES="on" runs only the default (default: "off on").
 # AK (default gpu-bin/autokernel) and AUTOKERNEL_PYTHON (default python3) as docs/gpu.md says.
 set -u
 name=$1 budget=$2 run_flags=$3
@@ -16,7 +17,7 @@ AK=${AK:-gpu-bin/autokernel}
 export AUTOKERNEL_PYTHON=${AUTOKERNEL_PYTHON:-python3}
 out=${OUT:?set OUT to a folder for the logs}
 args=()
-for lease in off on; do
+for lease in ${LEASES:-off on}; do
     ws=$out/$name-lease-$lease-ws
     start=$(date +%s)
     # shellcheck disable=SC2086 # the flags are meant to split into words
@@ -24,6 +25,7 @@ for lease in off on; do
         --no-progress >"$out/$name-lease-$lease-run.log" 2>&1
     echo "$name, lease $lease: run exit $? after $(($(date +%s) - start)) s"
     "$AK" log -w "$ws" --json >"$out/$name-lease-$lease-log.json"
+    cp "$ws/verify.json" "$out/$name-lease-$lease-verify.json" 2>/dev/null
     args+=("$name, lease $lease" "$out/$name-lease-$lease-log.json")
     rm -rf "$ws"
 done
