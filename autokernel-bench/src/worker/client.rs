@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::checks::{self, Scope};
 use super::launchers::LauncherSignatures;
-use super::lease::{self, LeaseFile};
+use super::lease::LeaseFile;
 use super::payload::PayloadArea;
 use crate::protocol::{
     env, Answer, Call, Envelope, Hello, ParentAnswer, ParentCall, ReferenceJob, ReferenceTiming,
@@ -1285,7 +1285,8 @@ impl Worker {
             });
             cmd.pre_exec(move || PayloadArea::inherit_in_child(payload_fd));
             if let Some(fd) = lease_fd {
-                cmd.pre_exec(move || lease::inherit_in_child(fd));
+                // the same fcntl as the payload area's: the fd inherited by this child alone
+                cmd.pre_exec(move || PayloadArea::inherit_in_child(fd));
             }
         }
         let mut child = cmd.spawn().map_err(|source| WorkerError::Spawn {

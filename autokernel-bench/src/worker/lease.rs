@@ -130,18 +130,6 @@ fn reopen(path: &std::path::Path) -> File {
         .unwrap()
 }
 
-/// Clears close-on-exec on `fd` in a child between fork and exec.
-///
-/// # Safety
-/// Only between fork and exec (a `pre_exec` hook): `fcntl` alone, async-signal-safe.
-pub(crate) unsafe fn inherit_in_child(fd: RawFd) -> std::io::Result<()> {
-    // SAFETY: fcntl with an integer argument, on an fd of the caller's.
-    if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Takes `file`'s lock without waiting: whether it was free (for tests).
 #[cfg(test)]
 fn try_lock(file: &File) -> bool {
