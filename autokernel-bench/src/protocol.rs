@@ -75,11 +75,15 @@ pub(crate) enum Request {
     /// and make it readable only once those outputs are in the parent's memory.
     Deliver,
     /// Times the reference (eager, and torch.compile when `compiled`) at `case` (trusted
-    /// reference worker only): the reply's value is a [`ReferenceTiming`].
+    /// reference worker only): the reply's value is a [`ReferenceTiming`]. `spin_up`: the
+    /// GPU's clocks are brought up first (`harness.spin_up`), as for any measurement that
+    /// does not follow another within moments.
     TimeReference {
         case: ReferenceJob,
         quick: bool,
         compiled: bool,
+        #[serde(default = "spin_up_default")]
+        spin_up: bool,
     },
     /// Run `function(**kwargs)` from a Python file.
     CallScript {
@@ -90,6 +94,11 @@ pub(crate) enum Request {
         /// Keyword arguments (a JSON object).
         kwargs: serde_json::Value,
     },
+}
+
+/// A [`Request::TimeReference`] without `spin_up` spins the GPU up, as before the field.
+fn spin_up_default() -> bool {
+    true
 }
 
 /// A bench request as the worker sees it (the device is fixed per worker process).
@@ -167,6 +176,10 @@ pub(crate) struct ReferenceTiming {
     /// What the GPU was doing while the reference was timed.
     #[serde(default)]
     pub conditions: Option<autokernel_core::GpuConditions>,
+    /// Eager PyTorch's µs in each repetition of an interleaved timing, in order
+    /// (`reference_latency_us` their median); empty for one measurement.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples_us: Vec<f64>,
 }
 
 /// A line a candidate's worker writes on its reply channel in the middle of a request, to

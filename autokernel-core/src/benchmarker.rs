@@ -269,14 +269,27 @@ pub struct Metrics {
     pub shape: Shape,
     /// The dtype timed.
     pub dtype: DType,
-    /// Median latency of the candidate, in microseconds.
+    /// Median latency of the candidate over the interleaved timing's repetitions, in
+    /// microseconds.
     pub latency_us: f64,
-    /// Median latency of the PyTorch reference at the same shape, in microseconds.
+    /// Median latency of the PyTorch reference at the same shape over the same
+    /// repetitions, in microseconds.
     pub reference_latency_us: f64,
     /// Median latency of `torch.compile` of the reference, when requested, in microseconds.
     pub compiled_latency_us: Option<f64>,
-    /// `reference_latency_us / latency_us`.
+    /// The median over the interleaved timing's repetitions of the reference's latency
+    /// over the candidate's, each pair timed one right after the other
+    /// ([`Metrics::samples_us`], [`Metrics::reference_samples_us`]); where there are no
+    /// pairs, `reference_latency_us / latency_us`.
     pub speedup_vs_reference: f64,
+    /// The candidate's latency in each repetition of the interleaved timing, in
+    /// microseconds, in order (`latency_us` is their median). Empty in results that
+    /// predate it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples_us: Vec<f64>,
+    /// The reference's, paired with [`Metrics::samples_us`] by index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reference_samples_us: Vec<f64>,
     /// Throughput by the kind's formula, in `throughput_unit`.
     pub throughput: f64,
     /// `GB/s` or `TFLOP/s`.

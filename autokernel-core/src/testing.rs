@@ -153,6 +153,8 @@ impl Benchmarker for FakeBenchmarker {
             reference_latency_us: 100.0,
             compiled_latency_us: None,
             speedup_vs_reference: 100.0 / latency_us,
+            samples_us: Vec::new(),
+            reference_samples_us: Vec::new(),
             throughput_unit: kind.map_or("", |k| k.bound().throughput_unit()).into(),
             pct_peak: None,
             peak_vram_mb: 1.0,

@@ -341,6 +341,8 @@ fn to_json(r: &BenchResult, params: &Params) -> serde_json::Value {
         "compiled_latency_us": m.and_then(|m| m.compiled_latency_us),
         "config_keys_read": m.and_then(|m| m.config_keys_read.clone()),
         "gpu_conditions": m.and_then(|m| m.conditions.clone()),
+        "samples_us": m.map(|m| m.samples_us.clone()),
+        "reference_samples_us": m.map(|m| m.reference_samples_us.clone()),
     })
 }
 
@@ -404,6 +406,16 @@ fn table(path: &std::path::Path, r: &BenchResult) -> String {
             let _ = writeln!(s, "compiled_latency_us: {c:.2}");
         }
         let _ = writeln!(s, "speedup_vs_reference: {:.3}", m.speedup_vs_reference);
+        if m.samples_us.len() > 1 {
+            let list = |v: &[f64]| {
+                v.iter()
+                    .map(|x| format!("{x:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let _ = writeln!(s, "samples_us: {}", list(&m.samples_us));
+            let _ = writeln!(s, "reference_samples_us: {}", list(&m.reference_samples_us));
+        }
         let _ = writeln!(s, "throughput: {:.2} {}", m.throughput, m.throughput_unit);
         if let Some(p) = m.pct_peak {
             let _ = writeln!(s, "pct_peak: {p:.1}");
@@ -480,6 +492,8 @@ mod tests {
             reference_latency_us: 20.0,
             compiled_latency_us: None,
             speedup_vs_reference: 2.0,
+            samples_us: Vec::new(),
+            reference_samples_us: Vec::new(),
             throughput: 1.0,
             throughput_unit: "GB/s".into(),
             pct_peak: None,

@@ -184,6 +184,8 @@ pub fn timed_reading(keys: &[&str]) -> BenchResult {
             reference_latency_us: 20.0,
             compiled_latency_us: None,
             speedup_vs_reference: 2.0,
+            samples_us: Vec::new(),
+            reference_samples_us: Vec::new(),
             throughput: 1.0,
             throughput_unit: "GB/s".into(),
             pct_peak: None,

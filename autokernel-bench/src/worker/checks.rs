@@ -10,6 +10,7 @@ use autokernel_core::{BenchResult, Catalogue, Correctness, DType, KindSpec, Stag
 use ndarray::{ArrayViewD, IxDyn};
 
 use super::plan;
+use super::timing;
 use crate::judge::{self, CaseContext};
 use crate::protocol::{ReferenceJob, ReferenceTiming, Request};
 
@@ -42,8 +43,11 @@ struct Expected {
 pub(super) struct Scope<'c> {
     /// Every check answered so far.
     pub tally: Tally,
-    /// The reference timing the parent served, which the reply's metrics must carry.
-    pub timed: Option<ReferenceTiming>,
+    /// The reference timings the parent served, one per repetition of the bench's
+    /// interleaved timing, which the reply's metrics must carry.
+    pub timed: Vec<ReferenceTiming>,
+    /// When the last of them was answered: a repetition right after it needs no spin-up.
+    pub last_timed: Option<std::time::Instant>,
     catalogue: &'c Catalogue,
     request: Request,
     on_gpu: bool,
@@ -67,7 +71,8 @@ impl<'c> Scope<'c> {
         };
         Some(Scope {
             tally: Tally::default(),
-            timed: None,
+            timed: Vec::new(),
+            last_timed: None,
             catalogue,
             request: request.clone(),
             on_gpu,
@@ -113,12 +118,13 @@ impl<'c> Scope<'c> {
             self.expected = expected_checks(spec, &self.request, &resolved, self.on_gpu)?;
         }
         let Some(stage) = stage else {
-            // the reference's timing: once, at the timing case, after its outputs' checks
-            let timing = self.expected.iter().find(|e| e.timed);
-            let fits = timing.is_some_and(|e| {
+            // the reference's timing: at a bench's timing case, once per repetition of its
+            // interleaved timing, after the stages' checks and before the integrity re-check
+            let at = self.expected.get(self.next).filter(|e| e.timed);
+            let fits = at.is_some_and(|e| {
                 e.shape == case.shape && e.dtype == case.dtype && e.seed == case.seed
             });
-            if !fits || self.timed.is_some() || self.timed_outputs == 0 {
+            if !fits || self.timed.len() >= self.reference_timings() {
                 return Err("a reference timing the plan does not expect here".into());
             }
             return Ok((case, spec));
@@ -165,6 +171,18 @@ impl<'c> Scope<'c> {
     /// Whether the request is a bench (else a head-to-head).
     pub(super) fn is_bench(&self) -> bool {
         matches!(self.request, Request::Bench(_))
+    }
+
+    /// How many reference timings the request's plan asks for: one per repetition of a
+    /// bench's interleaved timing (`execute::Run::interleaved`), none for a head-to-head.
+    fn reference_timings(&self) -> usize {
+        match &self.request {
+            Request::Bench(job) if job.quick || !self.on_gpu => {
+                timing::TIMING_REPETITIONS_QUICK as usize
+            }
+            Request::Bench(_) => timing::TIMING_REPETITIONS as usize,
+            _ => 0,
+        }
     }
 
     /// Why the candidate's worker's PASS is not backed by the parent's checks, or `None`
@@ -550,27 +568,43 @@ mod tests {
     }
 
     #[test]
-    fn the_reference_timing_is_admitted_once_after_the_timed_outputs() {
+    fn the_reference_is_timed_once_per_repetition_between_the_stages_and_the_integrity_check() {
         let request = bench_request();
         let mut scope = Scope::of(Catalogue::builtin(), &request, false).unwrap();
         let calls = honest();
         let timed = calls.iter().position(|c| c.0 == Stage::Timing).unwrap();
         let mut at = calls[timed].1.clone();
         at.offsets = None;
-        feed(&mut scope, &calls[..timed]).unwrap();
+        feed(&mut scope, &calls[..timed - 1]).unwrap();
         assert!(
             scope.admit(None, at.clone(), 0).is_err(),
-            "before any timed output"
+            "before the last stage's check"
         );
-        feed(&mut scope, &calls[timed..timed + 1]).unwrap();
-        assert!(scope.admit(None, at.clone(), 0).is_ok());
-        scope.timed = Some(ReferenceTiming {
-            reference_latency_us: 1.0,
-            compiled_latency_us: None,
-            compiled_error: None,
-            conditions: None,
-        });
-        assert!(scope.admit(None, at, 0).is_err(), "a second time");
+        feed(&mut scope, &calls[timed - 1..timed]).unwrap();
+        let mut other_seed = at.clone();
+        other_seed.seed += 1;
+        assert!(scope.admit(None, other_seed, 0).is_err(), "another case");
+        // a quick bench (and any on the CPU) times 3 repetitions
+        for _ in 0..3 {
+            assert!(scope.admit(None, at.clone(), 0).is_ok());
+            scope.timed.push(ReferenceTiming {
+                reference_latency_us: 1.0,
+                compiled_latency_us: None,
+                compiled_error: None,
+                conditions: None,
+                samples_us: Vec::new(),
+            });
+        }
+        assert!(
+            scope.admit(None, at.clone(), 0).is_err(),
+            "one more than the repetitions"
+        );
+        let mut done = Scope::of(Catalogue::builtin(), &request, false).unwrap();
+        feed(&mut done, &calls).unwrap();
+        assert!(
+            done.admit(None, at, 0).is_err(),
+            "after the integrity re-check"
+        );
     }
 
     #[test]

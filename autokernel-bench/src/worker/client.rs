@@ -20,6 +20,7 @@ use super::checks::{self, Scope};
 use super::launchers::LauncherSignatures;
 use super::lease::LeaseFile;
 use super::payload::PayloadArea;
+use super::timing;
 use crate::protocol::{
     env, Answer, Call, Envelope, Hello, ParentAnswer, ParentCall, ReferenceJob, ReferenceTiming,
     Reply, ReplyBody, Request,
@@ -981,10 +982,14 @@ impl Worker {
                 compiled,
             } => {
                 let (case, _) = scope.admit(None, case, 0).map_err(protocol)?;
+                // a repetition right after another measurement finds the clocks up; after
+                // a pause (the candidate's worker decides the gap) they are spun up again
+                let spin_up = scope.last_timed.is_none_or(|at| at.elapsed() > WARM_GAP);
                 let request = Request::TimeReference {
                     case,
                     quick,
                     compiled,
+                    spin_up,
                 };
                 match self
                     .trusted(state, running.device, request, None, deadline)
@@ -992,7 +997,8 @@ impl Worker {
                 {
                     Ok((value, _)) => match serde_json::from_value::<ReferenceTiming>(value) {
                         Ok(t) => {
-                            scope.timed = Some(t.clone());
+                            scope.timed.push(t.clone());
+                            scope.last_timed = Some(std::time::Instant::now());
                             Ok(ParentAnswer::Timed(t))
                         }
                         Err(e) => Ok(ParentAnswer::Error {
@@ -1434,15 +1440,18 @@ fn backed(body: ReplyBody, scope: &Scope<'_>) -> ReplyBody {
     }
     let why = scope
         .unbacked_pass(result.kind.map(|k| k.name()))
-        .or_else(|| match (&scope.timed, &mut result.metrics) {
-            (Some(t), Some(m)) => {
+        .or_else(|| match (scope.timed.is_empty(), &mut result.metrics) {
+            (false, Some(m)) => {
+                let t = timing::combined_references(&scope.timed);
                 m.reference_latency_us = t.reference_latency_us;
                 m.compiled_latency_us = t.compiled_latency_us;
-                m.speedup_vs_reference = if m.latency_us > 0.0 {
-                    t.reference_latency_us / m.latency_us
-                } else {
-                    0.0
-                };
+                m.speedup_vs_reference = timing::paired_speedup(&t.samples_us, &m.samples_us)
+                    .unwrap_or(if m.latency_us > 0.0 {
+                        t.reference_latency_us / m.latency_us
+                    } else {
+                        0.0
+                    });
+                m.reference_samples_us = t.samples_us;
                 None
             }
             _ => Some("the reference was not timed by the parent".into()),
@@ -1457,6 +1466,12 @@ fn backed(body: ReplyBody, scope: &Scope<'_>) -> ReplyBody {
         },
     }
 }
+
+/// The longest pause after a reference timing within which the next repetition of an
+/// interleaved timing skips the spin-up (`harness.spin_up`): the clocks of a GPU that was
+/// busy moments ago are still at their working level (one repetition of the candidate in
+/// between takes about 50 ms).
+const WARM_GAP: Duration = Duration::from_millis(500);
 
 /// How many candidates' workers start ahead of need by default: one per 4 cores the
 /// process may use, 1 to 4. Each candidate gets a fresh worker whose imports and CUDA start

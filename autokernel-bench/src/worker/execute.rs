@@ -419,7 +419,6 @@ impl Run<'_, '_, '_> {
         plan: &Plan,
         job: &BenchJob,
     ) -> Result<(Correctness, Option<Metrics>), Failure> {
-        let kind = self.spec.name.as_str();
         let on_gpu = self.h.on_gpu();
         let (timing_shape, timing_dtype) = (&plan.timing_shape, plan.timing_dtype);
         // module-level code of kernel.py has run: check the harness is intact
@@ -437,19 +436,15 @@ impl Run<'_, '_, '_> {
         let t0 = Instant::now();
         log(&format!("stage timing {timing_dtype} {timing_shape}"));
         let seed = self.next_seed();
-        let timed = timing::time_candidate(
-            self.h,
-            self.py,
-            &self.cand,
-            kind,
-            timing_shape.0.clone(),
-            timing_dtype.name(),
-            seed,
-            job.quick,
-            self.layout,
-            self.params.as_str(),
-        );
-        let mut t = match timed {
+        let case = self.reference_job(timing_shape, timing_dtype, seed, "normal");
+        let repetitions = if job.quick || !on_gpu {
+            timing::TIMING_REPETITIONS_QUICK
+        } else {
+            timing::TIMING_REPETITIONS
+        };
+        let timed =
+            self.interleaved(job, (timing_shape, timing_dtype), seed, &case, repetitions)?;
+        let (mut t, r) = match timed {
             Ok(t) => t,
             Err(TimingError::Tampered(why)) => {
                 self.restart = true;
@@ -476,7 +471,6 @@ impl Run<'_, '_, '_> {
         };
         // timing calls are judged calls: a few of them, on inputs overwritten in place
         // before each call, checked against the reference of those inputs
-        let case = self.reference_job(timing_shape, timing_dtype, seed, "normal");
         if let Err(reason) = check_timed_outputs(
             self.parent,
             self.spec,
@@ -507,10 +501,6 @@ impl Run<'_, '_, '_> {
             self.fail_report(Stage::Timing, &v);
             return Ok((v, None));
         }
-        // the reference is timed where it is computed: in the trusted reference worker
-        let r = self
-            .parent
-            .time_reference(case, job.quick, job.time_compiled)?;
         let metrics = self.metrics(&t, &r, timing_shape, timing_dtype, job.gpu_bandwidth_gb_s);
         let compiled_note = r
             .compiled_error
@@ -556,6 +546,56 @@ impl Run<'_, '_, '_> {
         Ok((Correctness::Pass, Some(metrics)))
     }
 
+    /// The timing case measured in `repetitions` interleaved repetitions (issue 36, point
+    /// 2): the candidate here ([`timing::CandidateTimer`]) and the reference where it is
+    /// computed, in the trusted reference worker (through the parent), alternating which
+    /// goes first as a head-to-head does; torch.compile of the reference, when the job
+    /// asks, with the last. The candidate's timing error is the inner `Err`.
+    ///
+    /// # Errors
+    /// The parent's failures (the channel, the reference worker).
+    fn interleaved(
+        &mut self,
+        job: &BenchJob,
+        (shape, dtype): (&Shape, DType),
+        seed: u64,
+        case: &ReferenceJob,
+        repetitions: u32,
+    ) -> Result<Result<(Timed, ReferenceTiming), TimingError>, Failure> {
+        let mut timer = match timing::CandidateTimer::new(
+            self.h,
+            self.py,
+            &self.cand,
+            self.spec.name.as_str(),
+            shape.0.clone(),
+            dtype.name(),
+            seed,
+            self.layout,
+            self.params.as_str(),
+            repetitions,
+        ) {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e)),
+        };
+        let mut references = Vec::new();
+        for r in 0..repetitions {
+            let compiled = job.time_compiled && r + 1 == repetitions;
+            if r % 2 == 1 {
+                references.push(self.parent.time_reference(case.clone(), true, compiled)?);
+            }
+            if let Err(e) = timer.repetition(self.h, self.py) {
+                return Ok(Err(e));
+            }
+            if r % 2 == 0 {
+                references.push(self.parent.time_reference(case.clone(), true, compiled)?);
+            }
+        }
+        Ok(Ok((
+            timer.finish(),
+            timing::combined_references(&references),
+        )))
+    }
+
     fn metrics(
         &self,
         t: &Timed,
@@ -584,11 +624,15 @@ impl Run<'_, '_, '_> {
             latency_us: t.latency_us,
             reference_latency_us: r.reference_latency_us,
             compiled_latency_us: r.compiled_latency_us,
-            speedup_vs_reference: if t.latency_us > 0.0 {
-                r.reference_latency_us / t.latency_us
-            } else {
-                0.0
-            },
+            speedup_vs_reference: timing::paired_speedup(&r.samples_us, &t.samples_us).unwrap_or(
+                if t.latency_us > 0.0 {
+                    r.reference_latency_us / t.latency_us
+                } else {
+                    0.0
+                },
+            ),
+            samples_us: t.samples_us.clone(),
+            reference_samples_us: r.samples_us.clone(),
             throughput,
             throughput_unit: unit,
             pct_peak,

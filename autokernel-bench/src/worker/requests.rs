@@ -53,7 +53,8 @@ pub(super) fn handle<'py>(
             case,
             quick,
             compiled,
-        } => time_reference(h, py, &case, quick, compiled).map(|v| (v, false)),
+            spin_up,
+        } => time_reference(h, py, &case, quick, compiled, spin_up).map(|v| (v, false)),
         Request::CallScript {
             script,
             function,
@@ -123,6 +124,7 @@ fn time_reference(
     job: &ReferenceJob,
     quick: bool,
     compiled: bool,
+    spin_up: bool,
 ) -> Result<serde_json::Value, Failure> {
     let times = timing::time_reference(
         h,
@@ -133,6 +135,7 @@ fn time_reference(
         job.seed,
         quick,
         compiled,
+        spin_up,
         job.layout.as_str(),
         job.params.as_str(),
     )?;

@@ -24,6 +24,7 @@ use super::cupti::{self, DeviceActivity, Recording};
 use super::harness::Harness;
 use super::lease::{self, Lease};
 use super::nvml;
+use crate::protocol::ReferenceTiming;
 use autokernel_core::GpuConditions;
 
 /// Timed calls of a measurement whose outputs are checked against the reference, drawn at
@@ -464,7 +465,6 @@ impl<'py> Callee<'py> {
     }
 }
 
-/// Median (mean of the middle two for an even count); 0 for an empty slice.
 /// A measurement's hold on the GPU: the lease taken (no other worker runs GPU work until it
 /// is dropped: [`super::lease`]) and the GPU's state read by NVML as it began.
 pub(super) struct Quiet {
@@ -511,6 +511,50 @@ impl Quiet {
     }
 }
 
+/// The median over interleaved repetitions of `reference_us[i] / candidate_us[i]`, the
+/// speedup a head-to-head reports ([`compare_kernels`]'s sides, paired by repetition); `None`
+/// unless both have the same, non-zero number of samples, every candidate's above zero.
+pub(crate) fn paired_speedup(reference_us: &[f64], candidate_us: &[f64]) -> Option<f64> {
+    if reference_us.is_empty()
+        || reference_us.len() != candidate_us.len()
+        || candidate_us.iter().any(|c| *c <= 0.0)
+    {
+        return None;
+    }
+    let ratios: Vec<f64> = reference_us
+        .iter()
+        .zip(candidate_us)
+        .map(|(r, c)| r / c)
+        .collect();
+    Some(median(&ratios))
+}
+
+/// One [`ReferenceTiming`] of the repetitions of an interleaved timing, in order: eager's
+/// samples and their median, the last torch.compile figure or error given, every
+/// repetition's GPU conditions absorbed.
+pub(crate) fn combined_references(times: &[ReferenceTiming]) -> ReferenceTiming {
+    let samples_us: Vec<f64> = times.iter().map(|t| t.reference_latency_us).collect();
+    let mut conditions: Option<GpuConditions> = None;
+    for c in times.iter().filter_map(|t| t.conditions.as_ref()) {
+        match conditions.as_mut() {
+            Some(all) => all.absorb(c),
+            None => conditions = Some(c.clone()),
+        }
+    }
+    let compiled = times
+        .iter()
+        .rev()
+        .find(|t| t.compiled_latency_us.is_some() || t.compiled_error.is_some());
+    ReferenceTiming {
+        reference_latency_us: median(&samples_us),
+        compiled_latency_us: compiled.and_then(|t| t.compiled_latency_us),
+        compiled_error: compiled.and_then(|t| t.compiled_error.clone()),
+        conditions,
+        samples_us,
+    }
+}
+
+/// Median (mean of the middle two for an even count); 0 for an empty slice.
 pub(crate) fn median(values: &[f64]) -> f64 {
     let mut v: Vec<f64> = values.to_vec();
     v.sort_by(f64::total_cmp);
@@ -708,10 +752,12 @@ pub(super) struct TimedCalls {
     pub unkept: Option<String>,
 }
 
-/// What timing a candidate found ([`time_candidate`]).
+/// What timing a candidate found ([`CandidateTimer`]).
 pub(super) struct Timed {
-    /// Microseconds per call ([`measure_us`]).
+    /// Microseconds per call: the median of [`Timed::samples_us`].
     pub latency_us: f64,
+    /// Microseconds per call in each repetition, in order.
+    pub samples_us: Vec<f64>,
     /// Peak device memory of the untimed first call, MB; `None` on the CPU.
     pub peak_vram_mb: Option<f64>,
     /// CONFIG keys the untimed first call read (`harness._config_keys_read`).
@@ -744,84 +790,157 @@ fn timing_inputs<'py>(
         .collect()
 }
 
-/// What [`time_candidate`] reads of the untimed first call.
+/// What [`CandidateTimer::new`] reads of the untimed first call.
 #[derive(serde::Deserialize)]
 struct FirstCall {
     config_keys_read: Option<Vec<String>>,
     peak_vram_mb: Option<f64>,
 }
 
-/// Times the loaded candidate `cand` at the timing case (`kind`, `shape`, `dtype`, `seed`,
-/// `layout`, the kind's parameters as JSON): one untimed call reading its CONFIG keys and
-/// peak memory, the GPU's clocks spun up, then [`measure_us`] under the op monitor with the
-/// inputs rotated and a few outputs kept for the check.
-///
-/// # Errors
-/// What the candidate or the harness raised, or a CUDA error; `Tampered` for a mode left
-/// active.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn time_candidate<'py>(
-    h: &Harness,
-    py: Python<'py>,
-    cand: &Bound<'py, PyAny>,
-    kind: &str,
-    shape: Vec<u64>,
-    dtype: &str,
-    seed: u64,
-    quick: bool,
-    layout: &str,
-    params: &str,
-) -> Result<Timed, TimingError> {
-    // the inputs and the rotation are taken before any call of the candidate's
-    let inputs = timing_inputs(h, py, kind, &shape, dtype, seed, layout, params)?;
-    let call = Callee::candidate(h, py, cand, kind, inputs.clone(), params)?;
-    let slot: usize = h
-        .func(py, "launch_slot")
-        .call1((cand.getattr("path")?,))?
-        .extract()?;
-    let first: String = h
-        .func(py, "untimed_first_call")
-        .call1((cand, call.callable(h, py)?))?
-        .extract()?;
-    let first: FirstCall = serde_json::from_str(&first)
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    // the pools after the first call, so that they never count in its peak memory
-    let pools = h
-        .func(py, "timing_pools")
-        .call1((
-            kind,
-            shape,
-            dtype,
-            seed,
-            layout,
-            params,
-            call.inputs_dict(py)?,
-        ))?
-        .cast_into::<PyDict>()
-        .map_err(PyErr::from)?;
-    let mut rotation = Rotation::new(h, py, &inputs, &pools, slot)?;
-    let quiet = Quiet::begin(h, py)?;
-    h.func(py, "spin_up").call0()?;
-    let ((latency_us, device), ops, own_ops) = monitored(h, py, |monitor| {
-        recorded(h, || {
-            measure_us(h, py, &call, Some(monitor), quick, Some(&mut rotation))
+/// Interleaved repetitions of a bench's timing against the reference on a GPU (issue 36,
+/// point 2), each a quick [`measure_us`] of the candidate beside one of the reference in
+/// the trusted worker: an odd count, so that the median is one repetition's and one
+/// disturbed repetition cannot move it. `--quick` takes [`TIMING_REPETITIONS_QUICK`].
+pub(crate) const TIMING_REPETITIONS: u32 = 5;
+/// [`TIMING_REPETITIONS`] of a `--quick` bench, and of every bench on the CPU, where the
+/// interpreter's timings say nothing of a GPU's and each call costs whole seconds.
+pub(crate) const TIMING_REPETITIONS_QUICK: u32 = 3;
+
+/// A bench's timing of the loaded candidate at the timing case, in repetitions interleaved
+/// with the reference's (the caller times the reference between them): one untimed call
+/// reading its CONFIG keys and peak memory first, then per [`CandidateTimer::repetition`]
+/// a quick [`measure_us`] under the op monitor and the device's record, with the inputs
+/// rotated, each under its own hold of the GPU ([`Quiet`]) so that the trusted worker can
+/// take the GPU for the reference's repetition in between. The same method as a
+/// head-to-head's side ([`compare_kernels`]), so that the bench's latency and a
+/// head-to-head's agree; the checked outputs are kept in one repetition drawn at random.
+pub(super) struct CandidateTimer<'py> {
+    call: Callee<'py>,
+    rotation: Rotation<'py>,
+    first: FirstCall,
+    /// The repetition whose checked outputs are kept.
+    checked: u32,
+    samples_us: Vec<f64>,
+    device: Option<DeviceActivity>,
+    ops: BTreeSet<String>,
+    own_ops: BTreeSet<String>,
+    conditions: Option<GpuConditions>,
+}
+
+impl<'py> CandidateTimer<'py> {
+    /// Makes the timing case's inputs (`kind`, `shape`, `dtype`, `seed`, `layout`, the
+    /// kind's parameters as JSON) and the rotation, then makes the untimed first call, for
+    /// `repetitions` repetitions.
+    ///
+    /// # Errors
+    /// What the candidate or the harness raised, or a CUDA error.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        h: &Harness,
+        py: Python<'py>,
+        cand: &Bound<'py, PyAny>,
+        kind: &str,
+        shape: Vec<u64>,
+        dtype: &str,
+        seed: u64,
+        layout: &str,
+        params: &str,
+        repetitions: u32,
+    ) -> Result<Self, TimingError> {
+        // the inputs and the rotation are taken before any call of the candidate's
+        let inputs = timing_inputs(h, py, kind, &shape, dtype, seed, layout, params)?;
+        let call = Callee::candidate(h, py, cand, kind, inputs.clone(), params)?;
+        let slot: usize = h
+            .func(py, "launch_slot")
+            .call1((cand.getattr("path")?,))?
+            .extract()?;
+        let first: String = h
+            .func(py, "untimed_first_call")
+            .call1((cand, call.callable(h, py)?))?
+            .extract()?;
+        let first: FirstCall = serde_json::from_str(&first)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        // the pools after the first call, so that they never count in its peak memory
+        let pools = h
+            .func(py, "timing_pools")
+            .call1((
+                kind,
+                shape,
+                dtype,
+                seed,
+                layout,
+                params,
+                call.inputs_dict(py)?,
+            ))?
+            .cast_into::<PyDict>()
+            .map_err(PyErr::from)?;
+        let rotation = Rotation::new(h, py, &inputs, &pools, slot)?;
+        Ok(Self {
+            call,
+            rotation,
+            first,
+            checked: random_below(u64::from(repetitions.max(1))) as u32,
+            samples_us: Vec::new(),
+            device: None,
+            ops: BTreeSet::new(),
+            own_ops: BTreeSet::new(),
+            conditions: None,
         })
-    })?;
-    let conditions = quiet.end();
-    Ok(Timed {
-        conditions,
-        latency_us,
-        peak_vram_mb: first.peak_vram_mb,
-        config_keys_read: first.config_keys_read,
-        calls: TimedCalls {
-            launchless: rotation.launchless,
-            ops,
-            own_ops,
-            device,
-            kept: rotation.take_kept(),
-            unkept: rotation.unkept.take(),
-        },
-    })
+    }
+
+    /// One repetition: the lease taken, the GPU's clocks spun up before the first, a quick
+    /// [`measure_us`]; its microseconds per call.
+    ///
+    /// # Errors
+    /// What the candidate raised, or a CUDA error; `Tampered` for a mode left active or a
+    /// profiler session restarted.
+    pub(super) fn repetition(&mut self, h: &Harness, py: Python<'py>) -> Result<f64, TimingError> {
+        let quiet = Quiet::begin(h, py)?;
+        if self.samples_us.is_empty() {
+            h.func(py, "spin_up").call0()?;
+        }
+        self.rotation.keeping = self.samples_us.len() as u32 == self.checked;
+        let (call, rotation) = (&self.call, &mut self.rotation);
+        let ((us, device), every, own) = monitored(h, py, |monitor| {
+            recorded(h, || {
+                measure_us(h, py, call, Some(monitor), true, Some(rotation))
+            })
+        })?;
+        if let Some(activity) = device {
+            self.device
+                .get_or_insert_with(DeviceActivity::default)
+                .absorb(activity);
+        }
+        self.ops.extend(every);
+        self.own_ops.extend(own);
+        match (self.conditions.as_mut(), quiet.end()) {
+            (Some(all), Some(more)) => all.absorb(&more),
+            (None, more) => self.conditions = more,
+            (Some(_), None) => {}
+        }
+        self.samples_us.push(us);
+        Ok(us)
+    }
+
+    /// What the repetitions found: the median as the latency, every sample, what the timed
+    /// calls did.
+    pub(super) fn finish(mut self) -> Timed {
+        Timed {
+            latency_us: median(&self.samples_us),
+            samples_us: std::mem::take(&mut self.samples_us),
+            peak_vram_mb: self.first.peak_vram_mb,
+            config_keys_read: self.first.config_keys_read.take(),
+            conditions: self.conditions,
+            calls: TimedCalls {
+                launchless: self.rotation.launchless,
+                ops: self.ops.into_iter().collect(),
+                own_ops: self.own_ops.into_iter().collect(),
+                device: self.device,
+                kept: self.rotation.take_kept(),
+                unkept: self.rotation.unkept.take(),
+            },
+        }
+    }
 }
 
 /// `measure`, a measurement inside the op monitor's session, under a recording of the
@@ -863,7 +982,7 @@ pub(super) struct Side {
 
 /// Times two loaded kernels (`kernels`: incumbent, candidate) interleaved `repetitions`
 /// times, alternating which goes first, each a quick [`measure_us`] under the op monitor on
-/// the same rotated inputs of the case (`kind` … `params` as [`time_candidate`]'s); the
+/// the same rotated inputs of the case (`kind` … `params` as [`CandidateTimer::new`]'s); the
 /// outputs of one repetition, drawn here, are kept for the check, all under one hold of
 /// the GPU ([`Quiet`]). Returns both sides and what the GPU was doing meanwhile.
 ///
@@ -951,7 +1070,9 @@ pub(super) fn compare_kernels<'py>(
 /// The reference's latencies at the timing case, in the trusted reference worker: eager
 /// PyTorch (`harness.reference_eager`) first, then, when `compiled`, torch.compile of it
 /// (`harness.reference_compiled`), each a [`measure_us`] without the op monitor or a
-/// rotation, each under a hold of the GPU ([`Quiet`]).
+/// rotation, each under a hold of the GPU ([`Quiet`]). `spin_up`: the GPU's clocks brought
+/// up first (`harness.spin_up`); the parent leaves it out for a repetition that follows
+/// another measurement within moments, when the clocks are up already.
 ///
 /// # Errors
 /// What the harness or eager PyTorch raised, or a CUDA error.
@@ -965,6 +1086,7 @@ pub(super) fn time_reference<'py>(
     seed: u64,
     quick: bool,
     compiled: bool,
+    spin_up: bool,
     layout: &str,
     params: &str,
 ) -> PyResult<ReferenceTimes> {
@@ -982,7 +1104,9 @@ pub(super) fn time_reference<'py>(
         params,
     ))?);
     let quiet = Quiet::begin(h, py)?;
-    h.func(py, "spin_up").call0()?;
+    if spin_up {
+        h.func(py, "spin_up").call0()?;
+    }
     let eager_us = measure_us(h, py, &eager, None, quick, None).map_err(untampered)?;
     let mut times = ReferenceTimes {
         eager_us,

@@ -90,3 +90,35 @@ async fn a_kernel_that_tampers_only_when_loaded_for_the_comparison_gets_no_compa
     let c = b.compare(&request(starter_path("softmax"))).await.unwrap();
     assert_eq!(c.repetitions, 1);
 }
+
+#[tokio::test]
+async fn a_benchs_figure_against_pytorch_is_the_median_of_interleaved_pairs() {
+    let b = PyWorkerBenchmarker::with_worker(worker());
+    let r = bench(&b, &starter_path("rmsnorm"), true, 120).await;
+    assert!(r.correctness.is_pass(), "{:?}", r.correctness);
+    let m = r.metrics.expect("a PASS has metrics");
+    // on the CPU (and with --quick) the candidate and the reference take 3 turns each
+    assert_eq!(m.samples_us.len(), 3, "{m:?}");
+    assert_eq!(m.reference_samples_us.len(), 3, "{m:?}");
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    assert_eq!(m.latency_us, median(&m.samples_us));
+    assert_eq!(m.reference_latency_us, median(&m.reference_samples_us));
+    // the speedup is the median of the paired ratios, as a head-to-head's, not the ratio
+    // of the two medians
+    let ratios: Vec<f64> = m
+        .reference_samples_us
+        .iter()
+        .zip(&m.samples_us)
+        .map(|(r, c)| r / c)
+        .collect();
+    let paired = median(&ratios);
+    assert!(
+        (m.speedup_vs_reference - paired).abs() <= 1e-12 * paired,
+        "{} against the paired median {paired}",
+        m.speedup_vs_reference
+    );
+}
