@@ -518,6 +518,8 @@ mod tests {
             commit: None,
             speedup_vs_reference: Some(0.8),
             head_to_head: h2h,
+            bench_samples_us: Vec::new(),
+            bench_reference_samples_us: Vec::new(),
             ..autokernel_core::testing::pass_row(2, "01-matmul", decision, latency)
         }
     }

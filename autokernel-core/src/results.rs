@@ -229,6 +229,16 @@ pub struct ExperimentRecord {
     /// without a comparison (baselines, failures) and for rows read from the TSV alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_to_head: Option<crate::Comparison>,
+    /// The bench's interleaved timing of the candidate against PyTorch: the candidate's
+    /// latency in each repetition, in microseconds (`latency_us` is their median;
+    /// [`crate::Metrics::samples_us`]). Not a column: kept in the experiment's note and
+    /// merged back by commit, like `head_to_head`. Empty for rows without a timing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bench_samples_us: Vec<f64>,
+    /// The PyTorch reference's latencies of the same repetitions, paired by index
+    /// ([`crate::Metrics::reference_samples_us`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bench_reference_samples_us: Vec<f64>,
     /// The `CONFIG` the benchmarked `kernel.py` declared, with the digest of the rest of
     /// the file ([`crate::pyliteral::KernelConfig`]): what a tuner reads to know which
     /// configurations of a kernel were measured. Not a `results.tsv` column either: kept in
@@ -348,6 +358,8 @@ impl ExperimentRecord {
             peak_vram_mb: parse_opt(&f(14)),
             duration_s: parse_opt(&f(15)).unwrap_or(0.0),
             head_to_head: None,
+            bench_samples_us: Vec::new(),
+            bench_reference_samples_us: Vec::new(),
             config: None,
         })
     }
@@ -596,6 +608,8 @@ mod tests {
             peak_vram_mb: Some(64.0),
             duration_s: 3.2,
             head_to_head: None,
+            bench_samples_us: Vec::new(),
+            bench_reference_samples_us: Vec::new(),
             config: None,
         }
     }

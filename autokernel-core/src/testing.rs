@@ -372,6 +372,8 @@ pub fn pass_row(n: u64, target: &str, decision: Decision, latency: f64) -> Exper
         peak_vram_mb: None,
         duration_s: 1.0,
         head_to_head: None,
+        bench_samples_us: Vec::new(),
+        bench_reference_samples_us: Vec::new(),
         config: None,
     }
 }

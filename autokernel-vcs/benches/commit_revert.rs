@@ -31,6 +31,8 @@ fn record(n: u64, commit: &CommitId, decision: Decision) -> ExperimentRecord {
         peak_vram_mb: None,
         duration_s: 0.0,
         head_to_head: None,
+        bench_samples_us: Vec::new(),
+        bench_reference_samples_us: Vec::new(),
         config: None,
     }
 }

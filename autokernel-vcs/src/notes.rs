@@ -36,6 +36,10 @@ pub struct ExperimentNote {
     pub head_to_head: Option<Comparison>,
     /// The `CONFIG` the benchmarked kernel declared, when the note records one.
     pub config: Option<KernelConfig>,
+    /// The bench's interleaved timing, every repetition, in microseconds: the candidate's
+    /// and the reference's ([`ExperimentRecord::bench_samples_us`]); empty where the note
+    /// has none.
+    pub bench_samples_us: (Vec<f64>, Vec<f64>),
     /// The verdict recorded with the commit: experiment, target, decision, correctness,
     /// each `None` where the note lacks its line or cannot be read.
     pub verdict: KeptVerdict,
@@ -54,18 +58,28 @@ pub(crate) fn note_text(record: &ExperimentRecord) -> String {
         opt(record.speedup_vs_reference),
         opt(record.pct_peak),
     );
+    // every repetition of the bench's timing and of the head-to-head, so that a spread
+    // can be read back to the repetition that made it
+    let samples = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    if !record.bench_samples_us.is_empty() {
+        text.push_str(&format!(
+            "bench_samples_us: {}
+bench_reference_samples_us: {}
+",
+            samples(&record.bench_samples_us),
+            samples(&record.bench_reference_samples_us)
+        ));
+    }
     if let Some(c) = &record.head_to_head {
         text.push_str(&format!(
             "head_to_head_incumbent_us: {}\nhead_to_head_candidate_us: {}\nhead_to_head_median_speedup: {}\nhead_to_head_spread: {}\nhead_to_head_repetitions: {}\n",
             c.incumbent_latency_us, c.candidate_latency_us, c.median_speedup, c.spread, c.repetitions
         ));
-        // every repetition, so that a spread can be read back to the repetition that made it
-        let samples = |v: &[f64]| {
-            v.iter()
-                .map(|x| format!("{x}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
         if !c.incumbent_samples_us.is_empty() {
             text.push_str(&format!(
                 "head_to_head_incumbent_samples_us: {}\nhead_to_head_candidate_samples_us: {}\n",
@@ -156,6 +170,10 @@ pub fn parse_note(text: &str) -> ExperimentNote {
         experiment,
         head_to_head,
         config,
+        bench_samples_us: (
+            samples("bench_samples_us"),
+            samples("bench_reference_samples_us"),
+        ),
         verdict,
     }
 }
@@ -229,8 +247,8 @@ pub fn read_notes(workspace: &Path) -> Result<BTreeMap<String, ExperimentNote>, 
     Ok(notes)
 }
 
-/// Sets each row's [`ExperimentRecord::head_to_head`] and [`ExperimentRecord::config`]
-/// from its commit's note, where the row has none yet: rows read from `results.tsv` get
+/// Sets each row's [`ExperimentRecord::head_to_head`], [`ExperimentRecord::config`] and
+/// bench samples from its commit's note, where the row has none yet: rows read from `results.tsv` get
 /// back the figures that decided them and the configuration they measured.
 pub fn merge_notes(rows: &mut [ExperimentRecord], notes: &BTreeMap<String, ExperimentNote>) {
     for row in rows.iter_mut() {
@@ -242,6 +260,10 @@ pub fn merge_notes(rows: &mut [ExperimentRecord], notes: &BTreeMap<String, Exper
             }
             if row.config.is_none() {
                 row.config = note.config.clone();
+            }
+            if row.bench_samples_us.is_empty() {
+                row.bench_samples_us = note.bench_samples_us.0.clone();
+                row.bench_reference_samples_us = note.bench_samples_us.1.clone();
             }
         }
     }
@@ -271,6 +293,8 @@ mod tests {
             peak_vram_mb: None,
             duration_s: 1.0,
             head_to_head,
+            bench_samples_us: vec![54812.57, 54900.0, 54700.25],
+            bench_reference_samples_us: vec![65775.0, 65800.5, 65700.0],
             config: None,
         }
     }
@@ -322,14 +346,27 @@ mod tests {
             ),
             "{text}"
         );
+        assert!(
+            text.contains("bench_reference_samples_us: 65775 65800.5 65700\n"),
+            "{text}"
+        );
         let note = parse_note(&text);
         assert_eq!(note.experiment, Some(7));
         assert_eq!(note.head_to_head, Some(c.clone()));
-        // merged into a row read from results.tsv (no head-to-head there)
-        let mut rows = vec![record(None)];
+        // merged into a row read from results.tsv (no head-to-head or samples there)
+        let written = record(None);
+        let mut from_tsv = record(None);
+        from_tsv.bench_samples_us.clear();
+        from_tsv.bench_reference_samples_us.clear();
+        let mut rows = vec![from_tsv];
         let notes = BTreeMap::from([("ab".repeat(20), note)]);
         merge_notes(&mut rows, &notes);
         assert_eq!(rows[0].head_to_head, Some(c));
+        assert_eq!(rows[0].bench_samples_us, written.bench_samples_us);
+        assert_eq!(
+            rows[0].bench_reference_samples_us,
+            written.bench_reference_samples_us
+        );
     }
 
     #[test]
@@ -342,6 +379,7 @@ mod tests {
                 experiment: Some(3),
                 head_to_head: None,
                 config: None,
+                bench_samples_us: (Vec::new(), Vec::new()),
                 verdict: KeptVerdict::new(
                     3,
                     "01-softmax",

@@ -6,7 +6,9 @@ Prints, per run: the head-to-heads and how many were too noisy to decide (spread
 `keep::MAX_SPREAD`, 25%), retried, the median spread of those whose incumbent takes 10 us
 or more, the largest lease wait and process count the GPU showed, and per target the
 baseline bench's latency beside the first head-to-head's reading of the same kernel (the
-incumbent then is the baseline): the issue's "bench and head to head within 5%".
+incumbent then is the baseline), the spread of each bench's interleaved repetitions with
+PyTorch, and how many candidates' bench latencies lie within 5% of their head-to-head
+reading: the issue's "bench and head to head within 5%".
 """
 
 import json
@@ -32,6 +34,16 @@ def table(name, rows):
     if h2h:
         print(f"lease wait per head-to-head: max {max(waits):.1f} ms; GPU processes seen: max {max(procs, default='n/a')}; "
               f"SM clock range: {min((c[0] for c in clocks), default='n/a')}-{max((c[1] for c in clocks), default='n/a')} MHz")
+    # the bench's own interleaved repetitions (kernel and PyTorch paired): their spread, and
+    # every benched candidate's bench latency against its head-to-head reading
+    bench_spreads = [spread(r) for r in rows if spread(r) is not None and (r.get("latency_us") or 0) >= 10.0]
+    if bench_spreads:
+        print(f"bench spread of kernels >= 10 us (paired ratios with PyTorch): median {100 * statistics.median(bench_spreads):.1f}%, "
+              f"max {100 * max(bench_spreads):.1f}% ({len(bench_spreads)})")
+    pairs = [(r["latency_us"], r["candidate_us"]) for r in h2h if r.get("latency_us") and r.get("candidate_us")]
+    if pairs:
+        within = sum(abs(b / h - 1) <= 0.05 for b, h in pairs)
+        print(f"candidates' bench latency within 5% of their head-to-head reading: {within} of {len(pairs)}")
     print("| target | baseline bench us | first head-to-head, same kernel, us | ratio | spreads (%) |")
     print("| --- | --- | --- | --- | --- |")
     targets = []
@@ -52,6 +64,15 @@ def table(name, rows):
         h = first["head_to_head"]["incumbent_latency_us"]
         print(f"| {t} | {b:.2f} | {h:.2f} | {b / h:.3f} | {spreads} |")
     print()
+
+
+def spread(row):
+    """(max - min) / median of a row's bench repetitions' PyTorch-over-kernel ratios."""
+    ours, torch = row.get("bench_samples_us") or [], row.get("bench_reference_samples_us") or []
+    if len(ours) < 2 or len(ours) != len(torch):
+        return None
+    ratios = [t / o for t, o in zip(torch, ours)]
+    return (max(ratios) - min(ratios)) / statistics.median(ratios)
 
 
 def main(argv):

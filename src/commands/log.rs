@@ -69,6 +69,13 @@ pub struct LogEntry {
     /// The whole head-to-head: each repetition's latencies, the retries of a noisy one and
     /// what the GPU was doing meanwhile (the experiment's note holds it).
     pub head_to_head: Option<autokernel_core::Comparison>,
+    /// The bench's interleaved timing, each repetition's latency of the kernel, µs
+    /// (`latency_us` their median); empty where it was not timed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bench_samples_us: Vec<f64>,
+    /// PyTorch's latency in the same repetitions, µs, paired by index.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bench_reference_samples_us: Vec<f64>,
     /// Speedup over the target's baseline ([`speedups_vs_baseline`]).
     pub speedup_vs_baseline: Option<f64>,
     /// Whether it became the target's best (a PASS baseline, or kept).
@@ -106,6 +113,8 @@ pub fn entries(rows: &[ExperimentRecord], target: Option<&str>) -> Vec<LogEntry>
                 .map(|h| h.spread)
                 .filter(|s| s.is_finite()),
             head_to_head: r.head_to_head.clone(),
+            bench_samples_us: r.bench_samples_us.clone(),
+            bench_reference_samples_us: r.bench_reference_samples_us.clone(),
             speedup_vs_baseline: speedup,
             best,
             commit: r.commit.clone(),

@@ -113,6 +113,8 @@ pub fn row(n: u64, decision: Decision, description: &str) -> ExperimentRecord {
         peak_vram_mb: Some(64.0),
         duration_s: 1.0,
         head_to_head: None,
+        bench_samples_us: Vec::new(),
+        bench_reference_samples_us: Vec::new(),
         config: None,
     }
 }

@@ -917,6 +917,10 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             peak_vram_mb: m.map(|m| m.peak_vram_mb),
             duration_s: t0.elapsed().as_secs_f64(),
             head_to_head: None,
+            bench_samples_us: m.map(|m| m.samples_us.clone()).unwrap_or_default(),
+            bench_reference_samples_us: m
+                .map(|m| m.reference_samples_us.clone())
+                .unwrap_or_default(),
             // the tuner reads what was measured from here (and the note), not the description
             config: KernelConfig::read(source),
         }
@@ -1253,6 +1257,8 @@ fn unmeasured_record(
         peak_vram_mb: None,
         duration_s,
         head_to_head: None,
+        bench_samples_us: Vec::new(),
+        bench_reference_samples_us: Vec::new(),
         config: None,
     }
 }

@@ -118,6 +118,8 @@ pub fn record(n: u64, target: &str, commit: &CommitId, decision: Decision) -> Ex
         peak_vram_mb: None,
         duration_s: 0.1,
         head_to_head: None,
+        bench_samples_us: Vec::new(),
+        bench_reference_samples_us: Vec::new(),
         config: None,
     }
 }
