@@ -74,7 +74,8 @@ pub use python_env::{linked_python_version, resolve_python};
 pub use sandbox::SandboxOptions;
 pub use worker::bootstrap::serve_worker;
 pub use worker::client::{
-    default_spare_workers, Worker, WorkerOptions, WorkerProgram, WorkerStatus,
+    default_spare_workers, Worker, WorkerOptions, WorkerProgram, WorkerStatus, MAX_SPARE_WORKERS,
+    SPARE_WORKERS_ENV,
 };
 
 use autokernel_core::KernelKind;

@@ -16,6 +16,11 @@ pub fn autokernel() -> Command {
         cmd.env("AUTOKERNEL_PYTHON", venv);
     }
     cmd.env("NO_COLOR", "1");
+    // no spare worker: a test's command judges a few candidates, and a spare started ahead
+    // is killed unused at its exit, its imports the CPU of the tests beside it
+    if std::env::var_os(autokernel_bench::SPARE_WORKERS_ENV).is_none() {
+        cmd.env(autokernel_bench::SPARE_WORKERS_ENV, "0");
+    }
     cmd
 }
 

@@ -451,10 +451,10 @@ impl Worker {
         self
     }
 
-    /// Keeps `n` (at least 1) candidates' workers starting ahead of need instead of the
-    /// default, [`default_spare_workers`].
+    /// Keeps `n` candidates' workers starting ahead of need instead of the default,
+    /// [`default_spare_workers`]; 0 starts each one when its request comes.
     pub fn with_spare_workers(mut self, n: usize) -> Worker {
-        self.spare_workers = n.max(1);
+        self.spare_workers = n;
         self
     }
 
@@ -1473,17 +1473,45 @@ fn backed(body: ReplyBody, scope: &Scope<'_>) -> ReplyBody {
 /// between takes about 50 ms).
 const WARM_GAP: Duration = Duration::from_millis(500);
 
-/// How many candidates' workers start ahead of need by default: one per 4 cores the
-/// process may use, 1 to 4. Each candidate gets a fresh worker whose imports and CUDA start
-/// take about 10 s (the H200 machine, 2026-12-02, docs/benchmarks.md) while judging one takes
-/// a few seconds, so with one spare the judge waits on imports; 4 cores a worker leave the
-/// imports room to overlap without slowing each other.
+/// How many candidates' workers start ahead of need by default: `AUTOKERNEL_SPARE_WORKERS`
+/// where it is set (0 to [`MAX_SPARE_WORKERS`]; 0 starts each candidate's worker when its
+/// request comes), else one per 4 cores the process may use, 1 to 4. Each candidate gets a
+/// fresh worker whose imports and CUDA start take about 10 s (the H200 machine, 2026-12-02,
+/// docs/benchmarks.md) while judging one takes a few seconds, so with one spare the judge
+/// waits on imports; 4 cores a worker leave the imports room to overlap without slowing
+/// each other. A value that is not a number is warned about and the default taken.
 pub fn default_spare_workers() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (cores / 4).clamp(1, 4)
+    let setting = std::env::var(SPARE_WORKERS_ENV).ok();
+    spare_workers(setting.as_deref(), cores).unwrap_or_else(|why| {
+        tracing::warn!("{why}: taking the default");
+        spare_workers(None, cores).unwrap_or(1)
+    })
 }
 
-/// The machine's memory in MB (2²⁰ B), from `/proc/meminfo`; `None` where it cannot be read.
+/// [`default_spare_workers`] for the variable's value `setting` on `cores` cores.
+///
+/// # Errors
+/// A setting that is not a whole number, naming it.
+fn spare_workers(setting: Option<&str>, cores: usize) -> Result<usize, String> {
+    match setting {
+        Some(text) => text
+            .trim()
+            .parse::<usize>()
+            .map(|n| n.min(MAX_SPARE_WORKERS))
+            .map_err(|_| {
+                format!("{SPARE_WORKERS_ENV}={text:?} is not a number of workers (0 to {MAX_SPARE_WORKERS})")
+            }),
+        None => Ok((cores / 4).clamp(1, 4)),
+    }
+}
+
+/// The environment variable that sets [`default_spare_workers`].
+pub const SPARE_WORKERS_ENV: &str = "AUTOKERNEL_SPARE_WORKERS";
+/// The most spare workers `AUTOKERNEL_SPARE_WORKERS` may ask for: each holds a Python with
+/// torch imported (about 0.5 GB) and, on a GPU, a CUDA context.
+pub const MAX_SPARE_WORKERS: usize = 16;
+
 fn physical_memory_mb() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kb: u64 = text
@@ -1524,7 +1552,19 @@ fn tail_without_message(tail: &str, message: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{tail_without_message, Device, Hello, State};
+    use super::{spare_workers, tail_without_message, Device, Hello, State, MAX_SPARE_WORKERS};
+
+    #[test]
+    fn spare_workers_are_one_per_4_cores_unless_the_variable_sets_them() {
+        assert_eq!(spare_workers(None, 2), Ok(1));
+        assert_eq!(spare_workers(None, 16), Ok(4));
+        assert_eq!(spare_workers(None, 128), Ok(4));
+        assert_eq!(spare_workers(Some("0"), 16), Ok(0));
+        assert_eq!(spare_workers(Some(" 6 "), 2), Ok(6));
+        assert_eq!(spare_workers(Some("100"), 2), Ok(MAX_SPARE_WORKERS));
+        let why = spare_workers(Some("many"), 16).unwrap_err();
+        assert!(why.contains("AUTOKERNEL_SPARE_WORKERS=\"many\""), "{why}");
+    }
 
     #[test]
     fn a_device_left_open_is_the_one_an_earlier_worker_found() {

@@ -35,8 +35,8 @@ async fn launcher_signatures_reported_by_one_worker_reach_the_next_filtered() {
         "reads.py",
         "import os\nraise RuntimeError('given ' + os.environ.get('AUTOKERNEL_WORKER_TRITON_LAUNCHERS', 'nothing'))\n",
     );
-    // the spare that serves the next request was launched before that reply came (a
-    // worker keeps at least one spare); the one after it was launched after the reply
+    // the spare that serves the next request was launched before that reply came (this
+    // worker keeps one spare); the one after it was launched after the reply
     bench(&b, &reads, true, 300).await;
     let third = bench(&b, &reads, true, 300).await;
     let reason = third.correctness.reason().unwrap_or_default().to_string();

@@ -52,9 +52,16 @@ pub fn options() -> WorkerOptions {
     }
 }
 
-/// A CPU worker with its address space limited to 12 GB, so a runaway allocation fails.
+/// A CPU worker with its address space limited to 12 GB, so a runaway allocation fails, and
+/// no spare: most tests judge a candidate or two, and a spare started ahead would be killed
+/// unused, its imports the CPU of the tests beside it (the spares are `warm.rs`'s and
+/// `launchers.rs`'s subject).
 pub fn worker() -> std::sync::Arc<Worker> {
-    std::sync::Arc::new(Worker::new(options()).with_memory_limit_mb(12 * 1024))
+    std::sync::Arc::new(
+        Worker::new(options())
+            .with_memory_limit_mb(12 * 1024)
+            .with_spare_workers(0),
+    )
 }
 
 /// The in-repo regression cases of `area` (`tests/cases/<area>/`, see its README); they
