@@ -790,6 +790,37 @@ fn timing_inputs<'py>(
         .collect()
 }
 
+/// The rotation pools of the timing case (`harness.timing_pools`: per input, its own values
+/// and another seed's) for the inputs `call` holds; the case as [`timing_inputs`] takes it.
+///
+/// # Errors
+/// What the harness raised.
+#[allow(clippy::too_many_arguments)]
+fn timing_pools<'py>(
+    h: &Harness,
+    py: Python<'py>,
+    call: &Callee<'py>,
+    kind: &str,
+    shape: Vec<u64>,
+    dtype: &str,
+    seed: u64,
+    layout: &str,
+    params: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    h.func(py, "timing_pools")
+        .call1((
+            kind,
+            shape,
+            dtype,
+            seed,
+            layout,
+            params,
+            call.inputs_dict(py)?,
+        ))?
+        .cast_into::<PyDict>()
+        .map_err(PyErr::from)
+}
+
 /// What [`CandidateTimer::new`] reads of the untimed first call.
 #[derive(serde::Deserialize)]
 struct FirstCall {
@@ -861,19 +892,7 @@ impl<'py> CandidateTimer<'py> {
         let first: FirstCall = serde_json::from_str(&first)
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
         // the pools after the first call, so that they never count in its peak memory
-        let pools = h
-            .func(py, "timing_pools")
-            .call1((
-                kind,
-                shape,
-                dtype,
-                seed,
-                layout,
-                params,
-                call.inputs_dict(py)?,
-            ))?
-            .cast_into::<PyDict>()
-            .map_err(PyErr::from)?;
+        let pools = timing_pools(h, py, &call, kind, shape, dtype, seed, layout, params)?;
         let rotation = Rotation::new(h, py, &inputs, &pools, slot)?;
         Ok(Self {
             call,
@@ -1007,19 +1026,7 @@ pub(super) fn compare_kernels<'py>(
     for k in kernels {
         calls.push(Callee::candidate(h, py, k, kind, inputs.clone(), params)?);
     }
-    let pools = h
-        .func(py, "timing_pools")
-        .call1((
-            kind,
-            shape,
-            dtype,
-            seed,
-            layout,
-            params,
-            calls[0].inputs_dict(py)?,
-        ))?
-        .cast_into::<PyDict>()
-        .map_err(PyErr::from)?;
+    let pools = timing_pools(h, py, &calls[0], kind, shape, dtype, seed, layout, params)?;
     let mut rotations = Vec::new();
     for k in kernels {
         let slot: usize = h
