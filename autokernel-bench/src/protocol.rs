@@ -41,6 +41,9 @@ pub(crate) mod env {
     /// The number of the inherited fd of the GPU lease file (`worker/lease.rs`); unset: no
     /// lease (on the CPU, a worker started by hand). `harness.gpu_lease` reads it too.
     pub const GPU_LEASE_FD: &str = "AUTOKERNEL_WORKER_GPU_LEASE_FD";
+    /// The number of the inherited fd of a zygote's socket (`worker/zygote.rs`): set, the
+    /// process is a zygote that forks workers instead of serving requests itself.
+    pub const ZYGOTE_FD: &str = "AUTOKERNEL_WORKER_ZYGOTE_FD";
 }
 
 /// One request line.

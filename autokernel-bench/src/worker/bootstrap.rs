@@ -38,7 +38,19 @@ use crate::sandbox;
 /// Exit status: 0 when stdin closed, 0 after a reply that asked for a restart (CUDA error,
 /// tampering), 3 when start-up failed (the reason is in the hello line and on stderr).
 pub fn serve_worker() -> ExitCode {
-    match serve() {
+    let zygote_fd = std::env::var(env::ZYGOTE_FD)
+        .ok()
+        .and_then(|v| v.parse::<std::os::fd::RawFd>().ok());
+    let forked = match zygote_fd.map(super::zygote::serve) {
+        None => false,
+        Some(Ok(true)) => true,
+        Some(Ok(false)) => return ExitCode::SUCCESS,
+        Some(Err(message)) => {
+            log(&format!("zygote: {message}"));
+            return ExitCode::from(3);
+        }
+    };
+    match serve(forked) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             log(&format!("fatal: {message}"));
@@ -121,7 +133,7 @@ fn exit_with_parent() {
 /// which the parent finishes gracefully, would be logged as that kernel's CRASH. A handler
 /// (not SIG_IGN) so that the processes Python starts get the default action back at exec;
 /// SA_RESTART so that no read is cut short.
-fn outlive_sigterm() {
+pub(super) fn outlive_sigterm() {
     extern "C" fn ignore(_: libc::c_int) {}
     // SAFETY: a zeroed sigaction is valid; the handler is async-signal-safe (does nothing).
     unsafe {
@@ -193,7 +205,7 @@ fn apply_memory_limit() {
 /// Writes the embedded Python files to a private per-user cache folder keyed by their
 /// content (Triton and importlib need real files), atomically. The folder goes first on
 /// `sys.path`, hence private ([`crate::private_temp_dir`]).
-fn write_python_files() -> Result<PathBuf, String> {
+pub(super) fn write_python_files() -> Result<PathBuf, String> {
     let mut h = Sha256::new();
     h.update(crate::HARNESS_PY);
     h.update(crate::CATALOGUE_PY);
@@ -223,8 +235,9 @@ fn write_python_files() -> Result<PathBuf, String> {
 }
 
 /// Start-up, the hello line, then the request loop: one reply per request line, until stdin
-/// closes or a reply asks for a restart.
-fn serve() -> Result<(), String> {
+/// closes or a reply asks for a restart. `forked`: a zygote's child, Python started and
+/// torch and triton imported already (`zygote.rs`).
+fn serve(forked: bool) -> Result<(), String> {
     outlive_sigterm();
     // first, while this process has a single thread: a candidate's worker enters its
     // sandbox (only the sandboxed worker process returns from `isolate`)
@@ -280,7 +293,13 @@ fn serve() -> Result<(), String> {
         Some((spec, isolation)) => sandbox::restrict(spec, isolation),
         None => Vec::new(),
     };
-    if let Err(e) = crate::py::init::initialize(&python) {
+    let started = if forked {
+        // Python read its environment when the zygote started: the sandbox's variables too
+        super::zygote::set_environment(&super::zygote::process_environment())
+    } else {
+        crate::py::init::initialize(&python)
+    };
+    if let Err(e) = started {
         return hello_err(&mut ch, e);
     }
     // the catalogue the parent sent (the built-in one when started by hand), and the

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use autokernel_core::{Catalogue, Device};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::process::Child;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
@@ -21,6 +22,7 @@ use super::launchers::LauncherSignatures;
 use super::lease::LeaseFile;
 use super::payload::PayloadArea;
 use super::timing;
+use super::zygote::{self, ForkedProcess, ZygoteLink};
 use crate::protocol::{
     env, Answer, Call, Envelope, Hello, ParentAnswer, ParentCall, ReferenceJob, ReferenceTiming,
     Reply, ReplyBody, Request,
@@ -100,15 +102,46 @@ pub struct WorkerStatus {
     pub device: String,
 }
 
+/// A worker's process: executed by this process, or forked by the zygote.
+enum Process {
+    Spawned(Child),
+    Forked(ForkedProcess),
+}
+
+impl Process {
+    /// As `std::process::Child::try_wait`.
+    fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        match self {
+            Process::Spawned(c) => c.try_wait(),
+            Process::Forked(f) => f.try_wait(),
+        }
+    }
+
+    /// Waits for the process to exit and reaps it.
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Process::Spawned(c) => c.wait().await,
+            Process::Forked(f) => f.wait().await,
+        }
+    }
+}
+
+/// The parent's end of a worker's request channel (its stdin).
+type RequestChannel = Box<dyn AsyncWrite + Unpin + Send>;
+/// The parent's end of a worker's reply channel (its stdout) or of its stderr.
+type ReplyChannel = Box<dyn AsyncRead + Unpin + Send>;
+
 /// A running worker process.
 struct Running {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    child: Process,
+    stdin: RequestChannel,
+    stdout: BufReader<ReplyChannel>,
     ring: Arc<StdMutex<VecDeque<String>>>,
     stderr_task: Option<JoinHandle<()>>,
     pid: u32,
     device: Device,
+    /// What it is for.
+    role: Role,
     hello: Hello,
     /// A candidate's worker: its private scratch folder (removed when this is dropped, after
     /// the process), and a launcher that ends it cleanly on [`sandbox::STOP_SIGNAL`].
@@ -363,6 +396,10 @@ struct State {
     warned: std::collections::HashSet<String>,
     /// The interpreter, once resolved and checked.
     python: Option<PathBuf>,
+    /// The zygote that forks the candidates' and the reference's workers (`zygote.rs`).
+    zygote: Option<Arc<ZygoteLink>>,
+    /// A zygote failed to start or broke: workers are executed from then on.
+    zygote_failed: bool,
     next_id: u64,
 }
 
@@ -375,6 +412,8 @@ impl State {
             last_candidate_hello: None,
             warned: Default::default(),
             python: None,
+            zygote: None,
+            zygote_failed: false,
             next_id: 1,
         }
     }
@@ -545,6 +584,7 @@ impl Worker {
         while let Some(r) = state.spares.pop_front() {
             r.retire().await;
         }
+        state.zygote = None;
     }
 
     /// The process ids of the candidates' workers started ahead of need, oldest first (for
@@ -604,7 +644,7 @@ impl Worker {
             Some(r) => r,
             None => {
                 let python = self.python(&mut state)?;
-                let launched = self.launch(&python, device, Role::Shared)?;
+                let launched = self.launch(&state, &python, device, Role::Shared)?;
                 self.ready(&mut state, launched).await?
             }
         };
@@ -626,6 +666,7 @@ impl Worker {
         let mut state = self.state.lock().await;
         let device = state.resolved(device);
         let python = self.python(&mut state)?;
+        self.ensure_zygote(&mut state, &python, device).await;
         while state.spares.front().is_some_and(|r| r.device != device) {
             if let Some(r) = state.spares.pop_front() {
                 r.retire().await;
@@ -633,7 +674,7 @@ impl Worker {
         }
         let launched = match state.spares.pop_front() {
             Some(r) => r,
-            None => self.launch(&python, device, Role::Candidate)?,
+            None => self.launch(&state, &python, device, Role::Candidate)?,
         };
         // the trusted reference worker, started with the first candidate's
         if state.reference.as_ref().is_some_and(|r| r.device != device) {
@@ -643,7 +684,7 @@ impl Worker {
         }
         let reference = match state.reference.take() {
             Some(ready) => Ok(ready),
-            None => Err(self.launch(&python, device, Role::Reference)?),
+            None => Err(self.launch(&state, &python, device, Role::Reference)?),
         };
         let running = self.ready(&mut state, launched).await?;
         state.reference = Some(match reference {
@@ -654,7 +695,7 @@ impl Worker {
         // that this one is ready: on a machine of few cores two imports at once would each
         // take twice as long; on many cores several overlap, see `spare_workers`)
         while state.spares.len() < self.spare_workers {
-            match self.launch(&python, device, Role::Candidate) {
+            match self.launch(&state, &python, device, Role::Candidate) {
                 Ok(spare) => state.spares.push_back(spare),
                 Err(e) => {
                     tracing::debug!("no spare bench worker: {e}");
@@ -1054,8 +1095,9 @@ impl Worker {
                 Some(r) => (r, false),
                 None => {
                     let python = self.python(state).map_err(|e| e.to_string())?;
+                    self.ensure_zygote(state, &python, device).await;
                     let started = self
-                        .launch(&python, device, Role::Reference)
+                        .launch(state, &python, device, Role::Reference)
                         .map_err(|e| e.to_string())?;
                     let ready = tokio::time::timeout_at(deadline, self.ready(state, started))
                         .await
@@ -1142,10 +1184,65 @@ impl Worker {
         }
     }
 
+    /// The worker program's executable, made absolute when it is a relative path (a
+    /// candidate's worker runs in its scratch folder).
+    fn exe(&self) -> std::io::Result<PathBuf> {
+        let exe = &self.options.program.exe;
+        if exe.components().count() > 1 {
+            std::path::absolute(exe)
+        } else {
+            Ok(exe.clone())
+        }
+    }
+
+    /// Starts the zygote (`zygote.rs`) when there is none and none failed, and waits for its
+    /// imports; where it cannot start, says why at debug level and leaves workers to be
+    /// executed.
+    async fn ensure_zygote(&self, state: &mut State, python: &Path, device: Device) {
+        if state.zygote.as_ref().is_some_and(|z| z.broken()) {
+            tracing::debug!("the zygote broke: executing workers from now on");
+            state.zygote = None;
+            state.zygote_failed = true;
+        }
+        if state.zygote.as_ref().is_some_and(|z| !z.serves(device)) {
+            // Triton's mode is fixed at its import: another device needs another zygote
+            state.zygote = None;
+        }
+        if state.zygote.is_some() || state.zygote_failed || !zygote::enabled() {
+            return;
+        }
+        let exe = match self.exe() {
+            Ok(exe) => exe,
+            Err(_) => return,
+        };
+        let mut cmd = tokio::process::Command::new(exe);
+        let device_name = match device {
+            Device::Auto => "auto",
+            Device::Cuda => "cuda",
+            Device::Cpu => "cpu",
+        };
+        cmd.args(&self.options.program.args)
+            .env(env::PYTHON, python)
+            .env(env::DEVICE, device_name);
+        match ZygoteLink::start(cmd, self.startup_timeout).await {
+            Ok(z) => state.zygote = Some(Arc::new(z)),
+            Err(e) => {
+                tracing::debug!("no zygote ({e}): executing each worker");
+                state.zygote_failed = true;
+            }
+        }
+    }
+
     /// Starts a worker process without waiting for it to be ready ([`Worker::ready`] does);
     /// `role` [`Role::Candidate`] for a candidate's worker (a scratch folder, the sandbox, the memory limit
     /// on the CPU).
-    fn launch(&self, python: &Path, device: Device, role: Role) -> Result<Running, WorkerError> {
+    fn launch(
+        &self,
+        state: &State,
+        python: &Path,
+        device: Device,
+        role: Role,
+    ) -> Result<Running, WorkerError> {
         let sandboxed = role == Role::Candidate;
         let program = &self.options.program;
         if std::env::var_os(env::PYTHON).is_some() {
@@ -1168,54 +1265,44 @@ impl Worker {
             Device::Cuda => "cuda",
             Device::Cpu => "cpu",
         };
-        // a candidate's worker runs in its scratch folder: relative paths made absolute first
-        let exe = if program.exe.components().count() > 1 {
-            std::path::absolute(&program.exe)?
-        } else {
-            program.exe.clone()
-        };
-        let mut cmd = tokio::process::Command::new(&exe);
-        cmd.args(&program.args)
-            .env(env::PYTHON, python)
-            .env(env::DEVICE, device_name)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        // the worker's environment, as changes to this process's: set (`Some`) or removed
+        let mut vars: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)> = Vec::new();
+        let mut set = |k: &str, v: Option<std::ffi::OsString>| vars.push((k.into(), v));
+        set(env::PYTHON, Some(python.into()));
+        set(env::DEVICE, Some(device_name.into()));
         let (catalogue, modules) = match &self.kinds {
             Some((c, m)) => (c, m.as_slice()),
             None => (Catalogue::builtin(), &[][..]),
         };
-        cmd.env(env::CATALOGUE, catalogue.to_json());
-        if role == Role::Reference {
-            cmd.env(env::REFERENCE, "1");
-        } else {
-            cmd.env_remove(env::REFERENCE);
-        }
-        match self.launchers.lock() {
-            Ok(seen) if sandboxed && seen.len() > 0 => {
-                cmd.env(env::TRITON_LAUNCHERS, seen.to_json())
-            }
-            _ => cmd.env_remove(env::TRITON_LAUNCHERS),
+        set(env::CATALOGUE, Some(catalogue.to_json().into()));
+        set(
+            env::REFERENCE,
+            (role == Role::Reference).then(|| "1".into()),
+        );
+        let launchers = match self.launchers.lock() {
+            Ok(seen) if sandboxed && seen.len() > 0 => Some(seen.to_json().into()),
+            _ => None,
         };
+        set(env::TRITON_LAUNCHERS, launchers);
         let modules = modules
             .iter()
             .map(std::path::absolute)
             .collect::<Result<Vec<_>, _>>()?;
-        match std::env::join_paths(&modules) {
-            Ok(joined) if !modules.is_empty() => cmd.env(env::REGISTRY, joined),
-            _ => cmd.env_remove(env::REGISTRY),
+        let registry = match std::env::join_paths(&modules) {
+            Ok(joined) if !modules.is_empty() => Some(joined),
+            _ => None,
         };
+        set(env::REGISTRY, registry);
         // a candidate's worker on the CPU: the address space limited to the machine's memory
         // at most, so a runaway allocation fails inside Python instead of swapping the host
         let memory_limit_mb = match self.memory_limit_mb {
             None if sandboxed && device == Device::Cpu => physical_memory_mb(),
             limit => limit,
         };
-        match memory_limit_mb {
-            Some(mb) => cmd.env(env::MEMORY_LIMIT_MB, mb.to_string()),
-            None => cmd.env_remove(env::MEMORY_LIMIT_MB),
-        };
+        set(
+            env::MEMORY_LIMIT_MB,
+            memory_limit_mb.map(|mb| mb.to_string().into()),
+        );
         if sandboxed {
             static SHIELD: std::sync::Once = std::sync::Once::new();
             SHIELD.call_once(|| {
@@ -1244,19 +1331,18 @@ impl Worker {
             let spec = serde_json::to_string(&spec).map_err(|e| WorkerError::Protocol {
                 message: e.to_string(),
             })?;
-            cmd.env(env::SANDBOX, spec).current_dir(dir.path());
+            set(env::SANDBOX, Some(spec.into()));
             Some(dir)
         } else {
-            cmd.env_remove(env::SANDBOX);
+            set(env::SANDBOX, None);
             None
         };
         if device == Device::Cpu {
             // before triton is imported; the harness sets it too
-            cmd.env("TRITON_INTERPRET", "1");
+            set("TRITON_INTERPRET", Some("1".into()));
         }
+        let cwd = scratch.as_ref().map(|d| d.path().to_path_buf());
         let payload = PayloadArea::create()?;
-        let payload_fd = payload.raw_fd();
-        cmd.env(env::PAYLOAD_FD, payload_fd.to_string());
         // the GPU lease (worker/lease.rs): a description of the file of its own per worker,
         // kept open here only until the child has its copy; none on the CPU
         // AUTOKERNEL_GPU_LEASE=off gives none, to measure what the lease removes
@@ -1273,42 +1359,66 @@ impl Worker {
                 }
             },
         };
-        let lease_fd = lease.as_ref().map(LeaseFile::raw_fd);
-        match lease_fd {
-            Some(fd) => cmd.env(env::GPU_LEASE_FD, fd.to_string()),
-            None => cmd.env_remove(env::GPU_LEASE_FD),
-        };
-        // SAFETY: the hooks run in the child between fork and exec: setsid and fcntl on the
-        // child's copy of the area's fd (`inherit_in_child`) only.
-        unsafe {
-            // A session of its own: a process group to kill as one (its pid names it), and
-            // no controlling terminal, whose input a candidate could type into (TIOCSTI)
-            cmd.pre_exec(|| {
-                if libc::setsid() == -1 {
-                    return Err(std::io::Error::last_os_error());
+        // a candidate's and the reference's worker come from the zygote where there is one
+        let zygote = state
+            .zygote
+            .as_ref()
+            .filter(|z| role != Role::Shared && !z.broken() && z.serves(device));
+        let forked = match zygote {
+            Some(z) => match fork_worker(z, &vars, cwd.clone(), &payload, lease.as_ref()) {
+                Ok(forked) => Some(forked),
+                Err(e) => {
+                    tracing::debug!("the zygote did not fork a worker ({e}): executing one");
+                    None
                 }
-                Ok(())
-            });
-            cmd.pre_exec(move || PayloadArea::inherit_in_child(payload_fd));
-            if let Some(fd) = lease_fd {
-                // the same fcntl as the payload area's: the fd inherited by this child alone
-                cmd.pre_exec(move || PayloadArea::inherit_in_child(fd));
-            }
-        }
-        let mut child = cmd.spawn().map_err(|source| WorkerError::Spawn {
-            exe: program.exe.clone(),
-            source,
-        })?;
-        drop(lease);
-        let pid = child.id().unwrap_or(0);
-        tracing::debug!(pid, exe = %program.exe.display(), python = %python.display(), device = device_name, "starting the bench worker");
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            return Err(WorkerError::Protocol {
-                message: "the worker's pipes were not created".into(),
-            });
+            },
+            None => None,
         };
+        let (child, stdin, stdout, stderr): Launched = match forked {
+            Some(f) => f,
+            None => {
+                let mut cmd = tokio::process::Command::new(self.exe()?);
+                cmd.args(&program.args)
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .kill_on_drop(true);
+                for (k, v) in &vars {
+                    match v {
+                        Some(v) => cmd.env(k, v),
+                        None => cmd.env_remove(k),
+                    };
+                }
+                if let Some(dir) = &cwd {
+                    cmd.current_dir(dir);
+                }
+                let mut child = spawn_worker(cmd, &payload, lease.as_ref()).map_err(|source| {
+                    WorkerError::Spawn {
+                        exe: program.exe.clone(),
+                        source,
+                    }
+                })?;
+                let (Some(stdin), Some(stdout), Some(stderr)) =
+                    (child.stdin.take(), child.stdout.take(), child.stderr.take())
+                else {
+                    return Err(WorkerError::Protocol {
+                        message: "the worker's pipes were not created".into(),
+                    });
+                };
+                (
+                    Process::Spawned(child),
+                    Box::new(stdin),
+                    Box::new(stdout),
+                    Box::new(stderr),
+                )
+            }
+        };
+        drop(lease);
+        let pid = match &child {
+            Process::Spawned(c) => c.id().unwrap_or(0),
+            Process::Forked(f) => f.pid(),
+        };
+        tracing::debug!(pid, forked = matches!(child, Process::Forked(_)), exe = %program.exe.display(), python = %python.display(), device = device_name, "starting the bench worker");
         let ring = Arc::new(StdMutex::new(VecDeque::with_capacity(STDERR_LINES)));
         let ring_w = Arc::clone(&ring);
         let stderr_task = tokio::spawn(async move {
@@ -1346,6 +1456,7 @@ impl Worker {
             stderr_task: Some(stderr_task),
             pid,
             device,
+            role,
             hello: Hello {
                 pid,
                 error: None,
@@ -1362,7 +1473,32 @@ impl Worker {
 
     /// Waits for a launched worker's hello (torch, triton and the harness imported); the
     /// start-up is not counted in any request's deadline.
-    async fn ready(&self, state: &mut State, mut running: Running) -> Result<Running, WorkerError> {
+    async fn ready(&self, state: &mut State, running: Running) -> Result<Running, WorkerError> {
+        let (role, device) = (running.role, running.device);
+        let forked = matches!(running.child, Process::Forked(_));
+        match self.ready_once(state, running).await {
+            Err(e) if forked => {
+                // no candidate was loaded yet: the zygote's child is at fault, not a kernel
+                tracing::warn!(
+                    "a worker forked by the zygote did not start ({e}): executing workers \
+                     from now on (AUTOKERNEL_ZYGOTE=off does so from the start)"
+                );
+                state.zygote = None;
+                state.zygote_failed = true;
+                let python = self.python(state)?;
+                let relaunched = self.launch(state, &python, device, role)?;
+                self.ready_once(state, relaunched).await
+            }
+            ready => ready,
+        }
+    }
+
+    /// [`Worker::ready`] without the fallback from a zygote's child.
+    async fn ready_once(
+        &self,
+        state: &mut State,
+        mut running: Running,
+    ) -> Result<Running, WorkerError> {
         let pid = running.pid;
         let mut line = String::new();
         let read =
@@ -1410,6 +1546,89 @@ impl Worker {
             }
         }
     }
+}
+
+/// A worker's process, request channel, reply channel and stderr.
+type Launched = (Process, RequestChannel, ReplyChannel, ReplyChannel);
+
+/// Forks a worker from `zygote` with the environment changes `vars`, in `cwd`, handing it
+/// pipes for its stdio and its `payload` area and `lease` fds.
+///
+/// # Errors
+/// A pipe could not be made, or the zygote did not fork.
+fn fork_worker(
+    zygote: &Arc<ZygoteLink>,
+    vars: &[(std::ffi::OsString, Option<std::ffi::OsString>)],
+    cwd: Option<PathBuf>,
+    payload: &PayloadArea,
+    lease: Option<&LeaseFile>,
+) -> std::io::Result<Launched> {
+    use std::os::fd::{AsFd, BorrowedFd};
+    use tokio::net::unix::pipe;
+    let (stdin_r, stdin_w) = zygote::pipe()?;
+    let (stdout_r, stdout_w) = zygote::pipe()?;
+    let (stderr_r, stderr_w) = zygote::pipe()?;
+    // SAFETY: the area and the lease file are open for as long as these borrows (this call).
+    let payload_fd = unsafe { BorrowedFd::borrow_raw(payload.raw_fd()) };
+    let mut extra = vec![(env::PAYLOAD_FD, payload_fd)];
+    if let Some(l) = lease {
+        // SAFETY: as above.
+        extra.push((env::GPU_LEASE_FD, unsafe {
+            BorrowedFd::borrow_raw(l.raw_fd())
+        }));
+    }
+    let (pid, pidfd) = zygote.fork(
+        [stdin_r.as_fd(), stdout_w.as_fd(), stderr_w.as_fd()],
+        &extra,
+        vars.to_vec(),
+        cwd,
+    )?;
+    // the child's ends are the child's alone from here on
+    drop((stdin_r, stdout_w, stderr_w));
+    let process = Process::Forked(ForkedProcess::new(pid, pidfd, Arc::clone(zygote)));
+    Ok((
+        process,
+        Box::new(pipe::Sender::from_owned_fd(stdin_w)?),
+        Box::new(pipe::Receiver::from_owned_fd(stdout_r)?),
+        Box::new(pipe::Receiver::from_owned_fd(stderr_r)?),
+    ))
+}
+
+/// Executes a worker from `cmd` in a session of its own, inheriting its `payload` area and
+/// `lease` fds (their numbers in the worker's environment).
+///
+/// # Errors
+/// The program could not be started.
+fn spawn_worker(
+    mut cmd: tokio::process::Command,
+    payload: &PayloadArea,
+    lease: Option<&LeaseFile>,
+) -> std::io::Result<Child> {
+    let payload_fd = payload.raw_fd();
+    cmd.env(env::PAYLOAD_FD, payload_fd.to_string());
+    let lease_fd = lease.map(LeaseFile::raw_fd);
+    match lease_fd {
+        Some(fd) => cmd.env(env::GPU_LEASE_FD, fd.to_string()),
+        None => cmd.env_remove(env::GPU_LEASE_FD),
+    };
+    // SAFETY: the hooks run in the child between fork and exec: setsid and fcntl on the
+    // child's copy of the area's fd (`inherit_in_child`) only.
+    unsafe {
+        // A session of its own: a process group to kill as one (its pid names it), and
+        // no controlling terminal, whose input a candidate could type into (TIOCSTI)
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+        cmd.pre_exec(move || PayloadArea::inherit_in_child(payload_fd));
+        if let Some(fd) = lease_fd {
+            // the same fcntl as the payload area's: the fd inherited by this child alone
+            cmd.pre_exec(move || PayloadArea::inherit_in_child(fd));
+        }
+    }
+    cmd.spawn()
 }
 
 /// `body`, a candidate's worker's reply, as the parent's checks (`scope`) allow: a bench's

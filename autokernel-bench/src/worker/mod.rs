@@ -9,7 +9,8 @@
 //! [`lease`] keeps one worker at a time on the GPU while a measurement is taken;
 //! [`timing`] is the timed loop, with the CUDA driver calls it makes in [`cuda`], the
 //! device's record of the candidate's timed calls in [`cupti`] and the torch callables it
-//! calls in [`torch_ops`].
+//! calls in [`torch_ops`]. [`zygote`] forks the workers from one process that imported
+//! torch and triton once.
 //!
 //! Data flows `bootstrap` → `requests` → `execute`, which asks `plan` what to run and calls
 //! the harness for each case; `guards` are taken when the harness starts and checked after
@@ -32,3 +33,4 @@ mod plan;
 mod requests;
 mod timing;
 mod torch_ops;
+mod zygote;
