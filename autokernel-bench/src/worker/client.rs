@@ -1478,8 +1478,9 @@ impl Worker {
         let forked = matches!(running.child, Process::Forked(_));
         match self.ready_once(state, running).await {
             Err(e) if forked => {
-                // no candidate was loaded yet: the zygote's child is at fault, not a kernel
-                tracing::warn!(
+                // no candidate was loaded yet: the zygote's child or the set-up is at fault,
+                // not a kernel; an executed worker says which (a set-up error once, as ever)
+                tracing::debug!(
                     "a worker forked by the zygote did not start ({e}): executing workers \
                      from now on (AUTOKERNEL_ZYGOTE=off does so from the start)"
                 );
