@@ -105,6 +105,16 @@ pub(crate) struct Answer {
     pub error: Option<String>,
 }
 
+impl Answer {
+    /// An answer that says why the operation failed.
+    fn failed(error: String) -> Answer {
+        Answer {
+            error: Some(error),
+            ..Default::default()
+        }
+    }
+}
+
 /// Sends `body` as one message with `fds` on it.
 fn send<T: Serialize>(sock: &UnixStream, body: &T, fds: &[BorrowedFd<'_>]) -> std::io::Result<()> {
     let json = serde_json::to_vec(body)?;
@@ -274,19 +284,8 @@ pub(crate) fn serve(sock_fd: RawFd) -> Result<bool, String> {
         match op {
             Op::Fork { env, cwd, fd_vars } => {
                 if fds.len() != 3 + fd_vars.len() {
-                    let error = Some(format!(
-                        "{} fds for {} expected",
-                        fds.len(),
-                        3 + fd_vars.len()
-                    ));
-                    let _ = send(
-                        &sock,
-                        &Answer {
-                            error,
-                            ..Default::default()
-                        },
-                        &[],
-                    );
+                    let error = format!("{} fds for {} expected", fds.len(), 3 + fd_vars.len());
+                    let _ = send(&sock, &Answer::failed(error), &[]);
                     continue;
                 }
                 match fork_python() {
@@ -317,29 +316,15 @@ pub(crate) fn serve(sock_fd: RawFd) -> Result<bool, String> {
                                     libc::kill(child, libc::SIGKILL);
                                     libc::waitpid(child, std::ptr::null_mut(), 0);
                                 }
-                                let error = Some(format!("no pidfd for the child: {e}"));
-                                send(
-                                    &sock,
-                                    &Answer {
-                                        error,
-                                        ..Default::default()
-                                    },
-                                    &[],
-                                )
+                                let error = format!("no pidfd for the child: {e}");
+                                send(&sock, &Answer::failed(error), &[])
                             }
                         };
                         reply.map_err(|e| format!("zygote: {e}"))?;
                     }
                     Err(e) => {
-                        let error = Some(format!("cannot fork: {e}"));
-                        let _ = send(
-                            &sock,
-                            &Answer {
-                                error,
-                                ..Default::default()
-                            },
-                            &[],
-                        );
+                        let error = format!("cannot fork: {e}");
+                        let _ = send(&sock, &Answer::failed(error), &[]);
                     }
                 }
             }
