@@ -41,7 +41,12 @@ pub fn serve_worker() -> ExitCode {
     let zygote_fd = std::env::var(env::ZYGOTE_FD)
         .ok()
         .and_then(|v| v.parse::<std::os::fd::RawFd>().ok());
-    let forked = match zygote_fd.map(super::zygote::serve) {
+    let zygote = zygote_fd.map(|fd| {
+        // a zygote lives through SIGTERM as its workers do
+        outlive_sigterm();
+        super::zygote::serve(fd, write_python_files())
+    });
+    let forked = match zygote {
         None => false,
         Some(Ok(true)) => true,
         Some(Ok(false)) => return ExitCode::SUCCESS,
@@ -133,7 +138,7 @@ fn exit_with_parent() {
 /// which the parent finishes gracefully, would be logged as that kernel's CRASH. A handler
 /// (not SIG_IGN) so that the processes Python starts get the default action back at exec;
 /// SA_RESTART so that no read is cut short.
-pub(super) fn outlive_sigterm() {
+fn outlive_sigterm() {
     extern "C" fn ignore(_: libc::c_int) {}
     // SAFETY: a zeroed sigaction is valid; the handler is async-signal-safe (does nothing).
     unsafe {
@@ -205,7 +210,7 @@ fn apply_memory_limit() {
 /// Writes the embedded Python files to a private per-user cache folder keyed by their
 /// content (Triton and importlib need real files), atomically. The folder goes first on
 /// `sys.path`, hence private ([`crate::private_temp_dir`]).
-pub(super) fn write_python_files() -> Result<PathBuf, String> {
+fn write_python_files() -> Result<PathBuf, String> {
     let mut h = Sha256::new();
     h.update(crate::HARNESS_PY);
     h.update(crate::CATALOGUE_PY);

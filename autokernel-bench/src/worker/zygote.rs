@@ -197,7 +197,11 @@ cuda_started = bool(torch.cuda.is_initialized())
 ///
 /// # Errors
 /// Start-up failed (reported to the parent too) or the socket broke.
-pub(crate) fn serve(sock_fd: RawFd) -> Result<bool, String> {
+///
+/// `python_files`: where the embedded Python files were written, or why not
+/// (`bootstrap::write_python_files`, called there with the SIGTERM handler installed, so
+/// that this module needs nothing of `bootstrap`'s).
+pub(crate) fn serve(sock_fd: RawFd, python_files: Result<PathBuf, String>) -> Result<bool, String> {
     // SAFETY: the fd the parent passed for this purpose, owned from here on.
     let sock = unsafe { UnixStream::from_raw_fd(sock_fd) };
     // SAFETY: fcntl with integer arguments on our own fd.
@@ -206,7 +210,6 @@ pub(crate) fn serve(sock_fd: RawFd) -> Result<bool, String> {
     // later worker starts from (Landlock's ptrace scope refuses it too, where there is one)
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
-    super::bootstrap::outlive_sigterm();
     let pid = std::process::id();
     let fail = |message: String| -> Result<bool, String> {
         let _ = send(
@@ -224,7 +227,7 @@ pub(crate) fn serve(sock_fd: RawFd) -> Result<bool, String> {
     let Some(python) = std::env::var_os(env::PYTHON).map(PathBuf::from) else {
         return fail(format!("{} is not set", env::PYTHON));
     };
-    if let Err(e) = super::bootstrap::write_python_files() {
+    if let Err(e) = python_files {
         return fail(e);
     }
     if let Err(e) = crate::py::init::initialize(&python) {
