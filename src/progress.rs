@@ -273,7 +273,10 @@ impl JobReporter for ProgressReporter {
                     targets.len(),
                     targets
                         .iter()
-                        .map(|t| t.id.as_str())
+                        .map(|t| match t.expected_saving() {
+                            Some(saving) => format!("{} (saves ≤ {:.1}%)", t.id, saving * 100.0),
+                            None => t.id.clone(),
+                        })
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),

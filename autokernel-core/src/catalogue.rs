@@ -1137,6 +1137,15 @@ impl KernelKind {
         self.spec().pluggable
     }
 
+    /// Whether PyTorch computes the kind with one vendor-tuned library kernel (matmul:
+    /// cuBLAS; flash_attention: SDPA's fused flash and memory-efficient kernels), so that a
+    /// plan expects parity with PyTorch at best rather than the roofline: on the H100 the
+    /// matmul starter, tuned, reached 0.83–0.89× cuBLAS at OPT-125m's shapes
+    /// (docs/benchmarks.md, "Winnable targets").
+    pub fn library_reference(self) -> bool {
+        matches!(self, KernelKind::Matmul | KernelKind::FlashAttention)
+    }
+
     /// Aten ops a candidate of this kind may dispatch at the top level of a profiled call:
     /// [`ALLOWED_OPS`] and the kind's own [`KindSpec::allowed_ops`].
     pub fn allowed_ops(self) -> Vec<&'static str> {

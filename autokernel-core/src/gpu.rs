@@ -64,6 +64,28 @@ impl GpuSpec {
     }
 }
 
+/// The share of the datasheet DRAM bandwidth a kernel can be expected to reach: a
+/// device-to-device copy moved 4244 of the H200's 4800 GB/s (docs/kernels.md, measured
+/// 2026-11-29).
+pub const REACHABLE_BANDWIDTH_FRACTION: f64 = 0.88;
+
+/// The share of the datasheet tensor-core peak a kernel can be expected to reach: cuBLAS's
+/// fp16 matmul at 4096³ ran 686 of the H200's 989 TFLOP/s (docs/benchmarks.md).
+pub const REACHABLE_COMPUTE_FRACTION: f64 = 0.69;
+
+impl GpuSpec {
+    /// The shortest time, in µs, one call moving `bytes` and computing `flops` in `dtype`
+    /// can be expected to take: the roofline's bound, `max(flops / peak, bytes /
+    /// bandwidth)`, at [`REACHABLE_COMPUTE_FRACTION`] of the peak and
+    /// [`REACHABLE_BANDWIDTH_FRACTION`] of the bandwidth. Launch overhead and wave
+    /// quantisation are not counted, so small problems read optimistic.
+    pub fn reachable_us(&self, flops: f64, bytes: f64, dtype: crate::DType) -> f64 {
+        let compute = flops / (self.peak_tflops(dtype) * REACHABLE_COMPUTE_FRACTION * 1e6);
+        let memory = bytes / (self.mem_bandwidth_gb_s * REACHABLE_BANDWIDTH_FRACTION * 1e3);
+        compute.max(memory)
+    }
+}
+
 /// The outcome of looking a GPU up by name.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GpuLookup {

@@ -54,7 +54,9 @@ pub use catalogue::{
     eval_dims, Catalogue, DTypes, ElementType, Formulas, InputRole, InputSpec, KindSpec,
     OutputSpec, ShapeSets, Tolerances, ALLOWED_OPS,
 };
-pub use gpu::{lookup_gpu, GpuLookup, GpuSpec};
+pub use gpu::{
+    lookup_gpu, GpuLookup, GpuSpec, REACHABLE_BANDWIDTH_FRACTION, REACHABLE_COMPUTE_FRACTION,
+};
 pub use kernel::{Bound, DType, KernelKind, ParseError, Shape, ShapeSet, Tolerance};
 pub use params::{
     params_label, parse_param, resolve as resolve_params, value_text, ParamError, ParamSpec,
@@ -75,7 +77,7 @@ pub use run::{
     ResumeSummary, StopReason, TimeoutScale, ABANDONED_REASON, INTERRUPTED_PROPOSING,
     STARTER_AGENT, UNCHANGED_REASON,
 };
-pub use target::{Layout, Target};
+pub use target::{Headroom, Layout, Target};
 pub use version_store::{
     CommitId, ExperimentDraft, Reconciliation, StoreError, UnloggedExperiment, VersionStore,
 };

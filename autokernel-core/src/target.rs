@@ -46,6 +46,23 @@ pub struct Target {
     /// semantics the kind had before it took parameters.
     #[serde(default, skip_serializing_if = "Params::is_empty")]
     pub params: Params,
+    /// What the profile says can be won here, when its GPU is known (absent for a CPU
+    /// profile, an unknown GPU and in older `plan.json` files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headroom: Option<Headroom>,
+}
+
+/// PyTorch's own time per call at a target, as the profile measured it inside the model,
+/// beside the best time a kernel can be expected to reach there.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Headroom {
+    /// PyTorch's device time per call at the target's shape, in µs: the op's device time in
+    /// the profile times the target's share of it, over its calls.
+    pub pytorch_us: f64,
+    /// The best time per call to expect, in µs: PyTorch's own where its op is a tuned
+    /// library kernel ([`KernelKind::library_reference`]), else the kind's roofline at the
+    /// shape ([`crate::GpuSpec::reachable_us`]), never above `pytorch_us`.
+    pub reachable_us: f64,
 }
 
 /// How a target's inputs are laid out in memory when the model calls its op.
@@ -107,6 +124,7 @@ impl Target {
             op: String::new(),
             layout: Layout::Contiguous,
             params: Params::new(),
+            headroom: None,
         }
     }
 
@@ -146,6 +164,44 @@ impl Target {
     pub fn with_params(mut self, params: Params) -> Self {
         self.params = params;
         self
+    }
+
+    /// Sets what the profile says can be won at the target.
+    pub fn with_headroom(mut self, headroom: Headroom) -> Self {
+        self.headroom = Some(headroom);
+        self
+    }
+
+    /// The share of the model's time a kernel at [`Headroom::reachable_us`] would save,
+    /// `fraction · (1 − reachable / pytorch)` (Amdahl's law per target), in `[0, fraction]`;
+    /// `None` without a [`Headroom`].
+    pub fn expected_saving(&self) -> Option<f64> {
+        let h = self.headroom?;
+        if h.pytorch_us <= 0.0 {
+            return Some(0.0);
+        }
+        Some(self.fraction * (1.0 - h.reachable_us / h.pytorch_us).clamp(0.0, 1.0))
+    }
+
+    /// The [`Target::expected_saving`] for people, e.g. `saves ≤ 7.7% (PyTorch 100.0 µs
+    /// a call, 22.8 at best)`, or `0.0%` with why for a library kernel; `None` without a
+    /// [`Headroom`].
+    pub fn saving_label(&self) -> Option<String> {
+        let (h, saving) = (self.headroom?, self.expected_saving()?);
+        Some(if self.kind.library_reference() {
+            format!(
+                "saves ≤ {:.1}% (PyTorch {:.1} µs a call, a tuned library kernel: parity at best)",
+                saving * 100.0,
+                h.pytorch_us
+            )
+        } else {
+            format!(
+                "saves ≤ {:.1}% (PyTorch {:.1} µs a call, {:.1} at best)",
+                saving * 100.0,
+                h.pytorch_us,
+                h.reachable_us
+            )
+        })
     }
 
     /// Checks that `id` is usable as a folder name and a git ref component.
@@ -217,5 +273,25 @@ mod tests {
         assert!(!Target::id_is_valid("a b"));
         assert!(!Target::id_is_valid(""));
         assert!(!Target::id_is_valid("-x"));
+    }
+
+    #[test]
+    fn the_expected_saving_is_amdahl_on_the_reachable_time() {
+        let t = Target::new("01-layernorm", KernelKind::Layernorm).with_fraction(0.2);
+        assert_eq!(t.expected_saving(), None);
+        let h = |pytorch_us, reachable_us| Headroom {
+            pytorch_us,
+            reachable_us,
+        };
+        // 0.2 · (1 − 3/12)
+        let t = t.with_headroom(h(12.0, 3.0));
+        assert!((t.expected_saving().unwrap() - 0.15).abs() < 1e-12);
+        // PyTorch already at (or past) the reachable time: nothing
+        assert_eq!(
+            t.clone().with_headroom(h(3.0, 4.0)).expected_saving(),
+            Some(0.0)
+        );
+        let back: Target = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back.headroom, Some(h(12.0, 3.0)));
     }
 }

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use autokernel_core::keep::end_to_end_speedup;
 use autokernel_core::{
-    lookup_gpu, params_label, Bound, CallSite, DType, GpuLookup, GpuSpec, KernelKind, Layout,
-    OpProfile, Params, ProfileReport, Shape, Target,
+    lookup_gpu, params_label, Bound, CallSite, DType, GpuLookup, GpuSpec, Headroom, KernelKind,
+    Layout, OpProfile, Params, ProfileReport, Shape, Target,
 };
 use serde::Serialize;
 
@@ -306,6 +306,18 @@ fn op_sites<'a>(report: &'a ProfileReport, kind: KernelKind, op: &str) -> Vec<&'
 /// [`plan`] (`for_model` false) or [`plan_for_model`]: for a model, kinds that cannot be
 /// plugged in are skipped and rotary ops are planned only from their matched call sites.
 fn plan_where(report: &ProfileReport, top: usize, dtype: DType, for_model: bool) -> Vec<Target> {
+    let gpu = report
+        .device
+        .strip_prefix("cuda: ")
+        .and_then(|name| lookup_gpu(name).spec().cloned());
+    // on a known GPU every candidate is weighed by what it can win before the top are kept
+    let collect = if gpu.is_some() {
+        top.max(PLAN_CANDIDATES)
+    } else {
+        top
+    };
+    let top_given = top;
+    let top = collect;
     let mut targets: Vec<Planned> = Vec::new();
     // targets beyond the first of the ops split by matmul call site
     let mut split = 0;
@@ -313,7 +325,14 @@ fn plan_where(report: &ProfileReport, top: usize, dtype: DType, for_model: bool)
         let Some(kind) = op.kind.filter(|k| !for_model || k.pluggable()) else {
             continue;
         };
-        let entries = module_site_entries(report, kind, &op.op, op.fraction, dtype, for_model);
+        let entries = module_site_entries(
+            report,
+            kind,
+            &op.op,
+            (op.fraction, op.calls),
+            dtype,
+            for_model,
+        );
         if let Some(entries) = entries {
             // the op counts once toward `top`, as before it was split by call site
             let before = targets.len();
@@ -322,8 +341,16 @@ fn plan_where(report: &ProfileReport, top: usize, dtype: DType, for_model: bool)
             } else {
                 before
             };
-            for (shape, layout, params, fraction) in entries {
-                let entry = (kind, Some(shape), layout, params, fraction, op.op.clone());
+            for (shape, layout, params, fraction, calls) in entries {
+                let entry = (
+                    kind,
+                    Some(shape),
+                    layout,
+                    params,
+                    fraction,
+                    op.op.clone(),
+                    calls,
+                );
                 add_planned(&mut targets, room, entry);
             }
             split += (targets.len() - before).saturating_sub(1);
@@ -337,26 +364,89 @@ fn plan_where(report: &ProfileReport, top: usize, dtype: DType, for_model: bool)
         add_planned(
             &mut targets,
             top + split,
-            (kind, shape, layout, params, op.fraction, op.op.clone()),
+            (
+                kind,
+                shape,
+                layout,
+                params,
+                op.fraction,
+                op.op.clone(),
+                op.calls as f64,
+            ),
         );
     }
-    targets
+    let mut planned: Vec<(Planned, Option<Headroom>)> = targets
+        .into_iter()
+        .map(|p| {
+            let h = gpu
+                .as_ref()
+                .and_then(|g| headroom(g, &p, report.total_device_time_us, dtype));
+            (p, h)
+        })
+        .collect();
+    if gpu.is_some() {
+        let saving = |(p, h): &(Planned, Option<Headroom>)| {
+            h.map_or(p.4 * 0.5, |h| {
+                p.4 * (1.0 - h.reachable_us / h.pytorch_us).clamp(0.0, 1.0)
+            })
+        };
+        // stable: equal savings (library kernels, 0) keep the order of their shares
+        planned.sort_by(|a, b| saving(b).total_cmp(&saving(a)));
+        planned.truncate(top_given);
+    }
+    planned
         .into_iter()
         .enumerate()
-        .map(|(i, (kind, shape, layout, params, fraction, op))| {
-            Target::new(format!("{:02}-{}", i + 1, kind.name()), kind)
+        .map(|(i, ((kind, shape, layout, params, fraction, op, _), h))| {
+            let t = Target::new(format!("{:02}-{}", i + 1, kind.name()), kind)
                 .with_shapes(shape.into_iter().collect())
                 .with_dtype(dtype)
                 .with_fraction(fraction.min(1.0))
                 .with_op(op)
                 .with_layout(layout)
-                .with_params(params)
+                .with_params(params);
+            match h {
+                Some(h) => t.with_headroom(h),
+                None => t,
+            }
         })
         .collect()
 }
 
-/// A target being planned: kind, problem shape, layout, params, fraction, op.
-type Planned = (KernelKind, Option<Shape>, Layout, Params, f64, String);
+/// How many candidates a plan on a known GPU weighs before it keeps the `top` with the
+/// largest expected saving.
+const PLAN_CANDIDATES: usize = 64;
+
+/// What can be won at a planned target on `gpu`: PyTorch's device time per call (the
+/// target's share of `total_us` over its calls) and the best to expect, PyTorch's own for a
+/// kind whose op is a tuned library kernel ([`KernelKind::library_reference`]), else the
+/// kind's roofline at the shape ([`GpuSpec::reachable_us`]), never above PyTorch's. `None`
+/// without a problem shape or calls.
+fn headroom(gpu: &GpuSpec, p: &Planned, total_us: f64, dtype: DType) -> Option<Headroom> {
+    let (kind, shape, fraction, calls) = (p.0, p.1.as_ref()?, p.4, p.6);
+    if calls <= 0.0 || total_us <= 0.0 {
+        return None;
+    }
+    let pytorch_us = fraction.min(1.0) * total_us / calls;
+    let reachable_us = if kind.library_reference() {
+        pytorch_us
+    } else {
+        gpu.reachable_us(kind.flops(shape), kind.min_bytes(shape, dtype), dtype)
+            .min(pytorch_us)
+    };
+    Some(Headroom {
+        pytorch_us,
+        reachable_us,
+    })
+}
+
+/// One matched call site of a module op: problem shape, layout, params, its share of the
+/// op's fraction, its share of the op's calls.
+type SiteEntry = (Shape, Layout, Params, f64, f64);
+
+/// A target being planned: kind, problem shape, layout, params, fraction, op, and its calls
+/// in the profile (a site's share of its op's).
+type Planned = (KernelKind, Option<Shape>, Layout, Params, f64, String, f64);
 
 /// Adds `entry` to `targets`: merged into a target of the same kind, shape, layout and
 /// params (fractions added), else appended while fewer than `top` are planned.
@@ -366,6 +456,7 @@ fn add_planned(targets: &mut Vec<Planned>, top: usize, entry: Planned) {
         .find(|t| t.0 == entry.0 && t.1 == entry.1 && t.2 == entry.2 && t.3 == entry.3)
     {
         t.4 += entry.4;
+        t.6 += entry.6;
     } else if targets.len() < top {
         targets.push(entry);
     }
@@ -388,10 +479,10 @@ fn module_site_entries(
     report: &ProfileReport,
     kind: KernelKind,
     op: &str,
-    fraction: f64,
+    (fraction, op_calls): (f64, u64),
     dtype: DType,
     for_model: bool,
-) -> Option<Vec<(Shape, Layout, Params, f64)>> {
+) -> Option<Vec<SiteEntry>> {
     if !matches!(
         kind,
         KernelKind::Matmul | KernelKind::FusedMlp | KernelKind::RotaryEmbedding
@@ -404,6 +495,8 @@ fn module_site_entries(
     }
     let work = |c: &CallSite| c.shape.iter().product::<u64>() as f64 * c.calls as f64;
     let total: f64 = sites.iter().map(|c| work(c)).sum();
+    // the op's calls (over every profiled forward) shared as the sites' calls per forward are
+    let site_calls: u64 = sites.iter().map(|c| c.calls).sum();
     let dims = kind.dim_names().len();
     let planned = sites
         .iter()
@@ -411,7 +504,14 @@ fn module_site_entries(
         .filter_map(|c| {
             let params = c.params.clone()?;
             let share = if total > 0.0 { work(c) / total } else { 0.0 };
-            Some((Shape(c.shape.clone()), c.layout, params, fraction * share))
+            let calls = op_calls as f64 * c.calls as f64 / site_calls.max(1) as f64;
+            Some((
+                Shape(c.shape.clone()),
+                c.layout,
+                params,
+                fraction * share,
+                calls,
+            ))
         })
         .collect();
     Some(planned)
@@ -1301,5 +1401,52 @@ mod tests {
         let t = plan_for_model(&report, 4, DType::Float32);
         assert_eq!(t.len(), 2);
         assert!(t.iter().all(|t| t.params.is_empty()));
+    }
+
+    #[test]
+    fn on_a_known_gpu_the_plan_ranks_by_expected_saving_and_shows_it() {
+        let mut report = report_of(vec![
+            op(
+                1,
+                "aten::mm",
+                Some(KernelKind::Matmul),
+                vec![vec![1024, 768], vec![768, 3072]],
+                0.6,
+            ),
+            op(
+                2,
+                "aten::_softmax",
+                Some(KernelKind::Softmax),
+                vec![vec![4096, 4096]],
+                0.1,
+            ),
+        ]);
+        report.device = "cuda: NVIDIA H100 80GB HBM3".into();
+        report.total_device_time_us = 1000.0;
+        let t = plan(&report, 5, DType::Float16);
+        let order: Vec<&str> = t.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(order, ["01-softmax", "02-matmul"]);
+        // softmax: 100 µs per call in the profile; at best it reads and writes 4096² fp16
+        // once at 88% of the H100 SXM's 3350 GB/s
+        let h = t[0].headroom.unwrap();
+        assert!((h.pytorch_us - 100.0).abs() < 1e-9);
+        let best_us = 2.0 * 4096.0 * 4096.0 * 2.0 / (3350.0 * 0.88 * 1e3);
+        assert!((h.reachable_us - best_us).abs() < 1e-6, "{h:?}");
+        let saving = 0.1 * (1.0 - best_us / 100.0);
+        assert!((t[0].expected_saving().unwrap() - saving).abs() < 1e-9);
+        // cuBLAS's matmul: parity at best, whatever its 60% share
+        let h = t[1].headroom.unwrap();
+        assert_eq!((h.pytorch_us, h.reachable_us), (600.0, 600.0));
+        assert_eq!(t[1].expected_saving(), Some(0.0));
+        // the top one is the one with the most to win
+        assert_eq!(
+            plan(&report, 1, DType::Float16)[0].kind,
+            KernelKind::Softmax
+        );
+        // without a known GPU: no roofline, ranked by share as before
+        report.device = "cuda".into();
+        let t = plan(&report, 5, DType::Float16);
+        assert_eq!(t[0].id, "01-matmul");
+        assert!(t.iter().all(|t| t.headroom.is_none()));
     }
 }

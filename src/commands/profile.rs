@@ -168,7 +168,7 @@ fn print(
     if !targets.is_empty() {
         writeln!(
             text,
-            "targets (top {} classified ops, {dtype}):",
+            "targets (top {} classified ops, {dtype}; on a known GPU, by the share of the model's time they can save):",
             targets.len()
         )?;
         for t in &targets {
@@ -203,6 +203,9 @@ fn print(
                     shapes.join("; ")
                 }
             )?;
+            if let Some(saving) = t.saving_label() {
+                writeln!(text, "  {:<20} {saving}", "")?;
+            }
         }
         let skipped = unpluggable_ops(&imported.report);
         if run.is_some() && !skipped.is_empty() {

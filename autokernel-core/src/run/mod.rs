@@ -485,6 +485,10 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         for (target, _) in &targets {
             incumbents.push(self.restore(target, &mut orchestrator).await?);
         }
+        // a target that cannot reach parity with PyTorch in its share hands its time on
+        if let Some(budget) = self.options.budget {
+            orchestrator.share_budget(budget);
+        }
         let done: Vec<&ExperimentRecord> = self
             .log
             .rows()
@@ -537,8 +541,19 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                     self.reporter.on_target_start(state);
                 }
                 let starter = &targets[index].1;
-                match self.baseline(&target, starter, interrupt).await? {
-                    BaselineOutcome::Ready(inc) => incumbents[index] = Some(*inc),
+                let t0 = Instant::now();
+                let outcome = self.baseline(&target, starter, interrupt).await?;
+                orchestrator.spend(&target.id, t0.elapsed());
+                match outcome {
+                    BaselineOutcome::Ready(inc) => {
+                        let m = inc.result.as_ref().and_then(|r| r.metrics.as_ref());
+                        orchestrator.measured(
+                            &target.id,
+                            m.map(|m| m.speedup_vs_reference),
+                            m.and_then(|m| m.pct_peak),
+                        );
+                        incumbents[index] = Some(*inc);
+                    }
                     BaselineOutcome::Failed(why) => {
                         orchestrator.finish(&target.id, why.clone());
                         self.reporter.on_target_end(&target, &why);
@@ -552,11 +567,14 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             let t0 = Instant::now();
             let outcome = self.experiment(&target, incumbent, interrupt).await?;
             experiments += u64::from(outcome.is_some());
-            let Some((kept, speedup, pct)) = outcome else {
+            let Some((kept, speedup, pct, vs_pytorch)) = outcome else {
                 orchestrator.finish(&target.id, MoveOn::Exhausted);
                 self.reporter.on_target_end(&target, &MoveOn::Exhausted);
                 continue;
             };
+            if kept {
+                orchestrator.measured(&target.id, vs_pytorch, pct);
+            }
             if let Some(why) = orchestrator.record(&target.id, kept, speedup, pct, t0.elapsed()) {
                 self.reporter.on_target_end(&target, &why);
             }
@@ -720,6 +738,11 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         };
         let base = baseline.latency_us;
         let mut eval_s = Some(baseline.duration_s).filter(|d| *d > 0.0);
+        orchestrator.spend(
+            &target.id,
+            Duration::from_secs_f64(baseline.duration_s.max(0.0)),
+        );
+        orchestrator.measured(&target.id, baseline.speedup_vs_reference, baseline.pct_peak);
         // an experiment cut short measured nothing: it does not count toward the plateau
         for r in rows
             .iter()
@@ -729,6 +752,9 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
                 eval_s = Some(r.duration_s);
             }
             let kept = r.decision == Decision::Keep;
+            if kept {
+                orchestrator.measured(&target.id, r.speedup_vs_reference, r.pct_peak);
+            }
             let speedup = match (base, r.latency_us) {
                 (Some(b), Some(l)) if l > 0.0 => Some(b / l),
                 _ => None,
@@ -975,7 +1001,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         target: &Target,
         incumbent: &mut Incumbent,
         interrupt: &Interrupt,
-    ) -> Result<Option<(bool, Option<f64>, Option<f64>)>, LoopError> {
+    ) -> Result<Option<Outcome>, LoopError> {
         let n = self.log.next_experiment();
         let t0 = Instant::now();
         self.reporter.on_experiment_start(target, n);
@@ -999,7 +1025,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         let agent = self.agent.name();
         let Some(proposal) = proposal else {
             self.log_invalid(n, target, &agent, INTERRUPTED_PROPOSING.to_string(), t0)?;
-            return Ok(Some((false, None, None)));
+            return Ok(Some((false, None, None, None)));
         };
         let proposal = match proposal {
             Ok(p) => p,
@@ -1017,7 +1043,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             invalid @ Proposal::Invalid { .. } => {
                 let reason = invalid.invalid_reason().unwrap_or_default();
                 self.log_invalid(n, target, &agent, reason, t0)?;
-                return Ok(Some((false, None, None)));
+                return Ok(Some((false, None, None, None)));
             }
             Proposal::Candidate {
                 description,
@@ -1030,7 +1056,7 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
             // a "keep" of nothing. The agent hears of it through its failures.
             let reason = format!("{UNCHANGED_REASON}: {description}");
             self.log_invalid(n, target, &agent, reason, t0)?;
-            return Ok(Some((false, None, None)));
+            return Ok(Some((false, None, None, None)));
         }
         self.reporter.on_candidate(target, n, &description);
         self.reporter.on_phase(target, n, Phase::Judging);
@@ -1194,10 +1220,11 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         self.reporter.on_decision(&record, Some(&result));
         let _ = std::fs::remove_file(&incumbent_path);
         if !kept {
-            return Ok(Some((false, None, None)));
+            return Ok(Some((false, None, None, None)));
         }
         let latency = result.metrics.as_ref().map(|m| m.latency_us);
         let pct = result.metrics.as_ref().and_then(|m| m.pct_peak);
+        let vs_pytorch = result.metrics.as_ref().map(|m| m.speedup_vs_reference);
         let speedup = match (incumbent.baseline_latency_us, latency) {
             (Some(b), Some(l)) if l > 0.0 => Some(b / l),
             _ => None,
@@ -1205,9 +1232,13 @@ impl<A: Agent, B: Benchmarker, V: VersionStore> OptimizationLoop<A, B, V> {
         incumbent.source = source;
         incumbent.result = Some(result);
         incumbent.eval_s = Some(eval_s);
-        Ok(Some((true, speedup, pct)))
+        Ok(Some((true, speedup, pct, vs_pytorch)))
     }
 }
+
+/// An experiment's outcome for the orchestrator: kept, the speedup over the baseline, the
+/// % of the roofline and the speedup over PyTorch (the last three of a kept kernel only).
+type Outcome = (bool, Option<f64>, Option<f64>, Option<f64>);
 
 /// The agent name of a target's baseline row: its starting kernel, nobody's proposal.
 pub const STARTER_AGENT: &str = "starter";

@@ -1068,3 +1068,72 @@ async fn noise_through_every_retry_reverts_as_too_noisy() {
         keep::NOISY_RETRIES + 1
     );
 }
+
+#[tokio::test]
+async fn a_target_that_cannot_reach_parity_in_its_share_hands_the_budget_on() {
+    let fx = Fixture::new();
+    // every kernel is 200 µs against PyTorch's 100 (the fake's reference): 0.5x, never parity
+    let proposals: Vec<(String, String)> = (0..400)
+        .map(|i| {
+            (
+                format!("slower {i}"),
+                src(200.0 + i as f64, &format!("# {i}")),
+            )
+        })
+        .collect();
+    let items: Vec<(&str, &str)> = proposals
+        .iter()
+        .map(|(d, s)| (d.as_str(), s.as_str()))
+        .collect();
+    let bench = FakeBenchmarker::new(|src| {
+        std::thread::sleep(Duration::from_millis(10));
+        let latency = src
+            .lines()
+            .find_map(|l| l.strip_prefix("# latency_us = "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(100.0);
+        (Correctness::Pass, latency)
+    });
+    let mut options = fx.options().with_budget(Duration::from_millis(1500));
+    options.orchestrator.plateau = 10_000;
+    let planned = |id: &str, f: f64, reachable_us: f64| {
+        target(id, f).with_headroom(crate::Headroom {
+            pytorch_us: 100.0,
+            reachable_us,
+        })
+    };
+    let mut l = OptimizationLoop::new(
+        ScriptedAgent::candidates(&items),
+        bench,
+        MemoryStore::new(fx.dir.path()),
+        fx.log(),
+        options,
+    );
+    let out = l
+        .run(
+            vec![
+                // savings 0.25 and 0.1875: shares of 57% and 43% of the budget
+                (planned("wide", 0.5, 50.0), src(200.0, "")),
+                (planned("narrow", 0.25, 25.0), src(200.0, "")),
+            ],
+            &Interrupt::new(),
+        )
+        .await
+        .unwrap();
+    match &out.states[0].done {
+        Some(MoveOn::NoParity { vs_pytorch, share }) => {
+            assert_eq!(*vs_pytorch, Some(0.5));
+            let expected = 1.5 * 0.25 / 0.4375;
+            assert!((share.as_secs_f64() - expected).abs() < 1e-3, "{share:?}");
+        }
+        other => panic!("wide should have handed its time on: {other:?}"),
+    }
+    let rows = l.log().rows();
+    let first_narrow = rows.iter().position(|r| r.target == "narrow").unwrap();
+    // every row of wide comes before narrow's: the loop moved on, not hopping back
+    assert!(rows[first_narrow..].iter().all(|r| r.target == "narrow"));
+    assert!(
+        first_narrow >= 2,
+        "wide had its baseline and experiments first"
+    );
+}
