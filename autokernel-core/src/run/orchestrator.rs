@@ -84,11 +84,15 @@ impl std::fmt::Display for MoveOn {
             MoveOn::NoParity { vs_pytorch, share } => {
                 let vs =
                     vs_pytorch.map_or_else(|| "not measured".to_string(), |v| format!("{v:.2}x"));
-                write!(
-                    f,
-                    "no parity with PyTorch ({vs}) after its {:.0} s share of the budget: its time goes to the other targets",
-                    share.as_secs_f64()
-                )
+                if share.is_zero() {
+                    write!(f, "no parity with PyTorch ({vs}), where the plan expected no saving: its time goes to the other targets")
+                } else {
+                    write!(
+                        f,
+                        "no parity with PyTorch ({vs}) after its {:.0} s share of the budget: its time goes to the other targets",
+                        share.as_secs_f64()
+                    )
+                }
             }
         }
     }
