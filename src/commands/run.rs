@@ -181,6 +181,9 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
             "verification": verification,
             "kernels_plugged_in": verified_now.map(|v| v.included.len()),
             "end_to_end_speedup": verified_now.and_then(|v| v.speedup),
+            "deploy_speedup": verified_now.and_then(deploy_speedup).map(|(mode, s)| {
+                serde_json::json!({ "mode": mode, "speedup": s })
+            }),
             "left_out": verified_now.map(|v| &v.excluded),
             "report": outcome.report,
         });
@@ -209,6 +212,11 @@ pub async fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode>
                 v.included.len(),
                 v.speedup.map_or("n/a".into(), |s| format!("{s:.3}"))
             ));
+            if let Some((mode, s)) = deploy_speedup(v) {
+                summary.push_str(&format!(
+                    "deploy_speedup: {s:.3} ({mode}, the mode the kernels were chosen for; end_to_end_speedup is eager's)\n"
+                ));
+            }
         }
         // why each other kernel stayed out: not pluggable, breaks the model, or slower
         for e in &v.excluded {
@@ -235,6 +243,14 @@ fn exit_code(loop_code: ExitCode, verified: Option<&Verification>) -> ExitCode {
         }
         _ => loop_code,
     }
+}
+
+/// The model's speedup with the kernels in the deploy mode that chose them, when that mode
+/// is not eager (whose figure `end_to_end_speedup` already is) and was timed.
+fn deploy_speedup(v: &Verification) -> Option<(&str, f64)> {
+    let mode = v.deploy.as_deref().filter(|m| *m != "eager")?;
+    let timed = v.modes.iter().find(|m| m.mode == mode)?;
+    Some((mode, timed.speedup?))
 }
 
 #[cfg(test)]
@@ -267,5 +283,34 @@ mod tests {
             ExitCode::from(1)
         );
         assert_eq!(exit_code(ExitCode::from(130), None), ExitCode::from(130));
+    }
+
+    fn mode(name: &str, baseline_ms: f64, kernels_ms: f64) -> autokernel::verification::ModeTiming {
+        autokernel::verification::ModeTiming {
+            mode: name.into(),
+            baseline_ms: Some(baseline_ms),
+            kernels_ms: Some(kernels_ms),
+            speedup: Some(baseline_ms / kernels_ms),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_deploy_speedup_is_the_deploy_modes_row_not_eagers() {
+        // OPT-shaped on the H100: slower in eager, faster in the CUDA graph that decided
+        let mut v = Verification {
+            deploy: Some("cudagraph".into()),
+            modes: vec![mode("eager", 10.0, 13.2), mode("cudagraph", 1.525, 1.492)],
+            speedup: Some(10.0 / 13.2),
+            ..Default::default()
+        };
+        let (m, s) = deploy_speedup(&v).unwrap();
+        assert_eq!(m, "cudagraph");
+        assert!((s - 1.525 / 1.492).abs() < 1e-12);
+        // eager's is end_to_end_speedup already; a mode not timed has none
+        v.deploy = Some("eager".into());
+        assert_eq!(deploy_speedup(&v), None);
+        v.deploy = Some("compile".into());
+        assert_eq!(deploy_speedup(&v), None);
     }
 }
