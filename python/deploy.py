@@ -11,7 +11,7 @@ target's parameters bound (``kernel_ops.register``), so the model runs it in eag
 under ``torch.compile`` without a graph break and inside CUDA graphs; then installs a plug
 (``plugs.Plug``) on this model instance that calls the operator for the calls at the
 target's parameters, dtype and shapes, and hands every other call to the model's own code.
-Module plugs (norms, matmul, gated MLPs) are first checked against each module's own
+Module plugs (norms, fused add-norms, matmul, gated MLPs) are first checked against each module's own
 forward on a random input of the target's shape (the model's code is the plug's reference);
 a kernel that disagrees is left out, with the error. A rotary plug is checked the same way
 against the model's rotary modules and its ``apply_rotary_pos_emb`` (with the tables of its
@@ -171,6 +171,9 @@ def _module_kind(kind):
     """For a kind plugged into modules: (does module m run it, the width of its input's last
     dim, its problem shape on x), from the call-site matcher; None for other kinds."""
     cs = plugs.call_sites
+    # a fused add-norm goes into the norm modules (any of them: a norm the model does not
+    # call on a residual add's sum keeps its own forward, plugs._DeferredAdd)
+    kind = {v: k for k, v in cs.ADD_NORM.items()}.get(kind, kind)
     if kind in ("rmsnorm", "layernorm"):
         return (lambda m: cs.norm_kind(m) == kind and getattr(m, "weight", None) is not None,
                 lambda m: int(m.weight.shape[-1]),
@@ -311,7 +314,14 @@ def optimize(model, manifest_path, *, allow_training=False, contexts=None, verbo
         elif module_kind is not None:
             check = {"matmul": plugs.check_matmul, "fused_mlp": plugs.check_mlp}.get(t["kind"], plugs.check_norm)
             try:
-                why = check(plug, _probes(plug, model, *module_kind))
+                probes = _probes(plug, model, *module_kind)
+                if t["kind"] in plugs.call_sites.ADD_NORM.values():
+                    # the add's operands: the probe and a second random input of its shape
+                    g = torch.Generator().manual_seed(1)
+                    probes = {m: (x, torch.randn(x.shape, generator=g).to(x), *rest)
+                              for m, (x, *rest) in probes.items()}
+                    check = plugs.check_add_norm
+                why = check(plug, probes)
             except Exception as e:  # noqa: BLE001 - a kernel that raises on the module's input is wrong
                 why = f"raised {type(e).__name__}: {e}"
             if why:

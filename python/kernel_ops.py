@@ -619,6 +619,10 @@ class Launcher:
 # ---------------------------------------------------------------------------------------
 
 def _parse_dim(expr: str):
+    """(dim name, divisor) of a catalogue dim expression (``cols``, ``head_dim/2``), or
+    (None, n) for a constant ``n`` (the fused norms' stacked output ``[2, rows, cols]``)."""
+    if expr.strip().isdigit():
+        return None, int(expr)
     name, _, div = expr.partition("/")
     return name.strip(), int(div) if div else 1
 
@@ -716,7 +720,7 @@ class KernelOp:
         shape = []
         for expr in self._output["dims"]:
             dim, div = _parse_dim(expr)
-            shape.append(dims[dim] // div)
+            shape.append(div if dim is None else dims[dim] // div)
         return args[0].new_empty(shape, dtype=self._out_dtype(args))
 
 

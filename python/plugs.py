@@ -42,6 +42,18 @@ How each kind is plugged in:
   does), both at the pairing the matcher (``call_sites.rotary_function_params``,
   ``rotary_module_params``) decided from the model's own code; the kernel is first checked
   against the model's own function or module on a captured call (:func:`check_rotary`);
+- add_rmsnorm and add_layernorm (a residual add, then the norm of the sum): the norm modules
+  whose input is the sum the model's last add returned (``call_sites.capture_add_norm_inputs``)
+  and whose params, decided as a norm's, are the target's. While the model's forward runs
+  (not while torch.compile traces it) a torch function mode (:class:`_DeferredAdd`) holds back
+  each plain add the plug takes: it returns an empty tensor of the sum's shape and computes
+  the sum only when anything but a metadata read comes next; when that next call is a plugged
+  norm module on that very tensor, the fused kernel computes the sum and the norm in one
+  launch, the sum into the tensor the model holds (its residual). While torch.compile traces,
+  the norm calls the kernel on (sum, 0) and a post-grad graph pass (:class:`ChainPass`) hands
+  it the add's operands instead, so that the compiled graph holds one kernel where the add
+  and the norm were. The kernel is first checked against each such module's own forward on
+  the captured operands (:func:`check_add_norm`);
 - reduce has no standard call site and is reported as not pluggable.
 
 Each kernel takes only the calls at its target's problem shapes (see :class:`Plug`).
@@ -198,16 +210,18 @@ class Plug:
     def _not_pluggable(self, model, undo):
         raise NotImplementedError(f"{self.kind} has no standard call site to plug into")
 
-    def _replace_forward(self, module, forward, undo):
+    def _replace_forward(self, module, forward, undo, gated=True):
         """Replaces module.forward with forward(self, x, previous): `previous` is the
-        forward in place before (a bound method), for the calls this plug does not take."""
+        forward in place before (a bound method), for the calls this plug does not take.
+        `gated`: calls go to `previous` where the plug is off (:meth:`_off`) before
+        `forward` sees them (a fused add-norm decides at the add instead)."""
         had = "forward" in module.__dict__
         old = module.__dict__.get("forward")
         previous = module.forward
         plug = self
 
         def replaced(self, *a, **kw):
-            if plug._off() or _grad_needed(a, self.parameters()):
+            if gated and plug._off() or _grad_needed(a, self.parameters()):
                 return previous(*a, **kw)
             return forward(self, *a, previous=previous, **kw)
 
@@ -279,6 +293,72 @@ class Plug:
 
     _plug_layernorm = _plug_norm
     _plug_rmsnorm = _plug_norm
+
+    def _add_norm_call(self, module, a, b):
+        """The fused kernel on the add's operands a, b [..., cols] with the norm module's
+        weight (and bias): the ``[2, rows, cols]`` output, the sum then its norm."""
+        inputs = {"x": _rows(a), "residual": _rows(b), "weight": module.weight}
+        if self.kind == "add_layernorm" and module.bias is not None:
+            inputs["bias"] = module.bias
+        return self.fn(**inputs)
+
+    def _takes_add(self, a, b):
+        """Whether this plug holds back the add ``a + b``: both contiguous, at its dtype and
+        shapes, and a norm module to take the sum."""
+        return bool(self.modules) and a.is_contiguous() and b.is_contiguous() and self._takes(a)
+
+    def _plug_add_norm(self, model, undo):
+        plug = self
+        deferred = _DeferredAdd(plug)
+        for m in self.modules:
+            def forward(self, x, previous):
+                if _compiling():
+                    if plug._off() or not plug._takes(x):
+                        return previous(x)
+                    # the kernel on (x, 0) is the norm of x and x itself: correct as it
+                    # stands, and the graph pass (`ChainPass`) hands it the add's operands
+                    out = plug._add_norm_call(self, x, torch.zeros_like(x))
+                    return out[1].view(x.shape)
+                pending = deferred.take(x)
+                if pending is None:
+                    return previous(x)
+                h, a, b = pending
+                out = plug._add_norm_call(self, a, b)
+                # the model holds h (its residual): it takes the kernel's sum as its storage
+                with torch._C.DisableTorchFunction():
+                    h.set_(out.untyped_storage(), out.storage_offset(), h.shape, h.stride())
+                return plug._count(out[1].view(h.shape))
+
+            # the add decided whether the plug takes the chain (its first eager call at a
+            # shape warms it, `_mine`): the norm takes what the add held back
+            self._replace_forward(m, forward, undo, gated=False)
+
+        # while torch.compile traces, neither hook does anything (the same in both: one
+        # trace is one context); otherwise each forward records whether it entered the mode,
+        # since the plug may turn off during a forward (its shapes warmed, `_off`)
+        def enter(_m, _args):
+            if _compiling():
+                return
+            on = not self._off()
+            deferred.entered.append(on)
+            if on:
+                deferred.__enter__()
+
+        def leave(_m, _args, _out):
+            if _compiling() or not deferred.entered:
+                return
+            if deferred.entered.pop():
+                deferred.flush()
+                deferred.__exit__(None, None, None)
+
+        hooks = [model.register_forward_pre_hook(enter), model.register_forward_hook(leave, always_call=True)]
+        undo.append(lambda: [h.remove() for h in hooks])
+        overload = getattr(self.fn, "overload", None)
+        if overload is not None:
+            ChainPass.join(overload, undo)
+
+    _plug_add_rmsnorm = _plug_add_norm
+    _plug_add_layernorm = _plug_add_norm
 
     def _plug_softmax(self, model, undo):
         plug = self
@@ -569,6 +649,209 @@ class _RotaryDispatch:
         return tuple(out)
 
 
+class _DeferredAdd(torch.overrides.TorchFunctionMode):
+    """The torch function mode of a fused add-norm plug while its model's forward runs: a
+    plain add ``a + b`` the plug takes (:meth:`Plug._takes_add`) returns an empty tensor of
+    the sum's shape, held back; the first call after it that is not a metadata read
+    (``call_sites.reads_metadata``) computes the sum into it first (:meth:`flush`), unless
+    it is a plugged norm module's forward on it, which takes the operands (:meth:`take`)
+    and computes both in one kernel. So the model sees the sum wherever it reads it, whatever its code does
+    between the add and the norm. `entered` holds, per forward running (nested ones
+    included), whether its pre-hook entered the mode, for its post-hook."""
+
+    def __init__(self, plug):
+        super().__init__()
+        self.plug, self.pending, self.entered = plug, None, []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.pending is not None and not call_sites.reads_metadata(func):
+            self.flush()
+        operands = call_sites._add_operands(func, args, kwargs)
+        if operands is not None and self.plug._takes_add(*operands):
+            h = torch.empty_like(operands[0])
+            self.pending = (h, *operands)
+            return h
+        return func(*args, **kwargs)
+
+    def take(self, x):
+        """(h, a, b) when `x` is the held-back sum h (then no longer held), else None after
+        computing any held-back sum."""
+        if self.pending is not None and x is self.pending[0]:
+            pending, self.pending = self.pending, None
+            return pending
+        self.flush()
+        return None
+
+    def flush(self):
+        """Computes the held-back sum, if any, into the tensor the model holds."""
+        if self.pending is None:
+            return
+        (h, a, b), self.pending = self.pending, None
+        with torch._C.DisableTorchFunction():
+            torch.add(a, b, out=h)
+
+
+class ChainPass:
+    """The graph pass that puts a fused add-norm kernel into a graph torch.compile builds:
+    Inductor's post-grad custom pass (``torch._inductor.config.post_grad_custom_post_pass``,
+    the hook vLLM's fusion passes use), set while a chain plug is installed. Under
+    torch.compile a chain plug's norm calls its operator on ``(h, 0)`` (the norm of h, h
+    itself: correct wherever the pass does not apply); the pass finds each such call whose
+    ``h`` is a plain ``aten.add`` of two contiguous tensors of its shape and dtype, and
+    whose other uses all come after it in the graph (a functional graph, in the order
+    Inductor left it: the kernel's sum is the same value), hands the operator the add's operands instead, and
+    gives those uses the operator's sum (``out[0]``): the add and the zeros leave the graph,
+    and Inductor fuses everything around the kernel as before. One pass for every chain
+    plug of the process (`ops`: their operators); a pass already set is run first."""
+
+    ops = {}  # operator (OpOverload) -> how many installed plugs joined with it
+    _installed = None  # (the pass object set in the config, the value before)
+
+    @classmethod
+    def join(cls, overload, undo):
+        """Adds `overload` to the pass (setting the pass in Inductor's config first) and
+        appends its removal to `undo` (the config restored when the last leaves)."""
+        import torch._inductor.config as inductor_config
+
+        if cls._installed is None:
+            before = inductor_config.post_grad_custom_post_pass
+            cls._installed = (_ChainGraphPass(before), before)
+            inductor_config.post_grad_custom_post_pass = cls._installed[0]
+        cls.ops[overload] = cls.ops.get(overload, 0) + 1
+
+        def leave():
+            cls.ops[overload] -= 1
+            if not cls.ops[overload]:
+                del cls.ops[overload]
+            if not cls.ops and cls._installed is not None:
+                inductor_config.post_grad_custom_post_pass = cls._installed[1]
+                cls._installed = None
+
+        undo.append(leave)
+
+    @classmethod
+    def rewrite(cls, graph):
+        """Rewrites every chain call of `graph` (a post-grad ``torch.fx.Graph``) it can;
+        returns how many."""
+        aten = torch.ops.aten
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        done = 0
+        for node in list(graph.nodes):
+            if node.op != "call_function" or node.target not in cls.ops or len(node.args) < 2:
+                continue
+            h, zero = node.args[0], node.args[1]
+            shape = None
+            if h.op == "call_function" and h.target in _VIEWS and len(h.args) == 2:
+                h, shape = h.args[0], h.args[1]
+            if not (zero.op == "call_function" and zero.target == aten.full.default and zero.args[1] == 0):
+                continue
+            if not (h.op == "call_function" and h.target == aten.add.Tensor and len(h.args) == 2 and not h.kwargs):
+                continue
+            a, b = h.args
+            val = h.meta.get("val")
+            if not all(isinstance(t, torch.fx.Node) and _same_contiguous(t.meta.get("val"), val) for t in (a, b)):
+                continue
+            others = [u for u in h.users if u is not node and u is not node.args[0]]
+            if any(order[u] < order[node] for u in others):
+                continue
+            with graph.inserting_before(node):
+                operands = [a, b] if shape is None else [_graph_call(graph, aten.reshape.default, (t, shape))
+                                                         for t in (a, b)]
+            node.args = (*operands, *node.args[2:])
+            if others:
+                with graph.inserting_after(node):
+                    total = _graph_call(graph, aten.select.int, (node, 0, 0))
+                with graph.inserting_after(total):
+                    total = _graph_call(graph, aten.reshape.default, (total, list(val.shape)))
+                for u in others:
+                    u.replace_input_with(h, total)
+            done += 1
+        if done:
+            graph.eliminate_dead_code()
+        return done
+
+
+_VIEWS = (torch.ops.aten.view.default, torch.ops.aten.reshape.default, torch.ops.aten._unsafe_view.default)
+"""The reshapes a plug's ``_rows`` leaves in a post-grad graph between the sum and the operator."""
+
+
+def _same_contiguous(t, like):
+    """Whether fake tensor `t` is contiguous with `like`'s shape and dtype."""
+    return isinstance(t, torch.Tensor) and isinstance(like, torch.Tensor) and t.shape == like.shape \
+        and t.dtype == like.dtype and t.is_contiguous()
+
+
+def _graph_call(graph, target, args):
+    """A new call_function node of `graph` with its fake value (``meta["val"]``, which
+    Inductor's lowering reads), computed from its inputs'."""
+    node = graph.call_function(target, args)
+    vals = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
+    node.meta["val"] = target(*vals)
+    return node
+
+
+try:
+    from torch._inductor.custom_graph_pass import CustomGraphPass as _CustomGraphPass
+except ImportError:  # an older torch: a plain callable is what its config takes
+    _CustomGraphPass = object
+
+
+class _ChainGraphPass(_CustomGraphPass):
+    """:class:`ChainPass` as Inductor takes a custom pass (a ``CustomGraphPass``: its
+    ``uuid`` keys Inductor's FX graph cache, so it names this file's contents and the
+    operators it rewrites), after the pass that was set before, if any."""
+
+    def __init__(self, before):
+        self.before = before
+
+    def __call__(self, graph):
+        if self.before is not None:
+            self.before(graph)
+        ChainPass.rewrite(graph)
+
+    def uuid(self):
+        import hashlib
+
+        with open(__file__, "rb") as f:
+            digest = hashlib.sha256(f.read())
+        digest.update(repr(sorted(str(op) for op in ChainPass.ops)).encode())
+        before = getattr(self.before, "uuid", lambda: None)() if self.before is not None else None
+        return f"autokernel-chain-{digest.hexdigest()}-{before}"
+
+
+def check_add_norm(plug, captured):
+    """Finds the norm modules a fused add-norm plug may take and checks the kernel against
+    them.
+
+    `captured` is ``call_sites.capture_add_norm_inputs`` of the model: the norm modules
+    called on a residual add's sum, with the add's operands. A module qualifies when it is
+    of the plug's norm kind, the sum is at the plug's dtype and one of its shapes, and the
+    matcher (``call_sites.norm_params`` on the sum) gives it the target's params. The kernel
+    is then run on the captured operands and its sum compared with ``a + b``, its norm with
+    the module's own forward on that sum, at the kind's tolerance. Sets ``plug.modules``;
+    returns None, or why the kernel must be left out (the measured error)."""
+    plug.modules = []
+    norm = {v: k for k, v in call_sites.ADD_NORM.items()}[plug.kind]
+    for m, (a, b, _shapes, _dtype, _calls) in captured.items():
+        if call_sites.norm_kind(m) != norm:
+            continue
+        with torch.no_grad():
+            h = a + b
+        if not plug._takes(h) or call_sites.norm_params(m, h)[1] != plug.params:
+            continue
+        with torch.no_grad():
+            out = plug._add_norm_call(m, a, b)
+        for got, want, what in ((out[0].view(h.shape), h, "the sum"),
+                                (out[1].view(h.shape), call_sites._own_forward(m, h), f"{type(m).__name__}'s forward")):
+            excess, err = call_sites._excess(got, want, plug.kind)
+            if excess > 0:
+                return (f"differs from {what} by {err:.3g} (beyond the {plug.kind} tolerance) at "
+                        f"{tuple(h.shape)} with {plug.params}")
+        plug.modules.append(m)
+    return None
+
+
 def check_norm(plug, captured):
     """Finds the modules a norm plug may replace and checks the kernel against them.
 
@@ -743,13 +1026,15 @@ def check_plugs(plugs, excluded, kinds, capture, check):
 
 
 def check_all(plugs, excluded, model, forward):
-    """Every plug check, before any plug is installed: the module plugs (norms, matmul,
-    fused_mlp) find their modules, rotary plugs their modules and functions, and all of them
+    """Every plug check, before any plug is installed: the module plugs (norms, fused
+    add-norms, matmul, fused_mlp) find their modules, rotary plugs their modules and functions, and all of them
     and attention are checked against the model's own code on inputs captured from one
     `forward()` each (only for the kinds `plugs`
     hold). A plug that fails is removed from `plugs` and named in `excluded`, as broken."""
     check_plugs(plugs, excluded, ("rmsnorm", "layernorm"),
                 lambda: call_sites.capture_norm_inputs(model, forward), check_norm)
+    check_plugs(plugs, excluded, tuple(call_sites.ADD_NORM.values()),
+                lambda: call_sites.capture_add_norm_inputs(model, forward), check_add_norm)
     check_plugs(plugs, excluded, ("matmul",), lambda: call_sites.capture_matmul_inputs(model, forward),
                 check_matmul)
     check_plugs(plugs, excluded, ("fused_mlp",), lambda: call_sites.capture_mlp_inputs(model, forward), check_mlp)
@@ -765,6 +1050,10 @@ def unused_reason(plug):
         return unused_norm_reason(plug)
     if plug.kind == "matmul":
         return unused_matmul_reason(plug)
+    if plug.kind in call_sites.ADD_NORM.values():
+        want = str(plug.dtype).replace("torch.", "")
+        return (f"no norm module of the model called on a residual add's sum computes {plug.params} at its "
+                f"shapes {plug.shapes} in {want}")
     if plug.kind == "fused_mlp":
         want = str(plug.dtype).replace("torch.", "")
         return (f"no gated MLP module of the model computes {plug.params} at its shapes {plug.shapes} "

@@ -417,7 +417,7 @@ impl Job {
                 let top = top.or(ws.settings.top).unwrap_or(settings::DEFAULT_TOP);
                 let t = autokernel_profiler::plan_for_model(&imported.report, top, dtype);
                 if t.is_empty() {
-                    bail!("the profile has no kernel autokernel can optimise (no op classified as one of its nine kinds)");
+                    bail!("the profile has no kernel autokernel can optimise (no op classified as one of its kinds)");
                 }
                 ws.save_plan(&t)?;
                 created.keep();

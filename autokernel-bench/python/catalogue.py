@@ -438,6 +438,11 @@ def _entry(kind: str, registry) -> Kind:
         raise ValueError(f"kind {kind!r} has no registered input generator and reference") from None
 
 
+_ADD_NORMS = {"add_rmsnorm": "rmsnorm", "add_layernorm": "layernorm"}
+"""The fused residual-add norms and the norm each applies to ``h = x + residual``: the same
+parameters, the output ``[2, rows, cols]`` stacking h and the norm of h."""
+
+
 def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mode: str,
                     params=None) -> dict:
     """The built-in kinds' input generators (float32 tensors), run with the target device
@@ -511,6 +516,15 @@ def _builtin_inputs(kind: str, dims, dtype: torch.dtype, g: torch.Generator, mod
         elif params.get("weight_offset", 0):
             # Gemma's weights are stored as w − 1 (initialised at 0): 1 + w keeps the spread
             t["weight"] = w - 1.0
+
+    elif kind in _ADD_NORMS:
+        # h drawn as the norm's x is (the mode is about the norm's input), then split into
+        # x and residual: |x|, |residual| ≤ |h|, so the sum cannot overflow where h does not;
+        # constant and zero rows split in halves, exactly, and stay constant
+        t = _builtin_inputs(_ADD_NORMS[kind], dims, dtype, g, mode, params)
+        h = t.pop("x")
+        share = torch.full_like(h, 0.5) if mode in ("constant", "zeros") else torch.rand(h.shape, generator=g)
+        t = {"x": h * (1.0 - share), "residual": h * share, **t}
 
     elif kind == "reduce":
         rows, cols = dims
@@ -689,7 +703,8 @@ def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> 
     ``(act(x·w_gateᵀ) · (x·w_upᵀ)) · w_downᵀ`` with its ``activation`` (:func:`gate_activation`); mean cross-entropy (0-dim); rotary
     with its ``pairing``, pairs ``(x[..., 2i], x[..., 2i+1])`` (interleaved) or ``(x[..., i],
     x[..., i + d/2])`` (half_split) rotated by ``cos/sin[s, i]`` (:func:`rotary_model_code`);
-    sum over the last dim.
+    sum over the last dim; add_rmsnorm and add_layernorm ``[h, norm(h)]`` with ``h = x +
+    residual`` rounded to `dtype` (as the model adds) before the norm's reference.
     """
     if kind == "matmul":
         out = f["A"] @ f["B"]
@@ -727,6 +742,11 @@ def _builtin_reference(kind: str, f: dict, params=None, dtype=torch.float32) -> 
         out = F.cross_entropy(f["logits"], f["targets"], reduction="mean")
     elif kind == "rotary_embedding":
         out = rotary_model_code(f["x"], f["cos"], f["sin"], params["pairing"])
+    elif kind in _ADD_NORMS:
+        # the model adds in its dtype, then normalises the rounded sum
+        h = (f["x"] + f["residual"]).to(dtype).float()
+        rest = {k: v for k, v in f.items() if k not in ("x", "residual")}
+        out = torch.stack([h, _builtin_reference(_ADD_NORMS[kind], {"x": h, **rest}, params, dtype)])
     else:  # reduce
         out = f["x"].sum(dim=-1)
     return out
@@ -761,12 +781,18 @@ def _builtin_eager(kind: str, inputs: dict, params=None) -> torch.Tensor:
     if kind == "rotary_embedding":
         return rotary_model_code(inputs["x"], inputs["cos"].to(inputs["x"].dtype),
                                  inputs["sin"].to(inputs["x"].dtype), params["pairing"])
+    if kind in _ADD_NORMS:
+        # the unfused ops as the model runs them: the add, then the norm (the pair, not
+        # stacked: a stack would time a copy the model never makes)
+        h = inputs["x"] + inputs["residual"]
+        rest = {k: v for k, v in inputs.items() if k not in ("x", "residual")}
+        return h, _builtin_eager(_ADD_NORMS[kind], {"x": h, **rest}, params)
     return inputs["x"].sum(dim=-1)  # reduce
 
 
 def _register_builtins() -> None:
     for kind in ("matmul", "softmax", "layernorm", "rmsnorm", "flash_attention", "fused_mlp",
-                 "cross_entropy", "rotary_embedding", "reduce"):
+                 "cross_entropy", "rotary_embedding", "reduce", *_ADD_NORMS):
         # a kind with parameters gets them (and its reference the judged dtype): see Kind
         register(
             kind,
@@ -796,6 +822,8 @@ def tolerance_note(kind: str, dtype) -> str:
         )
     if kind in ("softmax", "cross_entropy", "flash_attention"):
         notes.append("subtract the row maximum before exp (and rescale when it changes)")
-    if kind in ("layernorm", "rmsnorm"):
+    if kind in ("layernorm", "rmsnorm", *_ADD_NORMS):
         notes.append("eps goes inside the square root; mask padded columns out of the mean")
+    if kind in _ADD_NORMS:
+        notes.append("out[0] is h = x + residual rounded to the dtype, and the norm is of that rounded h")
     return "; ".join(notes)

@@ -101,6 +101,8 @@ pub fn starter_source(kind: KernelKind) -> &'static str {
         KernelKind::CrossEntropy => include_str!("../python/starters/cross_entropy.py"),
         KernelKind::RotaryEmbedding => include_str!("../python/starters/rotary_embedding.py"),
         KernelKind::Reduce => include_str!("../python/starters/reduce.py"),
+        KernelKind::AddRmsnorm => include_str!("../python/starters/add_rmsnorm.py"),
+        KernelKind::AddLayernorm => include_str!("../python/starters/add_layernorm.py"),
     }
 }
 

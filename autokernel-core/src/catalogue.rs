@@ -454,7 +454,8 @@ fn as_f64(shape: &Shape) -> Vec<f64> {
 }
 
 /// Evaluates dim expressions against a problem shape: each expression is a dim name
-/// (`cols`) or a dim name divided by a positive integer (`head_dim/2`).
+/// (`cols`), a dim name divided by a positive integer (`head_dim/2`), or a positive integer
+/// (`2`: the fused norms' output stacks two `[rows, cols]` tensors).
 ///
 /// # Errors
 /// A message naming the expression that is not a dim of `names`, or a shape whose rank is
@@ -471,6 +472,13 @@ pub fn eval_dims(exprs: &[String], names: &[String], shape: &Shape) -> Result<Ve
     exprs
         .iter()
         .map(|e| {
+            if let Ok(n) = e.trim().parse::<u64>() {
+                return if n > 0 {
+                    Ok(n)
+                } else {
+                    Err(format!("dim `{e}` is 0"))
+                };
+            }
             let (name, div) = match e.split_once('/') {
                 Some((n, d)) => (n.trim(), d.trim().parse::<u64>().ok().filter(|d| *d > 0)),
                 None => (e.trim(), Some(1)),
@@ -752,7 +760,12 @@ mod builtin {
                 min_bytes: |d, e| (2.0 * d[0] * d[1] + 2.0 * d[1]) * e,
             },
         )
-        .params(vec![
+        .params(layernorm_params())
+    }
+
+    /// layernorm's parameters, shared with add_layernorm.
+    fn layernorm_params() -> Vec<ParamSpec> {
+        vec![
             eps(1e-5, "nn.LayerNorm's default; BERT uses 1e-12"),
             // not `bias`: kernel_fn's `bias` keyword is the tensor
             ParamSpec::new(
@@ -761,7 +774,7 @@ mod builtin {
                 json!(true),
                 "whether a bias is added (nn.LayerNorm(bias=False) has none: no `bias` input then)",
             ),
-        ])
+        ]
     }
 
     /// The `eps` parameter of a norm: inside the square root, above 0.
@@ -793,7 +806,12 @@ mod builtin {
                 min_bytes: |d, e| (2.0 * d[0] * d[1] + d[1]) * e,
             },
         )
-        .params(vec![
+        .params(rmsnorm_params())
+    }
+
+    /// rmsnorm's parameters, shared with add_rmsnorm.
+    fn rmsnorm_params() -> Vec<ParamSpec> {
+        vec![
             eps(1e-6, "Llama configs often set 1e-5"),
             ParamSpec::new(
                 "weight_offset",
@@ -810,11 +828,11 @@ mod builtin {
                 },
                 json!("float32"),
                 "float32: all in float32, cast once at the end (GemmaRMSNorm); llama: x̂ in \
-                 float32, cast to the input dtype, then times the weight (LlamaRMSNorm); t5: \
-                 x̂ in float32, cast to the weight's dtype when it is half, then times the \
-                 weight (T5LayerNorm)",
+             float32, cast to the input dtype, then times the weight (LlamaRMSNorm); t5: \
+             x̂ in float32, cast to the weight's dtype when it is half, then times the \
+             weight (T5LayerNorm)",
             ),
-        ])
+        ]
     }
 
     fn flash_attention() -> KindSpec {
@@ -1040,6 +1058,59 @@ mod builtin {
         k
     }
 
+    // The fused residual-add norms (issue 37): `h = x + residual` as the model rounds it,
+    // then the norm of h; one output [2, rows, cols] holds h and the norm (one tensor, as
+    // every kind returns). Bytes: x and residual read, h and y written, the weights once.
+    fn add_rmsnorm() -> KindSpec {
+        spec(
+            "add_rmsnorm",
+            "residual add then RMS normalisation: h = x + residual, y = rmsnorm(h), out = [h, y]",
+            ROWS_COLS,
+            vec![
+                input("x", Data, ROWS_COLS),
+                input("residual", Data, ROWS_COLS),
+                input("weight", Weight, &["cols"]),
+            ],
+            output(&["2", "rows", "cols"]),
+            [ROW_CPU, &[&[4096, 4096], &[8192, 8192]], ROW_EDGE],
+            &[4, 32],
+            &["aten::rms_norm", "aten::_fused_rms_norm"],
+            Bound::Memory,
+            Formulas {
+                flops: |d| 5.0 * d[0] * d[1],
+                min_bytes: |d, e| (4.0 * d[0] * d[1] + d[1]) * e,
+            },
+        )
+        .params(rmsnorm_params())
+    }
+
+    fn add_layernorm() -> KindSpec {
+        spec(
+            "add_layernorm",
+            "residual add then layer normalisation: h = x + residual, y = layernorm(h), out = [h, y]",
+            ROWS_COLS,
+            vec![
+                input("x", Data, ROWS_COLS),
+                input("residual", Data, ROWS_COLS),
+                input("weight", Weight, &["cols"]),
+                InputSpec {
+                    only_if: Some("has_bias".into()),
+                    ..input("bias", Weight, &["cols"])
+                },
+            ],
+            output(&["2", "rows", "cols"]),
+            [ROW_CPU, &[&[4096, 4096], &[8192, 8192]], ROW_EDGE],
+            &[4, 32],
+            &["aten::layer_norm", "aten::native_layer_norm"],
+            Bound::Memory,
+            Formulas {
+                flops: |d| 9.0 * d[0] * d[1],
+                min_bytes: |d, e| (4.0 * d[0] * d[1] + 2.0 * d[1]) * e,
+            },
+        )
+        .params(layernorm_params())
+    }
+
     impl KindSpec {
         fn params(mut self, p: Vec<ParamSpec>) -> KindSpec {
             self.params = p;
@@ -1069,6 +1140,8 @@ mod builtin {
             cross_entropy(),
             rotary_embedding(),
             reduce(),
+            add_rmsnorm(),
+            add_layernorm(),
         ]
     }
 }
@@ -1325,6 +1398,9 @@ mod tests {
         let err = eval_dims(&["cols".into()], &names, &shape).unwrap_err();
         assert!(err.contains("`cols`"), "{err}");
         assert!(eval_dims(&["seq/0".into()], &names, &shape).is_err());
+        let stacked = eval_dims(&["2".into(), "seq".into()], &names, &shape).unwrap();
+        assert_eq!(stacked, vec![2, 8]);
+        assert!(eval_dims(&["0".into()], &names, &shape).is_err());
         assert!(eval_dims(&["seq".into()], &names, &Shape(vec![8])).is_err());
     }
 

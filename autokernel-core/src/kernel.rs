@@ -33,6 +33,12 @@ pub enum KernelKind {
     RotaryEmbedding,
     /// Sum over the last dim; shape `[rows, cols]`.
     Reduce,
+    /// A residual add then RMS normalisation, `h = x + residual; y = rmsnorm(h)`, both
+    /// returned as one `[2, rows, cols]` tensor (`h`, then `y`); shape `[rows, cols]`.
+    AddRmsnorm,
+    /// A residual add then layer normalisation, `h = x + residual; y = layernorm(h)`, both
+    /// returned as one `[2, rows, cols]` tensor (`h`, then `y`); shape `[rows, cols]`.
+    AddLayernorm,
 }
 
 /// Whether a kind's speed is limited by DRAM bandwidth or by arithmetic throughput at the
@@ -112,7 +118,7 @@ impl FromStr for DType {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ParseError {
-    /// Not one of the nine kernel kinds.
+    /// Not one of the kernel kinds.
     #[error("unknown kernel kind `{0}`; expected one of: matmul, softmax, layernorm, rmsnorm, flash_attention, fused_mlp, cross_entropy, rotary_embedding, reduce")]
     Kind(String),
     /// Not one of the three dtypes.
@@ -137,7 +143,7 @@ pub enum ParseError {
 
 impl KernelKind {
     /// Every kind, in catalogue order.
-    pub const ALL: [KernelKind; 9] = [
+    pub const ALL: [KernelKind; 11] = [
         KernelKind::Matmul,
         KernelKind::Softmax,
         KernelKind::Layernorm,
@@ -147,6 +153,8 @@ impl KernelKind {
         KernelKind::CrossEntropy,
         KernelKind::RotaryEmbedding,
         KernelKind::Reduce,
+        KernelKind::AddRmsnorm,
+        KernelKind::AddLayernorm,
     ];
 
     /// The snake-case name used on the command line, in `kernel.py` and in `results.tsv`.
@@ -161,6 +169,8 @@ impl KernelKind {
             KernelKind::CrossEntropy => "cross_entropy",
             KernelKind::RotaryEmbedding => "rotary_embedding",
             KernelKind::Reduce => "reduce",
+            KernelKind::AddRmsnorm => "add_rmsnorm",
+            KernelKind::AddLayernorm => "add_layernorm",
         }
     }
 }

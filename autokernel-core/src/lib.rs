@@ -4,7 +4,7 @@
 //! improves them with an edit → benchmark → keep-or-revert loop over one file, `kernel.py`.
 //! This crate holds everything that loop needs except the mechanisms:
 //!
-//! - what a kernel is: [`KernelKind`] (the nine kinds, their inputs, shape sets,
+//! - what a kernel is: [`KernelKind`] (the kinds, their inputs, shape sets,
 //!   tolerances, forbidden reference ops, FLOP and byte formulas), [`DType`], [`Shape`],
 //!   and [`GpuSpec`] with [`lookup_gpu`] for the roofline;
 //! - the four roles, as object-safe async traits: a [`Profiler`] finds where time goes

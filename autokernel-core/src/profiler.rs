@@ -377,6 +377,11 @@ pub struct CallSite {
     pub instances: u32,
     /// Their calls in one forward pass.
     pub calls: u64,
+    /// A fused chain's (`add_rmsnorm`, `add_layernorm`): the device time of one call of the
+    /// residual add that feeds the norm, in microseconds, timed while profiling (the trace
+    /// books the add to the module that makes it, not to the norm); `None` for other kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_us: Option<f64>,
 }
 
 /// Errors from profiling or importing a trace.

@@ -213,6 +213,155 @@ def norm_call_sites(model, forward):
     return list(sites.values())
 
 
+# --- residual add → norm chains (the fused add_rmsnorm and add_layernorm kinds) --------
+
+ADD_NORM = {"rmsnorm": "add_rmsnorm", "layernorm": "add_layernorm"}
+"""The fused kind of each norm kind when the norm's input is a residual add's sum."""
+
+
+def _add_operands(func, args, kwargs):
+    """(a, b) when a torch function call is a plain sum of two tensors of one shape, dtype
+    and device (``a + b``, ``torch.add(a, b)``, ``a.add(b)``; no ``alpha``, no ``out``, no
+    broadcast, no gradient to build): the add a fused norm can take; None otherwise."""
+    import torch
+
+    if func not in (torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__) \
+            or kwargs or len(args) != 2:
+        return None
+    a, b = args
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or type(a) is not torch.Tensor \
+            or type(b) is not torch.Tensor:
+        return None
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device or a.dim() < 1 \
+            or not a.dtype.is_floating_point:
+        return None
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        return None
+    return a, b
+
+
+def reads_metadata(func):
+    """Whether a torch function call of `func` only reads a tensor's metadata (its shape,
+    dtype, device, strides: what an empty tensor of its shape answers alike)."""
+    import torch
+
+    if getattr(func, "__name__", None) == "__get__":
+        base = torch._C.TensorBase
+        return getattr(func, "__self__", None) in (base.shape, base.dtype, base.device, base.requires_grad,
+                                                   base.is_cuda, base.layout, base.ndim)
+    return func in (torch.Tensor.dim, torch.Tensor.size, torch.Tensor.numel, torch.Tensor.is_contiguous,
+                    torch.Tensor.stride)
+
+
+def capture_add_norm_inputs(model, forward):
+    """Runs `forward()` once and finds the norm modules whose input is the sum a residual
+    add has just made (the norm is called on the tensor the last add returned, as in
+    ``h = x + residual; y = norm(h)``): ``{module: (x, residual, problem shapes, dtype
+    name, calls fed by an add)}``, the operands of the module's first such call (copies),
+    as the plugs take it: nothing but metadata reads between the add and the norm (an
+    in-place ``+=`` on the sum in between breaks the chain). The adds are seen through a
+    torch function mode (the model's own calls, however its code is split over modules: an
+    add at the end of one decoder layer and the norm at the start of the next are one
+    chain)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    last = {}
+
+    class Adds(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if last and not reads_metadata(func):
+                last.clear()
+            out = func(*args, **kwargs)
+            operands = _add_operands(func, args, kwargs)
+            if operands is not None and isinstance(out, torch.Tensor):
+                last.clear()
+                last.update(out=out, operands=operands)
+            return out
+
+    seen = {}
+    hooks = []
+
+    def hook(m, args):
+        if not args or not isinstance(args[0], torch.Tensor) or args[0] is not last.get("out"):
+            return
+        x = args[0]
+        a, b = last["operands"]
+        problem = (x.numel() // x.shape[-1], int(x.shape[-1]))
+        entry = seen.setdefault(m, [a.detach().clone(), b.detach().clone(), [], str(x.dtype).replace("torch.", ""), 0])
+        if problem not in entry[2]:
+            entry[2].append(problem)
+        entry[4] += 1
+
+    for m in model.modules():
+        if norm_kind(m):
+            hooks.append(m.register_forward_pre_hook(hook))
+    try:
+        with Adds():
+            forward()
+    finally:
+        for h in hooks:
+            h.remove()
+        last.clear()
+    return {m: tuple(v) for m, v in seen.items()}
+
+
+def add_time_us(a, b, repeats=20):
+    """Microseconds per call of ``a + b`` (the add a fused norm takes over), timed on the
+    tensors' device: CUDA events on a GPU, the wall clock elsewhere; the median of
+    `repeats` after a warm-up call."""
+    import statistics
+    import time
+
+    import torch
+
+    on_gpu = a.is_cuda
+    a + b
+    times = []
+    for _ in range(repeats):
+        if on_gpu:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            a + b
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3)
+        else:
+            t0 = time.perf_counter()
+            a + b
+            times.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(times)
+
+
+def add_norm_call_sites(model, forward):
+    """The residual add → norm chains of `model` in one `forward()`, as call sites of the
+    fused kinds (``add_rmsnorm``, ``add_layernorm``): one entry per (norm class, kind,
+    parameters, shape, dtype) like :func:`norm_call_sites`, its ``calls`` those fed by an
+    add, its parameters the norm's (decided by the norm's own forward on the sum), and
+    ``added_us`` the add's device time per call (the planner adds it to the norm's share:
+    the fused kernel takes both)."""
+    sites = {}
+    for m, (a, b, shapes, dtype, calls) in capture_add_norm_inputs(model, forward).items():
+        import torch
+
+        with torch.no_grad():
+            h = a + b
+        try:
+            kind, params, reason = norm_params(m, h)
+        except Exception as e:  # noqa: BLE001 - a module the matcher cannot run is not pluggable
+            kind, params, reason = norm_kind(m), None, f"its forward raised {type(e).__name__}: {e}"
+        added_us = add_time_us(a, b)
+        for shape in shapes:
+            key = (type(m).__name__, kind, json.dumps(params, sort_keys=True), shape, dtype, reason)
+            site = sites.setdefault(key, {"module": type(m).__name__, "kind": ADD_NORM[kind], "params": params,
+                                          "shape": list(shape), "dtype": dtype, "reason": reason,
+                                          "instances": 0, "calls": 0, "added_us": added_us})
+            site["instances"] += 1
+            site["calls"] += calls
+    return list(sites.values())
+
+
 # --- matmul call sites ---------------------------------------------------------------
 
 

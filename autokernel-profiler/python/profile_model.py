@@ -519,7 +519,7 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
         # a gated MLP the matcher matched is one fused_mlp call site, timed as a whole: its
         # projections are not matmul call sites
         mlp_sites, mlps = sites.mlp_call_sites(net, step)
-        call_sites = sites.norm_call_sites(net, step) + mlp_sites
+        call_sites = sites.norm_call_sites(net, step) + sites.add_norm_call_sites(net, step) + mlp_sites
         call_sites += sites.matmul_call_sites(net, step, skip=sites.mlp_linears(mlps))
         call_sites += sites.attention_call_sites(net, step)
         call_sites += sites.rotary_call_sites(net, step)

@@ -244,6 +244,8 @@ pub fn problem_shape(kind: KernelKind, op: &str, shapes: &[Vec<i64>]) -> Option<
         }
         KernelKind::Layernorm
         | KernelKind::Rmsnorm
+        | KernelKind::AddLayernorm
+        | KernelKind::AddRmsnorm
         | KernelKind::Softmax
         | KernelKind::Reduce
         | KernelKind::CrossEntropy => rows_cols(&first()?),

@@ -188,6 +188,7 @@ impl ChromeTraceProfiler {
         imported.report.call_sites =
             serde_json::from_value(run["call_sites"].clone()).unwrap_or_default();
         crate::rank::apply_call_site_kinds(&mut imported.report);
+        crate::rank::apply_chains(&mut imported.report);
         Ok((imported, run))
     }
 }

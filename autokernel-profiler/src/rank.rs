@@ -518,11 +518,15 @@ fn module_site_entries(
 }
 
 /// Whether `kind` is planned from the profiler's call sites (its parameters come from the
-/// model): the norms and attention.
+/// model): the norms, the fused add-norms and attention.
 fn planned_from_call_sites(kind: KernelKind) -> bool {
     matches!(
         kind,
-        KernelKind::Rmsnorm | KernelKind::Layernorm | KernelKind::FlashAttention
+        KernelKind::Rmsnorm
+            | KernelKind::Layernorm
+            | KernelKind::AddRmsnorm
+            | KernelKind::AddLayernorm
+            | KernelKind::FlashAttention
     )
 }
 
@@ -613,14 +617,69 @@ pub fn apply_call_site_kinds(report: &mut ProfileReport) {
     report.call_sites = sites;
 }
 
+/// Retypes the norm ops whose calls are mostly fed by a residual add (the model's
+/// `add_rmsnorm` and `add_layernorm` call sites, `call_sites.add_norm_call_sites`) as the
+/// fused kind: the op's share becomes that of the chained calls plus the adds' device time
+/// (`added_us` per call, which the trace books to the module making the add) and its calls
+/// those of the chains. A norm class fed by an add in fewer than half its calls stays a
+/// norm. Run after [`apply_call_site_kinds`]; ranks unchanged.
+pub fn apply_chains(report: &mut ProfileReport) {
+    let total_us = report.total_device_time_us;
+    for op in &mut report.ops {
+        let Some(fused) = op.kind.and_then(fused_with_add) else {
+            continue;
+        };
+        let of = |kind: KernelKind| {
+            report
+                .call_sites
+                .iter()
+                .filter(move |c| c.kind == kind.name() && c.params.is_some())
+                .filter(|c| op.op.ends_with(c.module.as_str()))
+        };
+        let norm_calls: u64 = of(op.kind.unwrap()).map(|c| c.calls).sum();
+        let chain_calls: u64 = of(fused).map(|c| c.calls).sum();
+        if norm_calls == 0 || chain_calls * 2 < norm_calls || total_us <= 0.0 {
+            continue;
+        }
+        // the profile ran `forwards` forward passes; the sites count calls in one
+        let forwards = op.calls as f64 / norm_calls as f64;
+        let added_us: f64 = of(fused)
+            .map(|c| c.calls as f64 * c.added_us.unwrap_or(0.0))
+            .sum::<f64>()
+            * forwards;
+        let chained = chain_calls.min(norm_calls) as f64 / norm_calls as f64;
+        op.fraction = (op.fraction * chained + added_us / total_us).min(1.0);
+        op.device_time_us = op.fraction * total_us;
+        op.calls = (chain_calls as f64 * forwards).round() as u64;
+        op.kind = Some(fused);
+    }
+}
+
+/// The fused kind a norm becomes when a residual add feeds it.
+fn fused_with_add(kind: KernelKind) -> Option<KernelKind> {
+    match kind {
+        KernelKind::Rmsnorm => Some(KernelKind::AddRmsnorm),
+        KernelKind::Layernorm => Some(KernelKind::AddLayernorm),
+        _ => None,
+    }
+}
+
 /// The call sites no plug matches (each with the reason and the measured error), for the
 /// "not planned" list.
 pub fn unmatched_call_sites(report: &ProfileReport) -> Vec<&CallSite> {
     report
         .call_sites
         .iter()
-        .filter(|c| c.params.is_none())
+        .filter(|c| c.params.is_none() && !chain_of_unmatched_norm(c))
         .collect()
+}
+
+/// A fused add-norm site whose norm no plug matches: its norm's own site says why, once.
+fn chain_of_unmatched_norm(site: &CallSite) -> bool {
+    site.params.is_none()
+        && [KernelKind::AddRmsnorm, KernelKind::AddLayernorm]
+            .iter()
+            .any(|k| k.name() == site.kind)
 }
 
 /// The call sites a plan in `dtype` leaves out, each with why: no plug matches it (the
@@ -631,6 +690,7 @@ pub fn not_planned_call_sites(report: &ProfileReport, dtype: DType) -> Vec<(&Cal
     report
         .call_sites
         .iter()
+        .filter(|c| !chain_of_unmatched_norm(c))
         .filter_map(|c| match (&c.params, &c.reason) {
             (None, reason) => Some((
                 c,
@@ -1070,6 +1130,7 @@ mod tests {
                 .then(|| "matches no rmsnorm variant: error 0.5".into()),
             instances: 2,
             calls: 4,
+            added_us: None,
             layout: Layout::Contiguous,
         }
     }
@@ -1082,6 +1143,45 @@ mod tests {
             vec![vec![1, rows, 64]],
             f,
         )
+    }
+
+    #[test]
+    fn a_norm_fed_by_residual_adds_is_planned_as_the_fused_kind_with_the_adds_time() {
+        // 2 profiled forwards: the op's 10 calls are 5 a forward, 4 of them fed by an add
+        // of 2 µs: the fused target's share is 0.8 of the norm's 10 µs plus 4·2·2 µs
+        let mut norm = norm_op(1, "nn.Module: LlamaRMSNorm", 16, 0.1);
+        norm.calls = 10;
+        let mut report = report_of(vec![norm]);
+        let mut chain = site("LlamaRMSNorm", [16, 64], "float16", Some(1e-5));
+        chain.kind = "add_rmsnorm".into();
+        chain.calls = 4;
+        chain.added_us = Some(2.0);
+        let mut plain = site("LlamaRMSNorm", [16, 64], "float16", Some(1e-5));
+        plain.calls = 5;
+        report.call_sites = vec![plain.clone(), chain.clone()];
+        apply_chains(&mut report);
+        let op = &report.ops[0];
+        assert_eq!(op.kind, Some(KernelKind::AddRmsnorm));
+        assert!(
+            (op.fraction - (0.1 * 0.8 + 16.0 / 100.0)).abs() < 1e-12,
+            "{}",
+            op.fraction
+        );
+        assert_eq!(op.calls, 8);
+        let t = plan_for_model(&report, 3, DType::Float16);
+        assert_eq!(t[0].id, "01-add_rmsnorm");
+        assert_eq!(t[0].params, chain.params.clone().unwrap());
+        assert_eq!(t[0].shapes, [Shape(vec![16, 64])]);
+
+        // fed by an add in fewer than half its calls: it stays a norm
+        let mut norm = norm_op(1, "nn.Module: LlamaRMSNorm", 16, 0.1);
+        norm.calls = 10;
+        let mut report = report_of(vec![norm]);
+        chain.calls = 2;
+        report.call_sites = vec![plain, chain];
+        apply_chains(&mut report);
+        assert_eq!(report.ops[0].kind, Some(KernelKind::Rmsnorm));
+        assert!((report.ops[0].fraction - 0.1).abs() < 1e-12);
     }
 
     #[test]
@@ -1211,6 +1311,7 @@ mod tests {
             reason: reason.map(Into::into),
             instances: 2,
             calls: 2,
+            added_us: None,
             layout: Layout::Contiguous,
         };
         let activation = Params::from([("activation".to_string(), serde_json::json!("gelu_tanh"))]);
@@ -1252,6 +1353,7 @@ mod tests {
             layout: Default::default(),
             instances: 1,
             calls: 1,
+            added_us: None,
         }
     }
 

@@ -57,12 +57,13 @@ fn fresh_venv(dir: &Path) -> PathBuf {
 }
 
 /// A tiny-model workspace with kernels (their starters, as judged bests) for the first
-/// planned target of each kind that plugs into one model instance (rmsnorm, matmul,
-/// fused_mlp: which of them the CPU profile ranks in the top 4 varies) besides the run's
+/// planned target of each kind that plugs into one model instance (rmsnorm or its fused
+/// chain add_rmsnorm, matmul, fused_mlp: which of them the CPU profile ranks in the top 4
+/// varies) besides the run's
 /// one experiment, verified on the CPU. Returns the verification's included targets.
 fn verified_tiny_workspace(ws: &Path) -> Vec<String> {
     let plan = tiny_workspace(ws, 4);
-    for kind in ["rmsnorm", "matmul", "fused_mlp"] {
+    for kind in ["rmsnorm", "add_rmsnorm", "matmul", "fused_mlp"] {
         let Some(target) = plan.as_array().unwrap().iter().find(|t| t["kind"] == kind) else {
             continue;
         };

@@ -5,7 +5,8 @@
 //! has its judged starter (`--target-budget 1s`: a baseline and one experiment each), the
 //! verification plugs in every one of them (a plug that takes no call is left out as
 //! unused, so each included target was called) and the model's output stays within
-//! tolerance. A mixture of experts (Mixtral) reports its router and grouped matmuls as
+//! tolerance. Each family's norms fed by a residual add are planned and plugged in as a
+//! fused chain (`add_rmsnorm`, `add_layernorm`). A mixture of experts (Mixtral) reports its router and grouped matmuls as
 //! having no kind.
 
 use crate::util::{autokernel, tempdir};
@@ -80,9 +81,10 @@ fn every_planned_target_is_plugged_in(class: &str, config: &str) -> Vec<String> 
 #[test]
 fn gpt2_runs_with_every_planned_target_plugged_in() {
     let kinds = every_planned_target_is_plugged_in("GPT2LMHeadModel", GPT2);
-    // Conv1D and the LM head are matmuls, ln_1/ln_2/ln_f layernorms
+    // Conv1D and the LM head are matmuls; ln_2 and ln_f take a residual add's sum (2 of
+    // the 3 LayerNorm calls): a fused add_layernorm chain
     assert!(
-        kinds.contains(&"matmul".into()) && kinds.contains(&"layernorm".into()),
+        kinds.contains(&"matmul".into()) && kinds.contains(&"add_layernorm".into()),
         "{kinds:?}"
     );
 }
@@ -90,27 +92,30 @@ fn gpt2_runs_with_every_planned_target_plugged_in() {
 #[test]
 fn llama_runs_with_every_planned_target_plugged_in() {
     let kinds = every_planned_target_is_plugged_in("LlamaForCausalLM", LLAMA);
-    assert!(kinds.contains(&"rmsnorm".into()), "{kinds:?}");
+    // post_attention_layernorm and the final norm take a residual add's sum
+    assert!(kinds.contains(&"add_rmsnorm".into()), "{kinds:?}");
 }
 
 #[test]
 fn qwen2_runs_with_every_planned_target_plugged_in() {
     let kinds = every_planned_target_is_plugged_in("Qwen2ForCausalLM", QWEN2);
-    assert!(kinds.contains(&"rmsnorm".into()), "{kinds:?}");
+    assert!(kinds.contains(&"add_rmsnorm".into()), "{kinds:?}");
 }
 
 #[test]
 fn bert_runs_with_every_planned_target_plugged_in() {
     let kinds = every_planned_target_is_plugged_in("BertModel", BERT);
-    assert!(kinds.contains(&"layernorm".into()), "{kinds:?}");
+    // BertSelfOutput and BertOutput: LayerNorm(hidden_states + input_tensor)
+    assert!(kinds.contains(&"add_layernorm".into()), "{kinds:?}");
 }
 
 #[test]
 fn t5_encoder_runs_with_every_planned_target_plugged_in() {
     let kinds = every_planned_target_is_plugged_in("T5EncoderModel", T5);
-    // T5LayerNorm is an RMSNorm, never planned as layernorm
+    // T5LayerNorm is an RMSNorm, never planned as a layer norm; the feed-forward's and the
+    // final norm take a residual add's sum
     assert!(
-        kinds.contains(&"rmsnorm".into()) && !kinds.contains(&"layernorm".into()),
+        kinds.contains(&"add_rmsnorm".into()) && !kinds.iter().any(|k| k.ends_with("layernorm")),
         "{kinds:?}"
     );
 }

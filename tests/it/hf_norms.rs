@@ -37,9 +37,15 @@ fn planned(class: &str, config: &str) -> Vec<serde_json::Value> {
     v["targets"].as_array().unwrap().clone()
 }
 
-/// The one target of `kind` in `targets`: its shapes and params.
+/// The one target of norm `kind` in `targets`, planned as the norm or as its fused chain
+/// with a residual add (`add_<kind>`, which carries the norm's params): its shapes and
+/// params.
 fn norm_target(targets: &[serde_json::Value], kind: &str) -> serde_json::Value {
-    let norms: Vec<&serde_json::Value> = targets.iter().filter(|t| t["kind"] == kind).collect();
+    let fused = format!("add_{kind}");
+    let norms: Vec<&serde_json::Value> = targets
+        .iter()
+        .filter(|t| t["kind"] == kind || t["kind"] == fused.as_str())
+        .collect();
     assert_eq!(norms.len(), 1, "{targets:?}");
     norms[0].clone()
 }
@@ -70,7 +76,11 @@ fn hf_norms_are_planned_with_the_params_their_models_compute() {
         "T5EncoderModel",
         r#"{"d_model":32,"d_kv":8,"d_ff":64,"num_layers":1,"num_heads":4,"vocab_size":128,"layer_norm_epsilon":1e-6}"#,
     );
-    assert!(t5.iter().all(|t| t["kind"] != "layernorm"), "{t5:?}");
+    assert!(
+        t5.iter()
+            .all(|t| !t["kind"].as_str().unwrap().ends_with("layernorm")),
+        "{t5:?}"
+    );
     let t = norm_target(&t5, "rmsnorm");
     assert_eq!(t["shapes"], serde_json::json!([[16, 32]]), "{t}");
     assert_eq!(

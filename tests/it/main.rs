@@ -6,6 +6,7 @@ mod cli;
 mod embed;
 mod export;
 mod hf_attention;
+mod hf_chains;
 mod hf_matmul;
 mod hf_mlp;
 mod hf_models;

@@ -23,7 +23,7 @@ import kernel_ops  # noqa: E402
 cat = kernel_ops.catalogue_module()
 cat.patch_triton_interpreter()
 KINDS = ["matmul", "softmax", "layernorm", "rmsnorm", "flash_attention", "fused_mlp", "cross_entropy",
-         "rotary_embedding", "reduce"]
+         "rotary_embedding", "reduce", "add_rmsnorm", "add_layernorm"]
 
 
 def expected(kind, i):
@@ -53,6 +53,12 @@ def expected(kind, i):
         x = f["x"]
         pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
         return torch.view_as_real(pairs * torch.complex(f["cos"], f["sin"])).flatten(-2)
+    if kind in ("add_rmsnorm", "add_layernorm"):
+        # the sum as the model adds it (in the judged dtype), then the norm of it
+        h = (i["x"] + i["residual"]).float()
+        if kind == "add_rmsnorm":
+            return torch.stack([h, F.rms_norm(h, (h.shape[-1],), f["weight"], 1e-6)])
+        return torch.stack([h, F.layer_norm(h, (h.shape[-1],), f["weight"], f["bias"], 1e-5)])
     return f["x"] @ torch.ones(f["x"].shape[-1])  # reduce
 
 
@@ -64,6 +70,8 @@ def expected_dims(kind, shapes):
         return ()
     if kind == "reduce":
         return (shapes["x"][0],)
+    if kind in ("add_rmsnorm", "add_layernorm"):
+        return (2, *shapes["x"])
     first = {"flash_attention": "Q"}.get(kind, "x")
     return tuple(shapes[first])
 

@@ -36,6 +36,18 @@ async fn every_starter_passes_all_stages_on_the_cpu() {
         Layout::Contiguous,
         Params::from([("pairing".to_string(), serde_json::json!("half_split"))]),
     ));
+    // the fused add-norms at the variants HF models call them with: LlamaRMSNorm's cast
+    // order, a layer norm without a bias
+    cases.push((
+        KernelKind::AddRmsnorm,
+        Layout::Contiguous,
+        Params::from([("cast_order".to_string(), serde_json::json!("llama"))]),
+    ));
+    cases.push((
+        KernelKind::AddLayernorm,
+        Layout::Contiguous,
+        Params::from([("has_bias".to_string(), serde_json::json!(false))]),
+    ));
     for (kind, layout, params) in cases {
         let path = starter_path(kind.name());
         let mut req = BenchRequest::new(&path);

@@ -46,12 +46,21 @@ async fn tiny_example_profiles_on_cpu_and_plans_targets() {
     assert!(r.device.starts_with("cpu"), "{}", r.device);
     assert!(r.total_device_time_us > 0.0);
     let kind_of = |op: &str| r.ops.iter().find(|o| o.op == op).map(|o| o.kind);
-    // leaf modules name the groups; the SwiGLU MLP is one group
+    // leaf modules name the groups; the SwiGLU MLP is one group; 4 of the 5 RMSNorm calls
+    // (all but the first layer's input norm, after the embedding) take a residual add's
+    // sum: the op is the fused chain
     assert_eq!(
         kind_of("RMSNorm"),
-        Some(Some(KernelKind::Rmsnorm)),
+        Some(Some(KernelKind::AddRmsnorm)),
         "{r:#?}"
     );
+    let chain = r
+        .call_sites
+        .iter()
+        .find(|c| c.kind == "add_rmsnorm")
+        .expect("the chain's call site");
+    assert_eq!((chain.calls, chain.instances), (4, 4), "{chain:?}");
+    assert!(chain.added_us.is_some_and(|us| us > 0.0), "{chain:?}");
     assert_eq!(kind_of("Linear"), Some(Some(KernelKind::Matmul)), "{r:#?}");
     assert_eq!(
         kind_of("SwiGLU"),
@@ -83,9 +92,11 @@ async fn tiny_example_profiles_on_cpu_and_plans_targets() {
     );
     let rms_t = targets
         .iter()
-        .find(|t| t.kind == KernelKind::Rmsnorm)
+        .find(|t| t.kind == KernelKind::AddRmsnorm)
         .unwrap();
     assert_eq!(rms_t.shapes, vec![autokernel_core::Shape(vec![32, 64])]);
+    // the norm's own parameters, decided by its forward on the sum
+    assert_eq!(rms_t.params, chain.params.clone().unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
