@@ -143,6 +143,23 @@ def loop_ms(run, on_gpu, count):
         return (time.perf_counter() - t0) * 1e3 / count
 
 
+def kernel_launches(run):
+    """The GPU kernels one call of ``run()`` launches (``call_sites.kernel_launches`` of a
+    torch.profiler recording of it: a CUDA graph's replay counts the kernels it holds), or
+    None where the profiler cannot say (it raised). Taken after a variant's timing rounds,
+    so that the recording never overlaps a timing."""
+    import call_sites
+
+    try:
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            run()
+            torch.cuda.synchronize()
+        return call_sites.kernel_launches(prof)
+    except Exception:  # noqa: BLE001 - a count is a figure for the table, never a verdict
+        return None
+
+
 def loop_count(run, on_gpu):
     """Forwards per timing so that one lasts about ``TARGET_MS`` (at least 3, at most 1000),
     from one timed forward after a warm-up."""

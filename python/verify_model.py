@@ -216,7 +216,7 @@ def _variant_text(selected):
 
 
 def _time_variants_ms(variants, mode, net, call, installing, on_gpu, ref=None, dtype=None, budget=None,
-                      stage="modes", cache=None):
+                      stage="modes", cache=None, launches=None):
     """Median time per forward (ms) of each variant (a list of plugs; [] is the model as it
     is) in `mode`, in the order of ``variants``.
 
@@ -230,7 +230,9 @@ def _time_variants_ms(variants, mode, net, call, installing, on_gpu, ref=None, d
     `budget` (:class:`Budget`) gets a progress line per variant and round, and its deadline
     is checked before each: past it, the rounds taken stand if they decide, else
     :class:`_DeadlineReached`. `cache` (a dict): a compiled variant's rounds, by mode and
-    target ids, reused by a later call instead of compiling the same variant again."""
+    target ids, reused by a later call instead of compiling the same variant again.
+    `launches` (a list as long as `variants`), on a GPU: each variant's kernel launches per
+    forward (:func:`model_modes.kernel_launches`, after its rounds), None where unknown."""
     import model_modes
 
     budget = budget or Budget()
@@ -267,11 +269,17 @@ def _time_variants_ms(variants, mode, net, call, installing, on_gpu, ref=None, d
     def medians():
         return [statistics.median(t) for t in times]
 
+    def count_launches(i, run):
+        if launches is not None and on_gpu:
+            launches[i] = model_modes.kernel_launches(run)
+
     if mode in ("compile", "reduce-overhead"):
         for i, selected in enumerate(variants):
             key = (mode, tuple(p.target_id for p in selected))
             if cache is not None and key in cache:
                 times[i] = list(cache[key])
+                if launches is not None:
+                    launches[i] = cache.get(("launches", *key))
                 continue
             v = prepared(i, selected)
             try:
@@ -284,10 +292,13 @@ def _time_variants_ms(variants, mode, net, call, installing, on_gpu, ref=None, d
                         break
                     line(selected, r)
                     times[i].append(model_modes.loop_ms(v.run, on_gpu, count))
+                count_launches(i, v.run)
             finally:
                 v.close()
             if cache is not None:
                 cache[key] = list(times[i])
+                if launches is not None:
+                    cache[("launches", *key)] = launches[i]
         return medians()
     if mode == "eager":
         # plugs installed for each timing only: the variants share one model
@@ -302,14 +313,21 @@ def _time_variants_ms(variants, mode, net, call, installing, on_gpu, ref=None, d
             # on the CPU three forwards, as a median of three calls used to be
             count = model_modes.loop_count(lambda: call(net), on_gpu) if on_gpu else 3
         run = [lambda selected=selected: timing(selected, count) for selected in variants]
-        return _interleaved(variants, run, rounds, times, go_on, line, budget)
+        out = _interleaved(variants, run, rounds, times, go_on, line, budget)
+        for i, selected in enumerate(variants):
+            with installing(selected)():
+                count_launches(i, lambda: call(net))
+        return out
     graphs = []
     try:
         for i, selected in enumerate(variants):
             graphs.append(prepared(i, selected))
         count = model_modes.loop_count(graphs[-1].run, on_gpu)
         run = [lambda g=g: model_modes.loop_ms(g.run, on_gpu, count) for g in graphs]
-        return _interleaved(variants, run, rounds, times, go_on, line, budget)
+        out = _interleaved(variants, run, rounds, times, go_on, line, budget)
+        for i, g in enumerate(graphs):
+            count_launches(i, g.run)
+        return out
     finally:
         for g in graphs:
             g.close()
@@ -775,21 +793,25 @@ def _alone_in_mode(mode, plugs, net, call, installing, ref, dtype, on_gpu, budge
 def _mode_row(mode, net, call, installing, good, ref, torch_dtype, on_gpu, budget, cache):
     """One row of the modes table: the model's time per forward in `mode` without
     (``baseline_ms``) and with the included kernels (``kernels_ms``, None when there are
-    none), ``speedup``, and ``error``: why a variant could not run or differs from the eager
+    none), ``speedup``, the kernel launches per forward of each (``baseline_launches``,
+    ``kernels_launches``: on a GPU, else None), and ``error``: why a variant could not run
+    or differs from the eager
     model's output. Eager and CUDA-graph variants are timed in turns over ``TIMING_ROUNDS``
     rounds (one on the CPU); a compiled variant holds its plugs for its whole life, so the
     compiled variants are timed one after the other, each compiled once (`cache`)."""
-    row = {"mode": mode, "baseline_ms": None, "kernels_ms": None, "speedup": None, "error": None}
+    row = {"mode": mode, "baseline_ms": None, "kernels_ms": None, "speedup": None, "error": None,
+           "baseline_launches": None, "kernels_launches": None}
     variants = [[]] + ([good] if good else [])
+    launches = [None] * len(variants)
     try:
         times = _time_variants_ms(variants, mode, net, call, installing, on_gpu, ref=ref, dtype=torch_dtype,
-                                  budget=budget, stage="modes", cache=cache)
+                                  budget=budget, stage="modes", cache=cache, launches=launches)
     except _VariantError as e:
         row["error"] = str(e)
         return row
-    row["baseline_ms"] = times[0]
+    row["baseline_ms"], row["baseline_launches"] = times[0], launches[0]
     if good:
-        row["kernels_ms"] = times[1]
+        row["kernels_ms"], row["kernels_launches"] = times[1], launches[1]
         row["speedup"] = times[0] / times[1] if times[1] else None
     return row
 

@@ -364,20 +364,46 @@ pub fn render_markdown(
                 }
             );
             if !v.modes.is_empty() {
+                // launches per forward where they were counted (a GPU): the kernels a mode
+                // saves or adds beside its times
+                let counted = v
+                    .modes
+                    .iter()
+                    .any(|m| m.baseline_launches.is_some() || m.kernels_launches.is_some());
+                let (head, rule) = if counted {
+                    (" launches without | launches with |", " --- | --- |")
+                } else {
+                    ("", "")
+                };
                 let _ = writeln!(
                     md,
-                    "\nTime per forward in each deploy mode (ms; `{}` decided which kernels went in):\n\n| mode | without kernels | with kernels | speedup |\n| --- | --- | --- | --- |",
+                    "\nTime per forward in each deploy mode (ms; `{}` decided which kernels went in):\n\n| mode | without kernels | with kernels | speedup |{head}\n| --- | --- | --- | --- |{rule}",
                     v.deploy.as_deref().unwrap_or("eager")
                 );
+                let count = |n: Option<u64>| n.map_or(String::new(), |n| n.to_string());
                 for m in &v.modes {
+                    let launches = if counted {
+                        format!(
+                            " {} | {} |",
+                            count(m.baseline_launches),
+                            count(m.kernels_launches)
+                        )
+                    } else {
+                        String::new()
+                    };
                     match &m.error {
                         Some(e) => {
-                            let _ = writeln!(md, "| {} | {} | | |", m.mode, e.replace('|', "/"));
+                            let _ = writeln!(
+                                md,
+                                "| {} | {} | | |{launches}",
+                                m.mode,
+                                e.replace('|', "/")
+                            );
                         }
                         None => {
                             let _ = writeln!(
                                 md,
-                                "| {} | {} | {} | {} |",
+                                "| {} | {} | {} | {} |{launches}",
                                 m.mode,
                                 opt(m.baseline_ms, 3, ""),
                                 opt(m.kernels_ms, 3, ""),
@@ -791,6 +817,44 @@ mod tests {
     }
 
     #[test]
+    fn the_modes_table_counts_launches_per_forward_where_they_were_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::open(dir.path()).unwrap();
+        let render = |modes: Vec<ModeTiming>| {
+            let v = Verification {
+                included: vec!["01-a".into()],
+                modes,
+                ..Default::default()
+            };
+            render_markdown(
+                &ws,
+                &[target("01-a", 0.5)],
+                &[],
+                &SavedVerification::Saved(v),
+                &[],
+            )
+        };
+        // a GPU: the fused chain takes two launches a layer out of eager's 50
+        let md = render(vec![ModeTiming {
+            baseline_launches: Some(50),
+            kernels_launches: Some(26),
+            ..mode("eager", 2.0, Some(1.6))
+        }]);
+        assert!(
+            md.contains("| speedup | launches without | launches with |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| eager | 2.000 | 1.600 | 1.250x | 50 | 26 |"),
+            "{md}"
+        );
+        // the CPU counts none: no launch columns
+        let md = render(vec![mode("eager", 2.0, Some(1.6))]);
+        assert!(!md.contains("launches"), "{md}");
+        assert!(md.contains("| eager | 2.000 | 1.600 | 1.250x |\n"), "{md}");
+    }
+
+    #[test]
     fn saved_verification_reads_missing_corrupt_and_saved_files() {
         let dir = tempfile::tempdir().unwrap();
         let ws = Workspace::open(dir.path()).unwrap();
@@ -935,6 +999,7 @@ mod tests {
             kernels_ms,
             speedup: kernels_ms.map(|k| baseline_ms / k),
             error: None,
+            ..ModeTiming::default()
         }
     }
 

@@ -94,6 +94,14 @@ pub struct ModeTiming {
     pub kernels_ms: Option<f64>,
     /// `baseline_ms / kernels_ms`.
     pub speedup: Option<f64>,
+    /// GPU kernels one forward launches without autokernel's kernels (torch.profiler's
+    /// CUPTI records, a CUDA graph's replay counting the kernels it holds; memory copies
+    /// and sets left out); `None` on the CPU or where it could not be counted.
+    #[serde(default)]
+    pub baseline_launches: Option<u64>,
+    /// The same with the included kernels.
+    #[serde(default)]
+    pub kernels_launches: Option<u64>,
     /// Why the mode has no timings: a variant that could not be captured or compiled, or
     /// whose output differs from the eager model's.
     pub error: Option<String>,

@@ -362,6 +362,21 @@ def add_norm_call_sites(model, forward):
     return list(sites.values())
 
 
+# --- kernel launches ------------------------------------------------------------------
+
+
+def kernel_launches(prof):
+    """The GPU kernels a finished ``torch.profiler.profile`` recorded (CUPTI's records: a
+    CUDA graph's replay counts each kernel it holds), memory copies and sets left out. Shared
+    by the profile (launches per forward of the model) and verification (per deploy mode,
+    without and with the kernels)."""
+    import torch
+
+    cuda = torch.autograd.DeviceType.CUDA
+    return sum(1 for e in prof.events()
+               if e.device_type == cuda and not e.name.startswith(("Memcpy", "Memset", "[memory]")))
+
+
 # --- matmul call sites ---------------------------------------------------------------
 
 

@@ -547,6 +547,7 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
     elapsed = time.perf_counter() - started
     os.makedirs(os.path.dirname(os.path.abspath(trace_path)), exist_ok=True)
     prof.export_chrome_trace(trace_path)
+    launches = sites.kernel_launches(prof) / max(1, int(iterations)) if on_gpu else None
     return {
         "trace_path": os.path.abspath(trace_path),
         "device": "cuda" if on_gpu else "cpu",
@@ -560,6 +561,8 @@ def profile(model, trace_path, model_kwargs=None, input_shape=None, dtype="float
         "dtype": dtype,
         "wrapped_modules": wrapped,
         "iterations": int(iterations),
+        # kernels the model's forward launches (None on the CPU: no kernels there)
+        "launches_per_forward": launches,
         "profiled_s": round(elapsed, 3),
         "call_sites": call_sites,
     }

@@ -154,13 +154,14 @@ fn print(
     }
     if let Some(r) = run {
         eprintln!(
-            "profiled {} ({} parameters) on {}, inputs {}, {}, {} forward passes, trace: {}",
+            "profiled {} ({} parameters) on {}, inputs {}, {}, {} forward passes{}, trace: {}",
             r["model_class"].as_str().unwrap_or("?"),
             r["parameters"],
             r["device_name"].as_str().unwrap_or("?"),
             r["inputs"].as_str().unwrap_or("?"),
             r["dtype"].as_str().unwrap_or("?"),
             r["iterations"],
+            launches_text(r),
             r["trace_path"].as_str().unwrap_or("?"),
         );
     }
@@ -236,4 +237,28 @@ fn print(
         )?;
     }
     emit(&text)
+}
+
+/// `, N kernel launches per forward` from a profiled run's `launches_per_forward` (a GPU
+/// profile's kernels over its forward passes); empty on the CPU, which launches none.
+fn launches_text(run: &serde_json::Value) -> String {
+    run["launches_per_forward"]
+        .as_f64()
+        .map_or(String::new(), |n| {
+            format!(", {n:.0} kernel launches per forward")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::launches_text;
+
+    #[test]
+    fn the_profiled_line_names_launches_per_forward_on_a_gpu_only() {
+        let gpu = serde_json::json!({"launches_per_forward": 412.333});
+        assert_eq!(launches_text(&gpu), ", 412 kernel launches per forward");
+        let cpu = serde_json::json!({"launches_per_forward": null});
+        assert_eq!(launches_text(&cpu), "");
+        assert_eq!(launches_text(&serde_json::json!({})), "");
+    }
 }

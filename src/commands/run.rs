@@ -292,6 +292,7 @@ mod tests {
             kernels_ms: Some(kernels_ms),
             speedup: Some(baseline_ms / kernels_ms),
             error: None,
+            ..Default::default()
         }
     }
 

@@ -202,11 +202,16 @@ pub async fn run(args: VerifyArgs, global: &GlobalArgs) -> anyhow::Result<ExitCo
             let line = match &m.error {
                 Some(e) => format!("mode {}: {e}", m.mode),
                 None => format!(
-                    "mode {}: {} ms without kernels, {} ms with them, speedup {}",
+                    "mode {}: {} ms without kernels, {} ms with them, speedup {}{}",
                     m.mode,
                     ms(m.baseline_ms),
                     ms(m.kernels_ms),
-                    m.speedup.map_or("n/a".to_string(), |x| format!("{x:.3}x"))
+                    m.speedup.map_or("n/a".to_string(), |x| format!("{x:.3}x")),
+                    match (m.baseline_launches, m.kernels_launches) {
+                        (Some(b), Some(k)) => format!(", {b} → {k} kernel launches per forward"),
+                        (Some(b), None) => format!(", {b} kernel launches per forward"),
+                        _ => String::new(),
+                    }
                 ),
             };
             crate::output::print_stdout(&line);
