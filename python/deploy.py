@@ -172,7 +172,7 @@ def _module_kind(kind):
     dim, its problem shape on x), from the call-site matcher; None for other kinds."""
     cs = plugs.call_sites
     # a fused add-norm goes into the norm modules (any of them: a norm the model does not
-    # call on a residual add's sum keeps its own forward, plugs._DeferredAdd)
+    # call on a residual add's sum keeps its own forward, plugs._FusedAdd)
     kind = {v: k for k, v in cs.ADD_NORM.items()}.get(kind, kind)
     if kind in ("rmsnorm", "layernorm"):
         return (lambda m: cs.norm_kind(m) == kind and getattr(m, "weight", None) is not None,

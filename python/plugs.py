@@ -45,11 +45,10 @@ How each kind is plugged in:
 - add_rmsnorm and add_layernorm (a residual add, then the norm of the sum): the norm modules
   whose input is the sum the model's last add returned (``call_sites.capture_add_norm_inputs``)
   and whose params, decided as a norm's, are the target's. While the model's forward runs
-  (not while torch.compile traces it) a torch function mode (:class:`_DeferredAdd`) holds back
-  each plain add the plug takes: it returns an empty tensor of the sum's shape and computes
-  the sum only when anything but a metadata read comes next; when that next call is a plugged
-  norm module on that very tensor, the fused kernel computes the sum and the norm in one
-  launch, the sum into the tensor the model holds (its residual). While torch.compile traces,
+  (not while torch.compile traces it) a torch function mode (:class:`_FusedAdd`) learns which
+  norm takes the sum of which add (by the add's line of code and its count in the forward);
+  an add it has learned runs the fused kernel at once, the model getting the kernel's sum
+  and the norm, when called on that sum unchanged, the kernel's norm. While torch.compile traces,
   the norm calls the kernel on (sum, 0) and a post-grad graph pass (:class:`ChainPass`) hands
   it the add's operands instead, so that the compiled graph holds one kernel where the add
   and the norm were. The kernel is first checked against each such module's own forward on
@@ -61,6 +60,8 @@ Each kernel takes only the calls at its target's problem shapes (see :class:`Plu
 
 import contextlib
 import contextvars
+import os
+import sys
 import types
 
 import torch
@@ -210,18 +211,20 @@ class Plug:
     def _not_pluggable(self, model, undo):
         raise NotImplementedError(f"{self.kind} has no standard call site to plug into")
 
-    def _replace_forward(self, module, forward, undo, gated=True):
+    def _replace_forward(self, module, forward, undo, gated=True, one_input=True):
         """Replaces module.forward with forward(self, x, previous): `previous` is the
         forward in place before (a bound method), for the calls this plug does not take.
         `gated`: calls go to `previous` where the plug is off (:meth:`_off`) before
-        `forward` sees them (a fused add-norm decides at the add instead)."""
+        `forward` sees them (a fused add-norm decides at the add instead). `one_input`:
+        `forward` takes one positional input, and a call made otherwise (``norm(input=h)``,
+        extra arguments) goes to `previous`."""
         had = "forward" in module.__dict__
         old = module.__dict__.get("forward")
         previous = module.forward
         plug = self
 
         def replaced(self, *a, **kw):
-            if gated and plug._off() or _grad_needed(a, self.parameters()):
+            if one_input and (kw or len(a) != 1) or gated and plug._off() or _grad_needed(a, self.parameters()):
                 return previous(*a, **kw)
             return forward(self, *a, previous=previous, **kw)
 
@@ -303,13 +306,13 @@ class Plug:
         return self.fn(**inputs)
 
     def _takes_add(self, a, b):
-        """Whether this plug holds back the add ``a + b``: both contiguous, at its dtype and
+        """Whether this plug may fuse the add ``a + b``: both contiguous, at its dtype and
         shapes, and a norm module to take the sum."""
         return bool(self.modules) and a.is_contiguous() and b.is_contiguous() and self._takes(a)
 
     def _plug_add_norm(self, model, undo):
         plug = self
-        deferred = _DeferredAdd(plug)
+        chain = _FusedAdd(plug)
         for m in self.modules:
             def forward(self, x, previous):
                 if _compiling():
@@ -319,18 +322,15 @@ class Plug:
                     # stands, and the graph pass (`ChainPass`) hands it the add's operands
                     out = plug._add_norm_call(self, x, torch.zeros_like(x))
                     return out[1].view(x.shape)
-                pending = deferred.take(x)
-                if pending is None:
+                y = chain.take(x, self)
+                if y is None:
+                    y = chain.learn(x, self)
+                if y is None:
                     return previous(x)
-                h, a, b = pending
-                out = plug._add_norm_call(self, a, b)
-                # the model holds h (its residual): it takes the kernel's sum as its storage
-                with torch._C.DisableTorchFunction():
-                    h.set_(out.untyped_storage(), out.storage_offset(), h.shape, h.stride())
-                return plug._count(out[1].view(h.shape))
+                return plug._count(y)
 
             # the add decided whether the plug takes the chain (its first eager call at a
-            # shape warms it, `_mine`): the norm takes what the add held back
+            # shape warms it, `_mine`): the norm takes what the add computed
             self._replace_forward(m, forward, undo, gated=False)
 
         # while torch.compile traces, neither hook does anything (the same in both: one
@@ -340,16 +340,17 @@ class Plug:
             if _compiling():
                 return
             on = not self._off()
-            deferred.entered.append(on)
+            chain.entered.append(on)
             if on:
-                deferred.__enter__()
+                chain.start()
+                chain.__enter__()
 
         def leave(_m, _args, _out):
-            if _compiling() or not deferred.entered:
+            if _compiling() or not chain.entered:
                 return
-            if deferred.entered.pop():
-                deferred.flush()
-                deferred.__exit__(None, None, None)
+            if chain.entered.pop():
+                chain.__exit__(None, None, None)
+                chain.start()  # what the forward held is released
 
         hooks = [model.register_forward_pre_hook(enter), model.register_forward_hook(leave, always_call=True)]
         undo.append(lambda: [h.remove() for h in hooks])
@@ -527,7 +528,7 @@ class Plug:
                     return previous(x, *args, **kwargs)
                 return plug._count(plug._rotary_call(x, *plug._module_tables(self, x)))
 
-            self._replace_forward(m, forward, undo)
+            self._replace_forward(m, forward, undo, one_input=False)
         for mod in getattr(self, "function_modules", ()):
             _RotaryDispatch.join(mod, model, self, undo)
 
@@ -649,47 +650,91 @@ class _RotaryDispatch:
         return tuple(out)
 
 
-class _DeferredAdd(torch.overrides.TorchFunctionMode):
-    """The torch function mode of a fused add-norm plug while its model's forward runs: a
-    plain add ``a + b`` the plug takes (:meth:`Plug._takes_add`) returns an empty tensor of
-    the sum's shape, held back; the first call after it that is not a metadata read
-    (``call_sites.reads_metadata``) computes the sum into it first (:meth:`flush`), unless
-    it is a plugged norm module's forward on it, which takes the operands (:meth:`take`)
-    and computes both in one kernel. So the model sees the sum wherever it reads it, whatever its code does
-    between the add and the norm. `entered` holds, per forward running (nested ones
-    included), whether its pre-hook entered the mode, for its post-hook."""
+class _FusedAdd(torch.overrides.TorchFunctionMode):
+    """The torch function mode of a fused add-norm plug while its model's forward runs.
+
+    It learns, from the model's own calls, which norm module takes the sum of which add:
+    an add is named by the line of code that makes it and how many times that line has
+    added at the plug's shapes in this forward (the add at the end of decoder layer *i* is
+    that line's *i*-th add), and a plugged norm called on the sum of the add just made (the
+    tensor itself or a view of all of it, unchanged since: its version counter) records the
+    add's name for itself (:meth:`learn`). An add the plug takes whose name it has learned
+    runs the fused kernel right there, with that norm's weights: the model gets the
+    kernel's sum (``out[0]``), filled, as its add's result, and the norm's output is kept
+    for that norm; when the norm is next called on that sum, unchanged, it returns it
+    (:meth:`take`), else it computes its own. So whatever the model's code does between
+    the add and the norm (TorchScript, an extension reading the sum, an in-place change),
+    it sees the sum, and the norm its own result: a name learned wrong costs a kernel,
+    never a value. The first forward at a shape learns (its norms come from the kernel,
+    its sums from PyTorch's add); the later ones fuse.
+    `entered` holds, per forward running (nested ones included), whether its pre-hook
+    entered the mode, for its post-hook."""
 
     def __init__(self, plug):
         super().__init__()
-        self.plug, self.pending, self.entered = plug, None, []
+        self.plug, self.entered = plug, []
+        self.norms = {}  # an add's name -> the plugged norm module that took its sum
+        self.start()
+
+    def start(self):
+        """Forgets what one forward held: its adds' counts, the last sum, a kept norm."""
+        self.counts = {}  # the line of code of an add -> its adds so far in this forward
+        self.last = None  # (sum, its version, the add's name, operands): the last add not fused
+        self.kept = None  # (sum, its version, the norm's output, the norm module)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if self.pending is not None and not call_sites.reads_metadata(func):
-            self.flush()
         operands = call_sites._add_operands(func, args, kwargs)
-        if operands is not None and self.plug._takes_add(*operands):
-            h = torch.empty_like(operands[0])
-            self.pending = (h, *operands)
-            return h
-        return func(*args, **kwargs)
+        if operands is None or not self.plug._takes_add(*operands):
+            return func(*args, **kwargs)
+        name = self._name()
+        norm = self.norms.get(name)
+        if norm is None:
+            out = func(*args, **kwargs)
+            self.last = (out, out._version, name, operands)
+            return out
+        out = self.plug._add_norm_call(norm, *operands)
+        h = out[0].view(operands[0].shape)
+        self.kept = (h, h._version, out[1], norm)
+        return h
 
-    def take(self, x):
-        """(h, a, b) when `x` is the held-back sum h (then no longer held), else None after
-        computing any held-back sum."""
-        if self.pending is not None and x is self.pending[0]:
-            pending, self.pending = self.pending, None
-            return pending
-        self.flush()
-        return None
+    def _name(self):
+        """The name of the add being made: the line of the model's code that makes it
+        (the first frame outside torch and this file) and its count in this forward."""
+        frame = sys._getframe(1)
+        while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIR)
+                                     or frame.f_code.co_filename == __file__):
+            frame = frame.f_back
+        line = (frame.f_code, frame.f_lasti) if frame is not None else None
+        n = self.counts.get(line, 0)
+        self.counts[line] = n + 1
+        return line, n
 
-    def flush(self):
-        """Computes the held-back sum, if any, into the tensor the model holds."""
-        if self.pending is None:
-            return
-        (h, a, b), self.pending = self.pending, None
-        with torch._C.DisableTorchFunction():
-            torch.add(a, b, out=h)
+    def take(self, x, module):
+        """The kept norm output, shaped as `x`, when `x` is its sum unchanged and `module`
+        the norm it was computed for; else None."""
+        kept, self.kept = self.kept, None
+        if kept is None or kept[3] is not module or not call_sites.whole_view(x, kept[0]) or x._version != kept[1]:
+            return None
+        return kept[2].view(x.shape)
+
+    def learn(self, x, module):
+        """When `x` is the last add's sum, unchanged: names `module` as that add's norm and
+        returns the kernel's norm of it, computed from the add's operands (the add itself
+        was PyTorch's this once); else None. So the first forward at a shape runs the
+        kernel too (where the plug takes no eager calls but a CUDA graph's, that first call
+        is the warm-up, `Plug._mine`: Triton compiles and loads it then, as it cannot while a
+        graph captures it)."""
+        last = self.last
+        if last is None or not call_sites.whole_view(x, last[0]) or x._version != last[1]:
+            return None
+        self.norms[last[2]] = module
+        self.last = None
+        return self.plug._add_norm_call(module, *last[3])[1].view(x.shape)
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+"""Frames in torch's own files (the overrides machinery) are not the model's code."""
 
 
 class ChainPass:

@@ -240,29 +240,25 @@ def _add_operands(func, args, kwargs):
     return a, b
 
 
-def reads_metadata(func):
-    """Whether a torch function call of `func` only reads a tensor's metadata (its shape,
-    dtype, device, strides: what an empty tensor of its shape answers alike)."""
-    import torch
-
-    if getattr(func, "__name__", None) == "__get__":
-        base = torch._C.TensorBase
-        return getattr(func, "__self__", None) in (base.shape, base.dtype, base.device, base.requires_grad,
-                                                   base.is_cuda, base.layout, base.ndim)
-    return func in (torch.Tensor.dim, torch.Tensor.size, torch.Tensor.numel, torch.Tensor.is_contiguous,
-                    torch.Tensor.stride)
+def whole_view(x, h):
+    """Whether tensor `x` is `h` or a contiguous view of all of it with the same rows (the
+    norm's input may be the sum reshaped, as OPT's decoder does)."""
+    if x is h:
+        return True
+    return x.data_ptr() == h.data_ptr() and x.numel() == h.numel() and x.dim() >= 1 \
+        and x.shape[-1] == h.shape[-1] and x.dtype == h.dtype and x.is_contiguous() and h.is_contiguous()
 
 
 def capture_add_norm_inputs(model, forward):
     """Runs `forward()` once and finds the norm modules whose input is the sum a residual
-    add has just made (the norm is called on the tensor the last add returned, as in
-    ``h = x + residual; y = norm(h)``): ``{module: (x, residual, problem shapes, dtype
-    name, calls fed by an add)}``, the operands of the module's first such call (copies),
-    as the plugs take it: nothing but metadata reads between the add and the norm (an
-    in-place ``+=`` on the sum in between breaks the chain). The adds are seen through a
-    torch function mode (the model's own calls, however its code is split over modules: an
-    add at the end of one decoder layer and the norm at the start of the next are one
-    chain)."""
+    add made: the norm called on the tensor the model's last plain add (two tensors of one
+    shape and dtype) returned, or on a contiguous view of all of it (OPT reshapes it), left
+    unchanged since (its version counter), as in ``h = x + residual; y = norm(h)``:
+    ``{module: (x, residual, problem shapes, dtype name, calls fed by an add)}``, the
+    operands of the module's first such call (copies). The rule is the plugs' own
+    (``plugs._FusedAdd``). The adds are seen through a torch function mode (the model's own
+    calls, however its code is split over modules: an add at the end of one decoder layer
+    and the norm at the start of the next are one chain)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -271,20 +267,19 @@ def capture_add_norm_inputs(model, forward):
     class Adds(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if last and not reads_metadata(func):
-                last.clear()
             out = func(*args, **kwargs)
             operands = _add_operands(func, args, kwargs)
             if operands is not None and isinstance(out, torch.Tensor):
                 last.clear()
-                last.update(out=out, operands=operands)
+                last.update(out=out, version=out._version, operands=operands)
             return out
 
     seen = {}
     hooks = []
 
     def hook(m, args):
-        if not args or not isinstance(args[0], torch.Tensor) or args[0] is not last.get("out"):
+        if not args or not isinstance(args[0], torch.Tensor) or not last or not whole_view(args[0], last["out"]) \
+                or args[0]._version != last["version"]:
             return
         x = args[0]
         a, b = last["operands"]

@@ -81,8 +81,8 @@ fn every_planned_target_is_plugged_in(class: &str, config: &str) -> Vec<String> 
 #[test]
 fn gpt2_runs_with_every_planned_target_plugged_in() {
     let kinds = every_planned_target_is_plugged_in("GPT2LMHeadModel", GPT2);
-    // Conv1D and the LM head are matmuls; ln_2 and ln_f take a residual add's sum (2 of
-    // the 3 LayerNorm calls): a fused add_layernorm chain
+    // Conv1D and the LM head are matmuls; every LayerNorm takes an add's sum (ln_1 the
+    // embeddings', ln_2 and ln_f residual sums): a fused add_layernorm chain
     assert!(
         kinds.contains(&"matmul".into()) && kinds.contains(&"add_layernorm".into()),
         "{kinds:?}"

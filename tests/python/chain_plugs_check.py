@@ -3,9 +3,11 @@ CPU, with the starters (run by tests/it/hf_chains.rs).
 
 argv: CHECK OPS_DIR ROOT, as norm_plugs_check.py. CHECK is `plugged` (verify_model.verify
 plugs each tiny random-weight HF model's chain in: included, the output within tolerance),
-`held_back` (a model whose code reads the sum before the norm, or adds in place, gets the
-model's own result: the held-back sum is computed first; a sum the norm takes is the
-model's residual afterwards, and the kernel ran once per chain), `compiled` (under
+`fused` (a model whose code reads the sum before the norm, in Python or TorchScript, or
+adds to it in place, gets the model's own result; the kernel runs once per chain and
+forward where the sum reaches the norm unchanged, the first forward learning, the later
+ones fusing at the add), `two_norms` (two chain plugs at one shape each take their own
+norm's chain), `compiled` (under
 torch.compile the graph pass gives the kernel the add's operands where it may, and the
 output is the model's own), or `wrong_sum` (a kernel
 whose sum is off is left out by the plug check, naming the sum). Prints `ok`.
@@ -51,10 +53,16 @@ def run(cls, config, kind, params, shape, path):
                      model_kwargs=config, input_shape=[1, 16], loader_dir=LOADER)
 
 
+@torch.jit.script
+def _scripted_twice(h):
+    return h * 2
+
+
 class Block(torch.nn.Module):
     """``h = x + r`` then, by `code`: ``norm(h)`` returned with ``h`` (the chain), or the sum
-    read first (``h * 2`` before the norm), or added to in place (``h += r``) before it; or
-    (``product``) the norm of ``x * r``, no add."""
+    read first (``h * 2`` before the norm; by TorchScript with ``script``), or added to in
+    place (``h += r``) before it; the norm called by keyword (``keyword``); or (``product``)
+    the norm of ``x * r``, no add."""
 
     def __init__(self, code):
         super().__init__()
@@ -73,6 +81,13 @@ class Block(torch.nn.Module):
             return self.norm(h) + twice
         if self.code == "in_place":
             h += r
+        if self.code == "keyword":
+            # a call the plug does not take (its forward takes one positional input)
+            return self.norm(input=h) + h
+        if self.code == "script":
+            # TorchScript reads the sum outside any torch function mode
+            twice = _scripted_twice(h)
+            return self.norm(h) + twice
         return self.norm(h) + h
 
 
@@ -89,25 +104,67 @@ if CHECK == "plugged":
         # included means the plug took calls (one that takes none is left out as unused)
         assert r["passed"] and r["included"] == [f"01-{kind}"], (cls, r)
         assert r["max_abs_error"] < 1e-3, (cls, r)
-elif CHECK == "held_back":
+elif CHECK == "fused":
     g = torch.Generator().manual_seed(0)
     x, r = torch.randn(8, 32, generator=g), torch.randn(8, 32, generator=g)
     params = {"eps": 1e-5, "has_bias": True}
-    for code, fused in (("chain", 1), ("read_first", 0), ("in_place", 0)):
+    # the sum read before the norm is still the chain (the kernel's sum is filled at the
+    # add); an in-place change of it between is not (the norm computes its own)
+    for code, fused in (("chain", 1), ("read_first", 1), ("in_place", 0), ("script", 1), ("keyword", 0)):
         model = Block(code).eval()
         with torch.no_grad():
             want = model(x, r)
         plug = plug_for(model, "add_layernorm", params, [8, 32], os.path.join(STARTERS, "add_layernorm.py"))
         with torch.no_grad(), plug.installed(model):
             got = model(x, r)
-            again = model(x, r)
+            # through the Triton kernel (the operator's CPU implementation is the reference,
+            # itself an add)
+            with kernel_ops.force_kernel(), \
+                    torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                again = model(x, r)
         assert plug.calls == 2 * fused, (code, plug.calls)
+        # the second forward fused at the add: PyTorch made one add fewer than the model's own
+        adds = sum(1 for e in prof.events() if e.name == "aten::add")
+        own = {"chain": 2, "read_first": 2, "in_place": 2, "script": 2, "keyword": 2}[code]
+        assert adds == own - fused, (code, adds)
         for out in (got, again):
             err = (out - want).abs().max().item()
             assert err < 1e-4, (code, err)
         # out of the plug, the model is its own again
         with torch.no_grad():
             assert torch.equal(model(x, r), want), code
+elif CHECK == "two_norms":
+    class Mixed(torch.nn.Module):
+        """Two chains at one shape: an RMS norm's, then a layer norm's."""
+
+        def __init__(self):
+            super().__init__()
+            self.rms, self.ln = torch.nn.RMSNorm(32, eps=1e-6), torch.nn.LayerNorm(32)
+
+        def forward(self, x, r):
+            h1 = x + r
+            h2 = self.rms(h1) + h1
+            return self.ln(h2) + h2
+
+    g = torch.Generator().manual_seed(0)
+    x, r = torch.randn(8, 32, generator=g), torch.randn(8, 32, generator=g)
+    model = Mixed().eval()
+    with torch.no_grad():
+        want = model(x, r)
+    rms = kernel_ops.register(os.path.join(STARTERS, "add_rmsnorm.py"), name="chain_mixed_rms",
+                              params={"eps": 1e-6, "weight_offset": 0, "cast_order": "float32"})
+    ln = kernel_ops.register(os.path.join(STARTERS, "add_layernorm.py"), name="chain_mixed_ln",
+                             params={"eps": 1e-5, "has_bias": True})
+    a = plugs.Plug("01-add_rmsnorm", "add_rmsnorm", rms, [[8, 32]], {"eps": 1e-6}, torch.float32)
+    b = plugs.Plug("02-add_layernorm", "add_layernorm", ln, [[8, 32]], {"eps": 1e-5}, torch.float32)
+    a.modules, b.modules = [model.rms], [model.ln]
+    with torch.no_grad(), a.installed(model), b.installed(model):
+        outs = [model(x, r) for _ in range(3)]
+    # every forward runs each kernel once (the first learning, the later fusing at the add)
+    assert (a.calls, b.calls) == (3, 3), (a.calls, b.calls)
+    for out in outs:
+        err = (out - want).abs().max().item()
+        assert err < 1e-4, err
 elif CHECK == "compiled":
     # under torch.compile the graph pass hands the kernel the add's operands: one rewrite
     # for the chain, also where the code reads the sum first (a functional graph: the
