@@ -336,10 +336,10 @@ def add_norm_call_sites(model, forward):
     add, its parameters the norm's (decided by the norm's own forward on the sum), and
     ``added_us`` the add's device time per call (the planner adds it to the norm's share:
     the fused kernel takes both)."""
+    import torch
+
     sites = {}
     for m, (a, b, shapes, dtype, calls) in capture_add_norm_inputs(model, forward).items():
-        import torch
-
         with torch.no_grad():
             h = a + b
         try:
