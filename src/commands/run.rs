@@ -63,7 +63,10 @@ pub struct RunArgs {
     pub llm_model: Option<String>,
     #[command(flatten)]
     pub experiments: LoopArgs,
-    /// Number of kernels from the plan to optimise [default: 5]
+    /// How many targets to plan [default: 5]: on a GPU autokernel knows, the N that can
+    /// save the most; elsewhere those of the N ops with the largest share, where an op
+    /// whose call sites differ (a `Linear` class at four shapes) counts once and may give
+    /// several targets
     #[arg(long, value_name = "N", help_heading = "Budget")]
     pub top: Option<usize>,
     /// The workspace folder (a git repository: one commit per experiment)
