@@ -733,8 +733,9 @@ class _FusedAdd(torch.overrides.TorchFunctionMode):
         return self.plug._add_norm_call(module, *last[3])[1].view(x.shape)
 
 
-_TORCH_DIR = os.path.dirname(torch.__file__)
-"""Frames in torch's own files (the overrides machinery) are not the model's code."""
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+"""Frames in torch's own files (the overrides machinery) are not the model's code (a
+separator at the end: torchvision's are)."""
 
 
 class ChainPass:
