@@ -6,7 +6,9 @@ Modes: `eager`; `cudagraph` (eager captured into a CUDA graph and replayed); `co
 Every mode is timed alike: a plain loop of `--forwards` forwards and one synchronize
 (docs/gpu.md says why not do_bench for a host-paced forward), in `--rounds` interleaved
 rounds (each round times every mode once, so that a drifting host weighs on all alike);
-the median round is reported, with the fastest and slowest.
+the median round is reported, with the fastest and slowest. After the timing, one more
+forward of each mode runs under torch.profiler to count its GPU kernel launches (CUPTI's
+records, a graph replay counting every kernel it holds; copies and memsets left out).
 
 Honest graphs: the graph is captured after a warm-up on a side stream, its input is a
 static tensor filled before each replay, its output is copied out after the replay and
@@ -108,6 +110,7 @@ def make_modes(model, ids, modes, device, suffix=""):
         # a second model instance gets compiled graphs of its own (dynamo traces it anew:
         # its plugs' Python runs while tracing, seen on the CPU with the tiny example)
         mode, out_name = name, name + suffix
+        print(f"  {out_name}: preparing", file=sys.stderr, flush=True)
         if mode == "eager":
             out[out_name] = lambda: forward(ids)
         elif mode == "cudagraph":
@@ -155,6 +158,23 @@ def time_ms(run, forwards, device):
     return (time.perf_counter() - t0) * 1e3 / forwards
 
 
+def launches(run, device):
+    """GPU kernels one call of `run` launches (None off a GPU): CUPTI's records, as the
+    profile and verification count them (call_sites.kernel_launches)."""
+    if device != "cuda":
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    run()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize()
+    cuda = torch.autograd.DeviceType.CUDA
+    return sum(1 for e in prof.events()
+               if e.device_type == cuda and not e.name.startswith(("Memcpy", "Memset", "[memory]")))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
@@ -169,7 +189,13 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--out", help="a JSON-lines file to append the result to")
     p.add_argument("--package", help="a folder `autokernel export` wrote: each mode again with its kernels")
+    p.add_argument("--watchdog-s", type=float, default=0,
+                   help="after this many seconds, print every thread's stack and exit (0: never)")
     args = p.parse_args()
+    if args.watchdog_s > 0:
+        import faulthandler
+
+        faulthandler.dump_traceback_later(args.watchdog_s, exit=True)
     device, dtype = args.device, getattr(torch, args.dtype)
     modes = [m for m in args.modes.split(",") if m]
     unknown = set(modes) - set(MODES)
@@ -189,7 +215,8 @@ def main():
             installed = report.to_dict()
             runs.update(make_modes(optimized, ids, modes, device, suffix="+ak"))
         times = {m: [] for m in runs}
-        for _ in range(args.rounds):
+        for r in range(args.rounds):
+            print(f"  timing round {r + 1} of {args.rounds}", file=sys.stderr, flush=True)
             for mode, run in runs.items():
                 run()  # one untimed forward: the loop starts warm
                 times[mode].append(time_ms(run, args.forwards, device))
@@ -199,6 +226,7 @@ def main():
             got = run().float()
             scale = reference.abs().max().item() or 1.0
             errors[mode] = (got - reference).abs().max().item() / scale
+        counted = {mode: launches(run, device) for mode, run in runs.items()}
     name = args.hf or f"example {args.example}"
     result = {
         "model": name,
@@ -212,13 +240,14 @@ def main():
         "ms": {m: statistics.median(t) for m, t in times.items()},
         "ms_range": {m: [min(t), max(t)] for m, t in times.items()},
         "max_rel_error_vs_eager": errors,
+        "launches_per_forward": counted,
         "package": installed,
     }
     print(f"{name} {list(ids.shape)} {args.dtype} on {result['device']}", file=sys.stderr)
     for m in times:
         lo, hi = result["ms_range"][m]
         print(f"  {m:11s} {result['ms'][m]:8.3f} ms  [{lo:.3f}–{hi:.3f}]  "
-              f"max |Δ|/max|eager| {errors[m]:.2e}", file=sys.stderr)
+              f"max |Δ|/max|eager| {errors[m]:.2e}  launches {counted[m]}", file=sys.stderr)
     line = json.dumps(result)
     print(line)
     if args.out:

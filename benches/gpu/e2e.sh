@@ -32,4 +32,5 @@ if [ -d "$out/$name-pkg" ]; then
 fi
 echo "$name: done after $(($(date +%s) - start)) s"
 # one archive: the device tool brings back a limited number of files
-tar czf "$out/$name-ws.tgz" -C "$out" "$name-ws" "$name-pkg" 2>/dev/null && rm -rf "$out/$name-ws" "$out/$name-pkg"
+tar czf "$out/$name-ws.tgz" -C "$out" "$name-ws" "$name-pkg" "$name-run.json" "$name-run.log" "$name-export.log" "$name-deploy.log" 2>/dev/null \
+    && rm -rf "$out/$name-ws" "$out/$name-pkg" "$out/$name-run.json" "$out/$name-run.log" "$out/$name-export.log"
