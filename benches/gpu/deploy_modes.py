@@ -159,20 +159,21 @@ def time_ms(run, forwards, device):
 
 
 def launches(run, device):
-    """GPU kernels one call of `run` launches (None off a GPU): CUPTI's records, as the
-    profile and verification count them (call_sites.kernel_launches)."""
+    """GPU kernels one call of `run` launches (None off a GPU), counted as the profile and
+    verification count them (``call_sites.kernel_launches``)."""
     if device != "cuda":
         return None
     from torch.profiler import ProfilerActivity, profile
+
+    sys.path.insert(0, os.path.join(REPO, "autokernel-profiler", "python"))
+    from call_sites import kernel_launches
 
     run()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         run()
         torch.cuda.synchronize()
-    cuda = torch.autograd.DeviceType.CUDA
-    return sum(1 for e in prof.events()
-               if e.device_type == cuda and not e.name.startswith(("Memcpy", "Memset", "[memory]")))
+    return kernel_launches(prof)
 
 
 def main():

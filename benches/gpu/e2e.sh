@@ -31,6 +31,12 @@ if [ -d "$out/$name-pkg" ]; then
     echo "$name: deploy_modes exit $?"
 fi
 echo "$name: done after $(($(date +%s) - start)) s"
-# one archive: the device tool brings back a limited number of files
-tar czf "$out/$name-ws.tgz" -C "$out" "$name-ws" "$name-pkg" "$name-run.json" "$name-run.log" "$name-export.log" "$name-deploy.log" 2>/dev/null \
-    && rm -rf "$out/$name-ws" "$out/$name-pkg" "$out/$name-run.json" "$out/$name-run.log" "$out/$name-export.log"
+# one archive: the device tool brings back a limited number of files (deploy.log stays
+# out too, to be read first)
+kept=()
+for f in "$name-ws" "$name-pkg" "$name-run.json" "$name-run.log" "$name-export.log" "$name-deploy.log"; do
+    [ -e "$out/$f" ] && kept+=("$f")
+done
+tar czf "$out/$name-ws.tgz" -C "$out" "${kept[@]}" && for f in "${kept[@]}"; do
+    [ "$f" = "$name-deploy.log" ] || rm -rf "${out:?}/$f"
+done
