@@ -632,22 +632,19 @@ class Candidate:
         self.path = path
 
 
-def load(path):
-    """Loads `path` under a fresh module name. Returns (json, Candidate | None).
-
-    The JSON has `ok`, `sha256` (of the exact bytes compiled), `kind`, and on failure
-    `message` and `line`.
-    """
+def _exec_file(path, result):
+    """Compiles and executes the candidate file `path` under a fresh module name, filling
+    `result` (a dict) with `sha256` (of the exact bytes compiled) and, on failure,
+    `message`, `line`, `traceback` and `cuda_error`. Returns the module, or None."""
     with open(path, "rb") as f:
         source = f.read()
-    sha = hashlib.sha256(source).hexdigest()
-    result = {"ok": False, "sha256": sha, "kind": None, "message": None, "line": None}
+    result["sha256"] = hashlib.sha256(source).hexdigest()
     try:
         code = compile(source, path, "exec")
     except SyntaxError as e:
         result["message"] = f"{type(e).__name__}: {e.msg}"
         result["line"] = e.lineno
-        return json.dumps(result), None
+        return None
     name = f"autokernel_candidate_{os.getpid()}_{next(_STATE['counter'])}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -661,7 +658,21 @@ def load(path):
         result["line"] = _candidate_line(e, path)
         result["traceback"] = _format_tb(e)
         result["cuda_error"] = _is_cuda_error(e)
+        return None
+    return module
+
+
+def load(path):
+    """Loads `path` under a fresh module name. Returns (json, Candidate | None).
+
+    The JSON has `ok`, `sha256` (of the exact bytes compiled), `kind`, and on failure
+    `message` and `line`.
+    """
+    result = {"ok": False, "sha256": None, "kind": None, "message": None, "line": None}
+    module = _exec_file(path, result)
+    if module is None:
         return json.dumps(result), None
+    sha = result["sha256"]
     fn = module.__dict__.get("kernel_fn")
     kind = module.__dict__.get("KERNEL_KIND")
     if not callable(fn):
@@ -1238,6 +1249,116 @@ def reference_compiled(kind, shape, dtype, seed, layout="contiguous", params_jso
 # ---------------------------------------------------------------------------------------
 
 
+# ---------------------------------------------------------------------------------------
+# A problem in KernelBench's format (problems.py; docs/problems.md)
+# ---------------------------------------------------------------------------------------
+
+
+def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
+    """Runs the candidate `kernel_path`'s ``ModelNew`` on each case of `cases_json` (a JSON
+    list of ``{"seed", "shrunk"}``) of the problem `problem_path`, in float32, and writes
+    each output as raw float32 (native byte order, row-major) to `out_dir` (made here).
+    `trials` > 0: also times it at the first case (``problems.time_call``).
+
+    Returns JSON: ``ok``, ``sha256``, ``message``/``line`` when the file does not load,
+    ``cases`` (per case: ``seed``, ``shrunk``, ``sizes`` changed, ``outputs`` as
+    ``{shape, dtype, file}``, ``launches`` of the file's own Triton kernels, ``inputs_changed``
+    (names of inputs it changed), ``reference_calls`` (forwards of the problem's classes
+    under its call), ``hooks_removed``, ``error``), ``latency_us`` and ``cuda_error``. The
+    trusted process compares the outputs (``problems.check``); nothing here judges them.
+    """
+    import problems
+
+    torch = _P["torch"]
+    device = _STATE["device"]
+    result = {"ok": False, "sha256": None, "message": None, "line": None, "cases": [],
+              "latency_us": None, "cuda_error": False}
+    module = _exec_file(kernel_path, result)
+    if module is None:
+        return json.dumps(result)
+    cls = module.__dict__.get("ModelNew")
+    if not isinstance(cls, type):
+        result["message"] = "kernel.py defines no `class ModelNew` (a problem's candidate subclasses nn.Module)"
+        return json.dumps(result)
+    result["ok"] = True
+    if kernel_path not in _LAUNCHES:
+        _LAUNCHES[kernel_path] = len(_LAUNCH_COUNTS)
+        _LAUNCH_COUNTS.append(0)
+    os.makedirs(out_dir, exist_ok=True)
+    problem_file = os.path.realpath(problem_path)
+    reference_calls = [0]
+    classes = {}
+
+    def is_reference(cls_):
+        if cls_ not in classes:
+            try:
+                classes[cls_] = os.path.realpath(inspect.getsourcefile(cls_) or "") == problem_file
+            except TypeError:  # a built-in class
+                classes[cls_] = False
+        return classes[cls_]
+
+    def hook(mod, args):
+        if is_reference(type(mod)):
+            reference_calls[0] += 1
+
+    loaded = {}
+    first = None
+    for i, case in enumerate(json.loads(cases_json)):
+        shrink = bool(case["shrunk"])
+        row = {"seed": case["seed"], "shrunk": shrink, "sizes": {}, "outputs": [], "launches": 0,
+               "inputs_changed": [], "reference_calls": 0, "hooks_removed": False, "error": None}
+        result["cases"].append(row)
+        try:
+            if shrink not in loaded:
+                loaded[shrink] = problems.load(problem_path, shrink)
+            problem, changed = loaded[shrink]
+            row["sizes"] = {k: v[1] for k, v in changed.items()}
+            # the problem's own inputs, made before any of the candidate's code runs in the case
+            torch.manual_seed(case["seed"])
+            model, inputs = problems.build(problem, cls, case["seed"], device, "float32")
+        except problems.ProblemError as e:
+            row["error"] = str(e)
+            continue
+        except Exception as e:  # noqa: BLE001 - ModelNew's constructor is the candidate's
+            row["error"] = f"ModelNew(*get_init_inputs()) raised {_exception_text(e)}"
+            result["cuda_error"] |= _is_cuda_error(e)
+            continue
+        before = [_P["clone"](x) if isinstance(x, _P["Tensor"]) else None for x in inputs]
+        handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+        reference_calls[0] = 0
+        counted = launches(kernel_path)
+        try:
+            with torch.no_grad():
+                outs = problems.outputs_of(model(*inputs))
+            _P["synchronize"]()
+        except Exception as e:  # noqa: BLE001 - any failure of the candidate is a verdict
+            row["error"] = f"ModelNew.forward raised {_exception_text(e)}"
+            result["cuda_error"] |= _is_cuda_error(e)
+            outs = None
+        finally:
+            row["hooks_removed"] = handle.id not in torch.nn.modules.module._global_forward_pre_hooks
+            handle.remove()
+        row["launches"] = launches(kernel_path) - counted
+        row["reference_calls"] = reference_calls[0]
+        row["inputs_changed"] = [f"input {j}" for j, (x, b) in enumerate(zip(inputs, before))
+                                 if b is not None and not _bits_equal(x, b)]
+        if outs is None:
+            continue
+        for j, t in enumerate(outs):
+            name = f"case{i}_out{j}.f32"
+            _to_host(t).tofile(os.path.join(out_dir, name))
+            row["outputs"].append({"shape": list(t.shape), "dtype": _dtype_name(t.dtype), "file": name})
+        if first is None and not shrink:
+            first = (model, inputs)
+    if trials > 0 and first is not None:
+        try:
+            result["latency_us"] = problems.time_call(first[0], first[1], device, trials, gpu_lease(device == "cuda"))
+        except Exception as e:  # noqa: BLE001 - failing only when timed is still the candidate's
+            result["cases"][0]["error"] = f"ModelNew.forward raised while timed: {_exception_text(e)}"
+            result["cuda_error"] |= _is_cuda_error(e)
+    return json.dumps(result)
+
+
 def call_script(path, function, kwargs_json):
     """Loads `path` under a fresh module name and returns json.dumps(function(**kwargs))."""
     name = f"autokernel_script_{os.getpid()}_{next(_STATE['counter'])}"
@@ -1261,7 +1382,7 @@ def describe_exception(exc):
 
 
 __all__ = [
-    "init", "status", "load", "unload", "run_case", "call_script", "reference_output",
+    "init", "status", "load", "unload", "run_case", "call_script", "run_problem", "reference_output",
     "timing_inputs", "timing_pools", "timed_call", "untimed_first_call", "timed_ops", "spin_up",
     "reference_eager", "reference_compiled", "launch_slot",
     "guarded_names", "guarded_namespaces", "guarded_tables", "describe_exception",

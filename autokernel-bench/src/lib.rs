@@ -61,6 +61,7 @@ mod benchmarker;
 mod error;
 pub mod judge;
 mod private_dir;
+pub mod problem;
 mod protocol;
 mod py;
 mod python_env;
@@ -70,6 +71,7 @@ mod worker;
 pub use benchmarker::{declared_kind, PyWorkerBenchmarker};
 pub use error::WorkerError;
 pub use private_dir::{private_dir_in, private_temp_dir};
+pub use problem::{ProblemRequest, ProblemVerdict};
 pub use python_env::{linked_python_version, resolve_python};
 pub use sandbox::SandboxOptions;
 pub use worker::bootstrap::serve_worker;
@@ -86,6 +88,9 @@ pub(crate) const HARNESS_PY: &str = include_str!("../python/harness.py");
 /// float32 reference and eager baseline. Public so that the operators' module
 /// (`kernel_ops.py` of the root package) can ship beside it and import its references.
 pub const CATALOGUE_PY: &str = include_str!("../python/catalogue.py");
+/// Problems in KernelBench's format (`python/problems.py`): loading one, its cases' inputs
+/// and weights, KernelBench's timing, and the trusted comparison ([`judge_problem`]).
+pub(crate) const PROBLEMS_PY: &str = include_str!("../python/problems.py");
 
 /// The starter `kernel.py` for `kind`: a correct, readable Triton kernel with
 /// `KERNEL_KIND`, `CONFIG`, `TUNABLES` and `kernel_fn` (embedded from

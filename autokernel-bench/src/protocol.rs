@@ -88,6 +88,11 @@ pub(crate) enum Request {
         #[serde(default = "spin_up_default")]
         spin_up: bool,
     },
+    /// Run a candidate's `ModelNew` on the cases of a problem in KernelBench's format
+    /// (`harness.run_problem`): its outputs go to files in the worker's scratch folder, which
+    /// the parent collects; the reply's value is `run_problem`'s JSON. Nothing compares them
+    /// in this process ([`crate::judge_problem`]).
+    Problem(ProblemJob),
     /// Run `function(**kwargs)` from a Python file.
     CallScript {
         /// The file.
@@ -97,6 +102,28 @@ pub(crate) enum Request {
         /// Keyword arguments (a JSON object).
         kwargs: serde_json::Value,
     },
+}
+
+/// A [`Request::Problem`] as the candidate's worker sees it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ProblemJob {
+    /// The problem file (`class Model`, `get_inputs`, `get_init_inputs`).
+    pub problem: PathBuf,
+    /// The candidate file (`class ModelNew`).
+    pub kernel: PathBuf,
+    /// The cases, in order: a seed each, at the problem's own sizes or shrunk.
+    pub cases: Vec<ProblemCase>,
+    /// Timed calls at the first case; 0: not timed.
+    pub trials: u32,
+}
+
+/// One case of a [`ProblemJob`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProblemCase {
+    /// The seed set before the init inputs, the model and the inputs (as KernelBench does).
+    pub seed: u64,
+    /// The problem's size constants shrunk (`problems.shrunk`).
+    pub shrunk: bool,
 }
 
 /// A [`Request::TimeReference`] without `spin_up` spins the GPU up, as before the field.

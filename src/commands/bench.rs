@@ -21,6 +21,8 @@ const EXAMPLES: &str = "Examples:
   autokernel bench kernel.py --shape 4096,4096 --dtype float16 --json
   autokernel bench a.py b.py c.py --json          three candidates on one warm worker (JSON lines)
   autokernel bench rmsnorm.py --shape 4096,4096 --shape 8192,8192 --dtype float16 --compile
+  autokernel bench --problem examples/problems/01_relu.py relu_new.py --compile --json
+                                                  a ModelNew on a KernelBench-format problem
 
 Exit codes: 0 the verdict is PASS; 1 any other verdict (FAIL, TIMEOUT, CRASH, TAMPER);
 2 usage or environment error (missing file, unusable python).";
@@ -29,10 +31,17 @@ Exit codes: 0 the verdict is PASS; 1 any other verdict (FAIL, TIMEOUT, CRASH, TA
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = EXAMPLES)]
 pub struct BenchArgs {
-    /// The kernel.py files to judge (each defines KERNEL_KIND and kernel_fn), one after
-    /// another on the same warm worker
+    /// The kernel.py files to judge (each defines KERNEL_KIND and kernel_fn; with
+    /// --problem, `class ModelNew`), one after another on the same warm worker
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+    /// Judge the files on a problem in KernelBench's format instead of a kind: a Python
+    /// file with `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`; each
+    /// kernel file defines `class ModelNew` with the same constructor (docs/problems.md).
+    /// Five seeds and the problem at shrunk sizes, KernelBench's tolerances, timed against
+    /// Model eager (and torch.compile with --compile); --quick: one seed, 10 timed trials
+    #[arg(long, value_name = "PROBLEM.py", help_heading = "Bench")]
+    pub problem: Option<PathBuf>,
     /// Where to run: auto (CUDA when available), cuda, or cpu (Triton's interpreter; timings
     /// are then not representative)
     #[arg(
@@ -128,6 +137,14 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
             missing.display()
         );
     }
+    if args.problem.is_some()
+        && (args.kind.is_some() || !args.params.is_empty() || !args.shapes.is_empty())
+    {
+        anyhow::bail!(
+            "--kind, --param and --shape are a kind's; a problem has its own inputs \
+             (its get_inputs()), so pass --problem without them"
+        );
+    }
     // a name given twice, or wrong for --kind, stops before the worker starts
     collect_params(&args.params, args.kind)?;
     let options = WorkerOptions {
@@ -138,6 +155,23 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
         gpu_bandwidth_gb_s: None,
     };
     let bench = PyWorkerBenchmarker::new(options);
+    if let Some(problem) = &args.problem {
+        let worker = bench.worker();
+        let judged = crate::commands::bench_problem::run(&args, problem, worker);
+        let code = tokio::select! {
+            r = judged => r,
+            signal = crate::commands::experiments::stop_signal() => {
+                worker.shutdown().await;
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("\n{signal}: stopped; the candidate in flight and those after it were not judged");
+                }
+                return Ok(ExitCode::from(130));
+            }
+        };
+        worker.shutdown().await;
+        return code;
+    }
     // one evaluation per file and --shape (per file when no shape is given)
     let shapes: Vec<Option<&Shape>> = if args.shapes.is_empty() {
         vec![None]

@@ -2,6 +2,7 @@
 //! process exit code (`main` dispatches).
 
 pub mod bench;
+pub mod bench_problem;
 pub mod experiments;
 pub mod export;
 pub mod log;

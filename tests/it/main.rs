@@ -17,6 +17,7 @@ mod kernel_ops;
 mod llm;
 mod module_graph;
 mod plugs;
+mod problems;
 mod run;
 mod tune;
 mod util;

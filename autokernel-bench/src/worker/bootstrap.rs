@@ -210,15 +210,17 @@ fn apply_memory_limit() {
 /// Writes the embedded Python files to a private per-user cache folder keyed by their
 /// content (Triton and importlib need real files), atomically. The folder goes first on
 /// `sys.path`, hence private ([`crate::private_temp_dir`]).
-fn write_python_files() -> Result<PathBuf, String> {
+pub(crate) fn write_python_files() -> Result<PathBuf, String> {
     let mut h = Sha256::new();
     h.update(crate::HARNESS_PY);
     h.update(crate::CATALOGUE_PY);
+    h.update(crate::PROBLEMS_PY);
     let digest = format!("{:x}", h.finalize());
     let dir = crate::private_temp_dir(&format!("bench-{}", &digest[..12]))?;
     for (name, text) in [
         ("harness.py", crate::HARNESS_PY),
         ("catalogue.py", crate::CATALOGUE_PY),
+        ("problems.py", crate::PROBLEMS_PY),
     ] {
         let path = dir.join(name);
         if std::fs::read_to_string(&path).is_ok_and(|t| t == text) {
@@ -369,7 +371,10 @@ fn serve(forked: bool) -> Result<(), String> {
             Ok(e) => e,
             Err(e) => return Err(format!("unreadable request: {e}")),
         };
-        let candidate = matches!(envelope.request, Request::Bench(_) | Request::Compare(_));
+        let candidate = matches!(
+            envelope.request,
+            Request::Bench(_) | Request::Compare(_) | Request::Problem(_)
+        );
         let refused = reference_role
             && !matches!(
                 envelope.request,

@@ -21,11 +21,12 @@ use super::checks::{self, Scope};
 use super::launchers::LauncherSignatures;
 use super::lease::LeaseFile;
 use super::payload::PayloadArea;
+use super::requests::PROBLEM_OUTPUTS;
 use super::timing;
 use super::zygote::{self, ForkedProcess, ZygoteLink};
 use crate::protocol::{
-    env, Answer, Call, Envelope, Hello, ParentAnswer, ParentCall, ReferenceJob, ReferenceTiming,
-    Reply, ReplyBody, Request,
+    env, Answer, Call, Envelope, Hello, ParentAnswer, ParentCall, ProblemJob, ReferenceJob,
+    ReferenceTiming, Reply, ReplyBody, Request,
 };
 use crate::python_env::{preflight, resolve_python};
 use crate::sandbox::{self, SandboxOptions};
@@ -632,7 +633,7 @@ impl Worker {
             device
         };
         if matches!(request, Request::Bench(_) | Request::Compare(_)) {
-            return self.candidate_request(device, request, timeout).await;
+            return self.candidate_request(device, request, timeout, None).await;
         }
         let mut state = self.state.lock().await;
         if state.running.as_ref().is_some_and(|r| r.device != device) {
@@ -657,11 +658,14 @@ impl Worker {
     /// imports done while the previous candidate was judged), a new spare launched at once
     /// for the next candidate, and the worker retired after its reply, so nothing a candidate
     /// leaves behind (a swapped function, a thread, a timer, a daemon) reaches the next.
+    /// `collect`: where the files the worker wrote under its scratch folder's
+    /// [`PROBLEM_OUTPUTS`] are moved once it replied, before its scratch folder goes.
     async fn candidate_request(
         &self,
         device: Device,
         request: Request,
         timeout: Duration,
+        collect: Option<&Path>,
     ) -> Result<ReplyBody, WorkerError> {
         let mut state = self.state.lock().await;
         let device = state.resolved(device);
@@ -706,9 +710,44 @@ impl Worker {
         state.last_candidate_hello = Some(running.hello.clone());
         let (reply, back) = self.exchange(&mut state, running, request, timeout).await;
         if let Some(r) = back {
+            if let (Some(to), Some(scratch)) = (collect, r.scratch.as_ref()) {
+                collect_outputs(&scratch.path().join(PROBLEM_OUTPUTS), to)?;
+            }
             r.retire().await;
         }
         reply
+    }
+
+    /// Runs the candidate `job.kernel`'s `ModelNew` on `job`'s cases of the problem
+    /// `job.problem` in a fresh sandboxed worker, as a bench does, and moves the output
+    /// files it wrote into `collect` (an existing, private folder). Returns
+    /// `harness.run_problem`'s JSON (with `guards_changed`).
+    ///
+    /// # Errors
+    /// [`WorkerError::Timeout`] / [`WorkerError::Crashed`] when the candidate hangs or kills
+    /// its worker (a verdict for the caller to give), environment errors as for any request.
+    pub(crate) async fn run_problem(
+        &self,
+        device: Device,
+        job: ProblemJob,
+        collect: &Path,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, WorkerError> {
+        let device = if device == Device::Auto {
+            self.options.device
+        } else {
+            device
+        };
+        let reply = self
+            .candidate_request(device, Request::Problem(job), timeout, Some(collect))
+            .await?;
+        match reply {
+            ReplyBody::Ok { value } => Ok(value),
+            ReplyBody::PythonError { message, traceback } => {
+                Err(WorkerError::Python { message, traceback })
+            }
+            ReplyBody::Error { message } => Err(WorkerError::Protocol { message }),
+        }
     }
 
     /// The interpreter, resolved and checked once.
@@ -1692,6 +1731,24 @@ fn backed(body: ReplyBody, scope: &Scope<'_>) -> ReplyBody {
 /// busy moments ago are still at their working level (one repetition of the candidate in
 /// between takes about 50 ms).
 const WARM_GAP: Duration = Duration::from_millis(500);
+
+/// Moves the regular files directly under `from` (a candidate's output folder; absent when
+/// it wrote none) into `to`. A link or folder a candidate left there is skipped: only what
+/// it wrote as a file is read, and never through a link to a file of the user's.
+fn collect_outputs(from: &Path, to: &Path) -> Result<(), WorkerError> {
+    let Ok(entries) = std::fs::read_dir(from) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_file()) {
+            let target = to.join(entry.file_name());
+            if std::fs::rename(entry.path(), &target).is_err() {
+                std::fs::copy(entry.path(), &target)?;
+            }
+        }
+    }
+    Ok(())
+}
 
 /// How many candidates' workers start ahead of need by default: `AUTOKERNEL_SPARE_WORKERS`
 /// where it is set (0 to [`MAX_SPARE_WORKERS`]; 0 starts each candidate's worker when its

@@ -15,12 +15,13 @@ use super::guards::Guards;
 use super::torch_ops::TorchOps;
 
 /// The harness functions Rust calls, looked up when the harness is imported.
-const FUNCS: [&str; 18] = [
+const FUNCS: [&str; 19] = [
     "status",
     "load",
     "unload",
     "run_case",
     "call_script",
+    "run_problem",
     "describe_exception",
     "guarded_names",
     "launcher_signatures",

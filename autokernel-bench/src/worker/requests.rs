@@ -15,7 +15,7 @@ use super::harness::{Failure, Harness};
 use super::parent::ParentLink;
 use super::plan::{check_request, COMPARE_SEED};
 use super::timing::{self, median};
-use crate::protocol::{CompareJob, ReferenceJob, ReplyBody, Request};
+use crate::protocol::{CompareJob, ProblemJob, ReferenceJob, ReplyBody, Request};
 
 /// Answers `request`, asking `parent` what a candidate's process must not compute itself:
 /// the reply's body, whether the worker must exit after sending it (a CUDA error or
@@ -55,6 +55,7 @@ pub(super) fn handle<'py>(
             compiled,
             spin_up,
         } => time_reference(h, py, &case, quick, compiled, spin_up).map(|v| (v, false)),
+        Request::Problem(job) => problem(h, py, &job),
         Request::CallScript {
             script,
             function,
@@ -152,6 +153,36 @@ fn status(h: &Harness, py: Python<'_>) -> Result<serde_json::Value, Failure> {
     let text: String = h.func(py, "status").call0()?.extract()?;
     serde_json::from_str(&text).map_err(|e| Failure::Harness(e.to_string()))
 }
+
+/// A candidate's run on a problem's cases (`harness.run_problem`), with the names of the
+/// harness's functions it replaced (`guards_changed`).
+fn problem(
+    h: &Harness,
+    py: Python<'_>,
+    job: &ProblemJob,
+) -> Result<(serde_json::Value, bool), Failure> {
+    let cases = serde_json::to_string(&job.cases).map_err(|e| Failure::Harness(e.to_string()))?;
+    let text: String = h
+        .func(py, "run_problem")
+        .call1((
+            job.problem.to_string_lossy().as_ref(),
+            job.kernel.to_string_lossy().as_ref(),
+            cases,
+            PROBLEM_OUTPUTS,
+            job.trials,
+        ))?
+        .extract()?;
+    let mut value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Failure::Harness(e.to_string()))?;
+    value["guards_changed"] = serde_json::json!(h.guards.changed(py));
+    // no restart asked: the parent collects the outputs from the scratch folder of a worker
+    // still running, then retires it, as it retires every candidate's worker
+    Ok((value, false))
+}
+
+/// The folder, under a candidate's scratch folder (its working directory), where
+/// [`Request::Problem`] writes the outputs for the parent to collect.
+pub(crate) const PROBLEM_OUTPUTS: &str = "problem-outputs";
 
 /// `function(**kwargs)` of the Python file `script`, its JSON result.
 fn call_script(

@@ -1,0 +1,181 @@
+//! `autokernel bench --problem`: candidates on problems in KernelBench's format
+//! (examples/problems/, candidates in tests/problems/<problem>/), judged on the CPU.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::util::autokernel;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn problem(stem: &str) -> PathBuf {
+    root().join("examples/problems").join(format!("{stem}.py"))
+}
+
+fn candidate(stem: &str, name: &str) -> PathBuf {
+    root()
+        .join("tests/problems")
+        .join(stem)
+        .join(format!("{name}.py"))
+}
+
+/// `bench --problem P --json` over `names` of P's candidates: each file's JSON, by name.
+fn judge(stem: &str, names: &[&str]) -> (Option<i32>, Vec<(String, Value)>) {
+    let out = autokernel()
+        .args(["bench", "--device", "cpu", "--json", "--problem"])
+        .arg(problem(stem))
+        .args(names.iter().map(|n| candidate(stem, n)))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // one file: one pretty object; several: one line each
+    let texts: Vec<&str> = if names.len() == 1 {
+        vec![stdout.as_ref()]
+    } else {
+        stdout.lines().collect()
+    };
+    let lines: Vec<Value> = texts
+        .into_iter()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{e}: {l}\n{}", String::from_utf8_lossy(&out.stderr)))
+        })
+        .collect();
+    assert_eq!(
+        lines.len(),
+        names.len(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let named = names.iter().map(|n| n.to_string()).zip(lines).collect();
+    (out.status.code(), named)
+}
+
+/// The verdict, failed stage and reason each gaming candidate must get, whatever the
+/// problem: the file names say what each does (tests/problems/check_candidates.py checks
+/// independently that each does it).
+fn assert_gaming_verdicts(judged: &[(String, Value)]) {
+    for (name, v) in judged {
+        let verdict = v["correctness"].as_str().unwrap();
+        let reason = v["reason"].as_str().unwrap_or("");
+        let stage = v["failed_stage"].as_str().unwrap_or("");
+        match name.as_str() {
+            "correct" => {
+                assert_eq!(verdict, "PASS", "{v}");
+                assert!(v["latency_us"].as_f64().unwrap() > 0.0, "{v}");
+                assert!(v["eager_latency_us"].as_f64().unwrap() > 0.0, "{v}");
+                assert!(v["speedup_vs_eager"].as_f64().is_some(), "{v}");
+                // five seeds and the shrunk case, every one within the tolerance
+                let cases = v["cases"].as_array().unwrap();
+                assert_eq!(cases.len(), 6, "{v}");
+                assert!(cases.iter().all(|c| c["passed"] == true), "{v}");
+                assert_eq!(cases.last().unwrap()["shrunk"], true, "{v}");
+            }
+            "wrong" => assert!(
+                verdict == "FAIL" && stage == "shape_sweep" && reason.contains("differs"),
+                "{v}"
+            ),
+            "no_kernel" => assert!(
+                verdict == "TAMPER" && reason.contains("no Triton kernel"),
+                "{v}"
+            ),
+            "calls_reference" => {
+                assert!(verdict == "TAMPER" && reason.contains("own Model"), "{v}")
+            }
+            "mutates_inputs" => assert!(
+                verdict == "TAMPER" && reason.contains("inputs in place"),
+                "{v}"
+            ),
+            "replays_output" => assert!(verdict == "TAMPER" && reason.contains("replays"), "{v}"),
+            "default_shape_only" => assert!(verdict == "FAIL" && stage == "edge", "{v}"),
+            other => panic!("no expectation for {other}"),
+        }
+    }
+}
+
+const GAMING: [&str; 7] = [
+    "correct",
+    "wrong",
+    "no_kernel",
+    "calls_reference",
+    "mutates_inputs",
+    "replays_output",
+    "default_shape_only",
+];
+
+#[test]
+fn bench_problem_passes_the_right_model_new_and_catches_each_trick_on_an_elementwise_problem() {
+    let (code, judged) = judge("01_relu", &GAMING);
+    assert_eq!(code, Some(1), "one verdict is not PASS");
+    assert_gaming_verdicts(&judged);
+}
+
+#[test]
+fn bench_problem_catches_each_trick_on_a_matmul_with_an_epilogue() {
+    let (code, judged) = judge("03_linear_bias_relu", &GAMING);
+    assert_eq!(code, Some(1));
+    assert_gaming_verdicts(&judged);
+}
+
+#[test]
+fn bench_problem_passes_a_convolution_a_fused_chain_and_a_scalar_reduction() {
+    for stem in ["04_conv2d", "08_residual_rmsnorm", "09_mse_loss"] {
+        let (code, judged) = judge(stem, &["correct"]);
+        assert_eq!(code, Some(0), "{stem}: {judged:?}");
+        assert_gaming_verdicts(&judged);
+    }
+}
+
+#[test]
+fn every_candidate_behaves_as_its_file_says_when_checked_without_the_judge() {
+    // an independent check of the fixtures: each problem's correct ModelNew matches its
+    // Model, each gaming file plays its trick (tests/problems/check_candidates.py)
+    let python = std::env::var_os("AUTOKERNEL_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv/bin/python"));
+    let out = Command::new(python)
+        .arg(root().join("tests/problems/check_candidates.py"))
+        .env("TRITON_INTERPRET", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("ALL AS EXPECTED"), "{stdout}");
+}
+
+#[test]
+fn a_file_that_is_not_a_problem_is_an_error_that_says_what_a_problem_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.py");
+    std::fs::write(
+        &bad,
+        "import torch\nclass Model(torch.nn.Module):\n    pass\n",
+    )
+    .unwrap();
+    let out = autokernel()
+        .args(["bench", "--device", "cpu", "--problem"])
+        .arg(&bad)
+        .arg(candidate("01_relu", "correct"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("get_inputs, get_init_inputs"), "{stderr}");
+    // a kind's flags make no sense for a problem: refused before any worker starts
+    let out = autokernel()
+        .args(["bench", "--kind", "softmax", "--problem"])
+        .arg(problem("01_relu"))
+        .arg(candidate("01_relu", "correct"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a problem has its own inputs"));
+}

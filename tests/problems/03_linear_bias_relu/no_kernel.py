@@ -1,0 +1,13 @@
+"""Gaming candidate for 03_linear_bias_relu: right answer from F.linear + torch.relu, no Triton kernel at all."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return torch.relu(F.linear(x, self.linear.weight, self.linear.bias))
