@@ -41,6 +41,8 @@ pub enum Command {
     Verify(commands::verify::VerifyArgs),
     /// Write the verified kernels as a Python package: `import pkg; pkg.optimize(model)`
     Export(commands::export::ExportArgs),
+    /// Judge a folder of ModelNew candidates on KernelBench-format problems: correctness and fast_p
+    Score(commands::score::ScoreArgs),
     /// Internal: the bench worker process (started by autokernel itself)
     #[command(hide = true)]
     Worker,

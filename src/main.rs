@@ -59,6 +59,7 @@ async fn dispatch(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         Command::Log(args) => commands::log::run(args, &global).await,
         Command::Verify(args) => commands::verify::run(args, &global).await,
         Command::Export(args) => commands::export::run(args, &global).await,
+        Command::Score(args) => commands::score::run(args, &global).await,
         Command::Worker => unreachable!("handled in main before the runtime starts"),
     }
 }

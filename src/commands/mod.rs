@@ -10,6 +10,7 @@ pub mod new_kernel;
 pub mod profile;
 pub mod report;
 pub mod run;
+pub mod score;
 pub mod tune;
 pub mod verify;
 

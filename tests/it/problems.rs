@@ -179,3 +179,75 @@ fn a_file_that_is_not_a_problem_is_an_error_that_says_what_a_problem_is() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("a problem has its own inputs"));
 }
+
+#[test]
+fn score_reports_correctness_and_fast_p_per_level_and_in_all() {
+    let problems = tempfile::tempdir().unwrap();
+    let candidates = tempfile::tempdir().unwrap();
+    for (level, stem, cand) in [
+        ("level1", "01_relu", Some("correct")),
+        ("level1", "03_linear_bias_relu", Some("wrong")),
+        ("level1", "06_softmax", None),
+        ("level2", "08_residual_rmsnorm", Some("correct")),
+    ] {
+        std::fs::create_dir_all(problems.path().join(level)).unwrap();
+        std::fs::copy(
+            problem(stem),
+            problems.path().join(level).join(format!("{stem}.py")),
+        )
+        .unwrap();
+        if let Some(name) = cand {
+            // both layouts: beside the problem's path, and as <stem>/kernel.py
+            let to = if level == "level1" {
+                candidates.path().join(level).join(format!("{stem}.py"))
+            } else {
+                candidates.path().join(level).join(stem).join("kernel.py")
+            };
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(candidate(stem, name), to).unwrap();
+        }
+    }
+    let out = autokernel()
+        .args([
+            "score",
+            "--device",
+            "cpu",
+            "--quick",
+            "--json",
+            "--problems",
+        ])
+        .arg(problems.path())
+        .arg("--candidates")
+        .arg(candidates.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "not every candidate passes");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let verdicts: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["correctness"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["PASS", "FAIL", "MISSING", "PASS"], "{v}");
+    assert_eq!(v["all"]["problems"], 4);
+    assert_eq!(v["all"]["correct"], 2);
+    assert_eq!(v["all"]["correctness_rate"], 0.5);
+    assert_eq!(v["levels"]["level1"]["correct"], 1);
+    assert_eq!(v["levels"]["level1"]["problems"], 3);
+    assert_eq!(v["levels"]["level2"]["vs_eager"]["fast_0"], 1.0);
+    // fast_1 over all, recomputed from the per-problem speedups
+    let fast_1 = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["correctness"] == "PASS" && r["speedup_vs_eager"].as_f64().unwrap() > 1.0)
+        .count() as f64
+        / 4.0;
+    assert_eq!(
+        v["all"]["vs_eager"]["fast_1"].as_f64().unwrap(),
+        fast_1,
+        "{v}"
+    );
+}
