@@ -1262,7 +1262,9 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
 
     Returns JSON: ``ok``, ``sha256``, ``message``/``line`` when the file does not load,
     ``cases`` (per case: ``seed``, ``shrunk``, ``sizes`` changed, ``outputs`` as
-    ``{shape, dtype, file}``, ``launches`` of the file's own Triton kernels, ``inputs_changed``
+    ``{shape, dtype, file}``, ``launches`` of the file's own Triton kernels, ``ops`` (the
+    aten ops the forward dispatched, nested ones included), ``ops_lost`` (why the op check
+    saw only part of the call, or None), ``inputs_changed``
     (names of inputs it changed), ``reference_calls`` (forwards of the problem's classes
     under its call), ``hooks_removed``, ``error``), ``latency_us`` and ``cuda_error``. The
     trusted process compares the outputs (``problems.check``); nothing here judges them.
@@ -1306,7 +1308,8 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
     for i, case in enumerate(json.loads(cases_json)):
         shrink = bool(case["shrunk"])
         row = {"seed": case["seed"], "shrunk": shrink, "sizes": {}, "outputs": [], "launches": 0,
-               "inputs_changed": [], "reference_calls": 0, "hooks_removed": False, "error": None}
+               "ops": [], "ops_lost": None, "inputs_changed": [], "reference_calls": 0,
+               "hooks_removed": False, "error": None}
         result["cases"].append(row)
         try:
             if shrink not in loaded:
@@ -1328,9 +1331,11 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
         reference_calls[0] = 0
         counted = launches(kernel_path)
         try:
-            with torch.no_grad():
-                outs = problems.outputs_of(model(*inputs))
-            _P["synchronize"]()
+            # under the op check, as the kinds' calls: which aten ops the forward dispatched
+            with torch.no_grad(), _TimedOps() as monitor:
+                outs = problems.outputs_of(monitor.call(lambda: model(*inputs)))
+                _P["synchronize"]()
+            row["ops"], _, row["ops_lost"] = monitor.ops()
         except Exception as e:  # noqa: BLE001 - any failure of the candidate is a verdict
             row["error"] = f"ModelNew.forward raised {_exception_text(e)}"
             result["cuda_error"] |= _is_cuda_error(e)

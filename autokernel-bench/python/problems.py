@@ -45,6 +45,19 @@ _FLUSH_BYTES = 256 << 20
 
 _COUNTER = itertools.count()
 
+SHAPING_OPS = frozenset(
+    "aten::" + name for name in (
+        "empty empty_like empty_strided empty_permuted new_empty new_zeros new_full zeros "
+        "zeros_like ones ones_like full full_like arange fill_ zero_ view view_as reshape "
+        "_reshape_alias as_strided contiguous clone copy_ to _to_copy detach t transpose "
+        "permute expand expand_as unsqueeze squeeze select slice narrow split chunk unbind "
+        "flatten unflatten cat stack flip alias lift_fresh resolve_conj resolve_neg item "
+        "_local_scalar_dense"
+    ).split()
+)
+"""Ops that move, shape or allocate memory: left out of the reference's own ops that a
+candidate may not re-dispatch all of (:func:`check`'s ``reference_ops``)."""
+
 
 class ProblemError(Exception):
     """The problem file (not the candidate) is unusable: the request's fault."""
@@ -189,6 +202,19 @@ def _read_output(torch, numpy, path, shape):
     return torch.from_numpy(numpy.fromfile(path, dtype=numpy.float32)).reshape([int(d) for d in shape])
 
 
+def _own_ops(harness, model, inputs):
+    """The compute ops `model(*inputs)` dispatches itself (not nested in another aten op),
+    through the harness's op check; [] outside a worker."""
+    import torch
+
+    if harness is None:
+        return []
+    with torch.no_grad(), harness._TimedOps() as monitor:
+        monitor.call(lambda: model(*inputs))
+    _, own, _ = monitor.ops()
+    return sorted(set(own) - SHAPING_OPS)
+
+
 def check(problem, candidate, outputs_dir, dtype="float32", time_reference=False, compiled=False,
           trials=20):
     """The trusted half of judging a candidate on `problem` (a path): for each case of
@@ -197,7 +223,9 @@ def check(problem, candidate, outputs_dir, dtype="float32", time_reference=False
 
     Returns a dict: `cases` (per case: seed, shrunk, passed, max_abs_error, reason),
     `replayed` (why an output repeats an earlier case's, or None), `skipped` (why the shrunk
-    case was not judged, or None) and, with `time_reference`, `eager_latency_us` and, with
+    case was not judged, or None), `reference_ops` (the aten ops the reference's forward
+    dispatches itself, less :data:`SHAPING_OPS`: a candidate that dispatches all of them
+    re-runs the reference) and, with `time_reference`, `eager_latency_us` and, with
     `compiled`, `compiled_latency_us` (or `compile_error`) at the first case.
     """
     import numpy
@@ -228,6 +256,7 @@ def check(problem, candidate, outputs_dir, dtype="float32", time_reference=False
             raise ProblemError(f"the reference Model raised {type(e).__name__}: {e}") from e
         if first is None and not shrink:
             first = (model, inputs)
+            result["reference_ops"] = _own_ops(harness, model, inputs)
         if case.get("error"):
             row["reason"] = case["error"]
             result["cases"].append(row)

@@ -290,7 +290,8 @@ fn at(case: &Value) -> String {
 
 /// The verdict from the candidate's run (`ran`, `harness.run_problem`'s JSON) and the
 /// trusted comparison (`checked`, `problems.check`'s; `cases` its cases): conduct first
-/// (TAMPER: the harness changed, the reference called, inputs changed, an output replayed),
+/// (TAMPER: the harness changed, the reference called, inputs changed, every compute op of
+/// the reference dispatched again, an output replayed),
 /// then the outputs (FAIL), then whether the result came from a kernel of its own.
 fn decide(ran: &Value, checked: &Value, cases: &[ProblemCaseReport]) -> Correctness {
     let empty = Vec::new();
@@ -331,6 +332,34 @@ fn decide(ran: &Value, checked: &Value, cases: &[ProblemCaseReport]) -> Correctn
                 reason: format!(
                     "ModelNew changed its inputs in place ({}, {}); a forward must leave them as given",
                     names.join(", "),
+                    at(case)
+                ),
+            };
+        }
+    }
+    let reference_ops: Vec<&str> = checked["reference_ops"]
+        .as_array()
+        .map(|ops| ops.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for case in ran_cases {
+        let ops: Vec<&str> = case["ops"]
+            .as_array()
+            .map(|ops| ops.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(how) = case["ops_lost"].as_str() {
+            return Correctness::Tamper {
+                reason: format!(
+                    "ModelNew {how} ({}): the op check saw only part of its call",
+                    at(case)
+                ),
+            };
+        }
+        if !reference_ops.is_empty() && reference_ops.iter().all(|op| ops.contains(op)) {
+            return Correctness::Tamper {
+                reason: format!(
+                    "ModelNew dispatched every op the reference computes with ({}; {}): it re-runs \
+                     the reference's own ops instead of a kernel of its own",
+                    reference_ops.join(", "),
                     at(case)
                 ),
             };

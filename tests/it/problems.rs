@@ -79,13 +79,20 @@ fn assert_gaming_verdicts(judged: &[(String, Value)]) {
                 verdict == "FAIL" && stage == "shape_sweep" && reason.contains("differs"),
                 "{v}"
             ),
+            // with other ops than the reference's, the launch count catches it; with the
+            // reference's own ops, the op check does first
             "no_kernel" => assert!(
-                verdict == "TAMPER" && reason.contains("no Triton kernel"),
+                verdict == "TAMPER"
+                    && (reason.contains("no Triton kernel") || reason.contains("re-runs")),
                 "{v}"
             ),
             "calls_reference" => {
                 assert!(verdict == "TAMPER" && reason.contains("own Model"), "{v}")
             }
+            "forward_directly" => assert!(
+                verdict == "TAMPER" && reason.contains("re-runs the reference's own ops"),
+                "{v}"
+            ),
             "mutates_inputs" => assert!(
                 verdict == "TAMPER" && reason.contains("inputs in place"),
                 "{v}"
@@ -109,9 +116,17 @@ const GAMING: [&str; 7] = [
 
 #[test]
 fn bench_problem_passes_the_right_model_new_and_catches_each_trick_on_an_elementwise_problem() {
-    let (code, judged) = judge("01_relu", &GAMING);
+    let mut names = GAMING.to_vec();
+    names.push("forward_directly");
+    let (code, judged) = judge("01_relu", &names);
     assert_eq!(code, Some(1), "one verdict is not PASS");
     assert_gaming_verdicts(&judged);
+    let reason =
+        |name: &str| judged.iter().find(|(n, _)| n == name).unwrap().1["reason"].to_string();
+    assert!(
+        reason("no_kernel").contains("no Triton kernel"),
+        "torch.clamp is not the reference's relu"
+    );
 }
 
 #[test]
@@ -119,6 +134,14 @@ fn bench_problem_catches_each_trick_on_a_matmul_with_an_epilogue() {
     let (code, judged) = judge("03_linear_bias_relu", &GAMING);
     assert_eq!(code, Some(1));
     assert_gaming_verdicts(&judged);
+    let no_kernel = &judged.iter().find(|(n, _)| n == "no_kernel").unwrap().1;
+    assert!(
+        no_kernel["reason"]
+            .as_str()
+            .unwrap()
+            .contains("aten::linear, aten::relu"),
+        "F.linear and relu are the reference's own ops: {no_kernel}"
+    );
 }
 
 #[test]

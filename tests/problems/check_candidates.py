@@ -100,6 +100,7 @@ def expectation(cand, results):
         "wrong": (all(r[0] == "mismatch" for r in default) and kernels, "mismatches, launches a kernel"),
         "no_kernel": (all_ok and not any(r[2] for r in everything), "all cases ok, no kernel launched"),
         "calls_reference": (all_ok, "all cases ok (it calls the reference)"),
+        "forward_directly": (all_ok and kernels, "all cases ok, launches a kernel (it runs the reference's forward)"),
         "mutates_inputs": (all_ok and all(r[3] for r in everything), "all cases ok, inputs changed"),
         "replays_output": (default[0][0] == "ok" and all(r[0] != "ok" for r in default[1:] + [shrunk]),
                            "ok at seed 0 only"),

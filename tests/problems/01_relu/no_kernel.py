@@ -1,4 +1,4 @@
-"""Gaming candidate for 01_relu: right answer from PyTorch's own torch.relu, no Triton kernel at all."""
+"""Gaming candidate for 01_relu: the right answer from PyTorch's torch.clamp (another op than the reference's relu), no Triton kernel at all."""
 import torch
 import torch.nn as nn
 
@@ -8,4 +8,4 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        return torch.relu(x)
+        return torch.clamp(x, min=0)
