@@ -157,7 +157,15 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
     let bench = PyWorkerBenchmarker::new(options);
     if let Some(problem) = &args.problem {
         let worker = bench.worker();
-        let judged = crate::commands::bench_problem::run(&args, problem, worker);
+        let options = crate::commands::bench_problem::ProblemBench {
+            paths: &args.paths,
+            device: args.device,
+            quick: args.quick,
+            compile: args.compile,
+            timeout: args.timeout,
+            json: args.json,
+        };
+        let judged = crate::commands::bench_problem::run(&options, problem, worker);
         let code = tokio::select! {
             r = judged => r,
             signal = crate::commands::experiments::stop_signal() => {

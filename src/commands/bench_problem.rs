@@ -10,14 +10,35 @@ use autokernel_bench::problem::{ProblemRequest, ProblemVerdict, DEFAULT_SEEDS};
 use autokernel_bench::Worker;
 use serde_json::json;
 
-use super::bench::BenchArgs;
+use autokernel_core::Device;
+
+/// What `bench --problem` takes of `bench`'s flags.
+#[derive(Debug, Clone)]
+pub struct ProblemBench<'a> {
+    /// The candidate files.
+    pub paths: &'a [std::path::PathBuf],
+    /// Where to run.
+    pub device: Device,
+    /// One seed, 10 timed trials.
+    pub quick: bool,
+    /// Also time torch.compile of the reference.
+    pub compile: bool,
+    /// Each candidate's limit, seconds.
+    pub timeout: u64,
+    /// JSON instead of the table.
+    pub json: bool,
+}
 
 /// Judges every file of `args.paths` on `problem`, one after another; exit 0 when all
 /// PASS, 1 otherwise.
 ///
 /// # Errors
 /// The problem file is missing or not a problem, or the worker cannot run.
-pub async fn run(args: &BenchArgs, problem: &Path, worker: &Worker) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    args: &ProblemBench<'_>,
+    problem: &Path,
+    worker: &Worker,
+) -> anyhow::Result<ExitCode> {
     if !problem.is_file() {
         anyhow::bail!(
             "problem file `{}` not found; a problem is a Python file with `class Model`, \
@@ -27,7 +48,7 @@ pub async fn run(args: &BenchArgs, problem: &Path, worker: &Worker) -> anyhow::R
     }
     let several = args.paths.len() > 1;
     let mut all_passed = true;
-    for path in &args.paths {
+    for path in args.paths {
         let request = ProblemRequest {
             problem: problem.to_path_buf(),
             kernel: path.clone(),
