@@ -709,12 +709,14 @@ impl Worker {
         }
         state.last_candidate_hello = Some(running.hello.clone());
         let (reply, back) = self.exchange(&mut state, running, request, timeout).await;
+        let mut collected = Ok(());
         if let Some(r) = back {
             if let (Some(to), Some(scratch)) = (collect, r.scratch.as_ref()) {
-                collect_outputs(&scratch.path().join(PROBLEM_OUTPUTS), to)?;
+                collected = collect_outputs(&scratch.path().join(PROBLEM_OUTPUTS), to);
             }
             r.retire().await;
         }
+        collected?;
         reply
     }
 
