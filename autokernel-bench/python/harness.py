@@ -1322,7 +1322,7 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
         except problems.ProblemError as e:
             row["error"] = str(e)
             continue
-        except Exception as e:  # noqa: BLE001 - ModelNew's constructor is the candidate's
+        except BaseException as e:  # noqa: BLE001 - ModelNew's constructor is the candidate's
             row["error"] = f"ModelNew(*get_init_inputs()) raised {_exception_text(e)}"
             result["cuda_error"] |= _is_cuda_error(e)
             continue
@@ -1336,7 +1336,7 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
                 outs = problems.outputs_of(monitor.call(lambda: model(*inputs)))
                 _P["synchronize"]()
             row["ops"], _, row["ops_lost"] = monitor.ops()
-        except Exception as e:  # noqa: BLE001 - any failure of the candidate is a verdict
+        except BaseException as e:  # noqa: BLE001 - any failure of the candidate is a verdict
             row["error"] = f"ModelNew.forward raised {_exception_text(e)}"
             result["cuda_error"] |= _is_cuda_error(e)
             outs = None
@@ -1358,7 +1358,7 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
     if trials > 0 and first is not None:
         try:
             result["latency_us"] = problems.time_call(first[0], first[1], device, trials, gpu_lease(device == "cuda"))
-        except Exception as e:  # noqa: BLE001 - failing only when timed is still the candidate's
+        except BaseException as e:  # noqa: BLE001 - failing only when timed is still the candidate's
             result["cases"][0]["error"] = f"ModelNew.forward raised while timed: {_exception_text(e)}"
             result["cuda_error"] |= _is_cuda_error(e)
     return json.dumps(result)

@@ -279,7 +279,9 @@ def check(problem, candidate, outputs_dir, dtype="float32", time_reference=False
         if row["reason"] is None:
             errors = [float((c - r).abs().max()) if c.numel() else 0.0 for c, r in zip(cands, refs)]
             bad = [i for i, (c, r) in enumerate(zip(cands, refs)) if not torch.allclose(c, r, atol=atol, rtol=rtol)]
-            row["max_abs_error"] = max(errors) if errors else 0.0
+            # NaN or Inf has no JSON form the judge can read: no figure, the reason says it
+            finite = all(e == e and abs(e) != float("inf") for e in errors)
+            row["max_abs_error"] = (max(errors) if errors else 0.0) if finite else None
             if bad:
                 row["reason"] = (f"output {bad[0]} differs from the reference: max |error| "
                                  f"{errors[bad[0]]:.3g} (atol {atol:g}, rtol {rtol:g})")

@@ -99,6 +99,10 @@ fn assert_gaming_verdicts(judged: &[(String, Value)]) {
             ),
             "replays_output" => assert!(verdict == "TAMPER" && reason.contains("replays"), "{v}"),
             "default_shape_only" => assert!(verdict == "FAIL" && stage == "edge", "{v}"),
+            "nan_output" => assert!(verdict == "FAIL" && reason.contains("nan"), "{v}"),
+            "raises_system_exit" => {
+                assert!(verdict == "FAIL" && reason.contains("SystemExit"), "{v}")
+            }
             other => panic!("no expectation for {other}"),
         }
     }
@@ -117,7 +121,7 @@ const GAMING: [&str; 7] = [
 #[test]
 fn bench_problem_passes_the_right_model_new_and_catches_each_trick_on_an_elementwise_problem() {
     let mut names = GAMING.to_vec();
-    names.push("forward_directly");
+    names.extend(["forward_directly", "nan_output", "raises_system_exit"]);
     let (code, judged) = judge("01_relu", &names);
     assert_eq!(code, Some(1), "one verdict is not PASS");
     assert_gaming_verdicts(&judged);
