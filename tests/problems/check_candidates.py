@@ -61,7 +61,7 @@ def run_case(prob_path, cand_mod, seed, shrunk):
         torch.manual_seed(seed)
         try:
             new = cand_mod.ModelNew(*init)
-        except Exception as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001
             return "raised", f"{type(e).__name__}: {str(e).splitlines()[0][:80]}", 0, False, 0.0
         torch.manual_seed(seed)
         inputs = prob.get_inputs()
@@ -72,7 +72,7 @@ def run_case(prob_path, cand_mod, seed, shrunk):
             t0 = time.perf_counter()
             try:
                 got = new(*inputs)
-            except Exception as e:  # noqa: BLE001
+            except BaseException as e:  # noqa: BLE001
                 msg = str(e).splitlines()[0][:80] if str(e) else ""
                 return "raised", f"{type(e).__name__}: {msg}", LAUNCHES[0], False, time.perf_counter() - t0
             secs = time.perf_counter() - t0
@@ -104,6 +104,8 @@ def expectation(cand, results):
         "mutates_inputs": (all_ok and all(r[3] for r in everything), "all cases ok, inputs changed"),
         "replays_output": (default[0][0] == "ok" and all(r[0] != "ok" for r in default[1:] + [shrunk]),
                            "ok at seed 0 only"),
+        "nan_output": (all(r[0] == "mismatch" for r in everything), "mismatches (NaN everywhere)"),
+        "raises_system_exit": (all(r[0] == "raised" for r in everything), "raises in every case"),
         "default_shape_only": (all(r[0] == "ok" for r in default) and shrunk[0] != "ok",
                                "ok at default sizes, not at shrunk sizes"),
     }
