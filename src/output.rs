@@ -22,3 +22,22 @@ pub fn print_stdout(text: &str) {
     // a closed pipe (`| head`) is not an error worth reporting
     let _ = writeln!(out, "{}", text.trim_end_matches('\n'));
 }
+
+/// One JSON object: on one line among several evaluations (JSON lines), pretty when alone
+/// (`bench`, `bench --problem`).
+///
+/// # Errors
+/// When `out` cannot be written.
+pub fn write_json(
+    out: &mut impl std::io::Write,
+    v: &serde_json::Value,
+    several: bool,
+) -> anyhow::Result<()> {
+    let text = if several {
+        serde_json::to_string(v)?
+    } else {
+        serde_json::to_string_pretty(v)?
+    };
+    writeln!(out, "{text}")?;
+    Ok(())
+}

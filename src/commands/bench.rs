@@ -263,17 +263,6 @@ fn not_run_again(earlier: &BenchResult, shape: Option<&Shape>) -> BenchResult {
     }
 }
 
-/// One JSON object: on one line among several evaluations (JSON lines), pretty when alone.
-fn write_json(out: &mut impl Write, v: &serde_json::Value, several: bool) -> anyhow::Result<()> {
-    let text = if several {
-        serde_json::to_string(v)?
-    } else {
-        serde_json::to_string_pretty(v)?
-    };
-    writeln!(out, "{text}")?;
-    Ok(())
-}
-
 /// The request for one file: every stage, timed at `shape` in `--dtype` when both are given.
 fn request(args: &BenchArgs, path: &Path, shape: Option<&Shape>) -> BenchRequest {
     let mut request = BenchRequest::new(path);
@@ -310,7 +299,7 @@ fn print_result(
         let mut v = to_json(result, &args.params.iter().cloned().collect());
         v["path"] = json!(path.display().to_string());
         v["turnaround_s"] = json!(turnaround_s);
-        write_json(&mut out, &v, several)?;
+        crate::output::write_json(&mut out, &v, several)?;
     } else {
         write!(out, "{}", table(path, result))?;
         writeln!(out, "turnaround_s: {turnaround_s:.2}")?;

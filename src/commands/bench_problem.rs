@@ -70,13 +70,7 @@ pub async fn run(
         all_passed &= verdict.correctness.is_pass();
         let mut out = std::io::stdout().lock();
         if args.json {
-            let v = to_json(&verdict, turnaround_s);
-            let text = if several {
-                serde_json::to_string(&v)?
-            } else {
-                serde_json::to_string_pretty(&v)?
-            };
-            writeln!(out, "{text}")?;
+            crate::output::write_json(&mut out, &to_json(&verdict, turnaround_s), several)?;
         } else {
             write!(out, "{}", table(&verdict))?;
             writeln!(out, "turnaround_s: {turnaround_s:.2}")?;
