@@ -1254,33 +1254,83 @@ def reference_compiled(kind, shape, dtype, seed, layout="contiguous", params_jso
 # ---------------------------------------------------------------------------------------
 
 
+# The OS's randomness as the harness found it, before any candidate ran (the harness's
+# names are guarded): where a case's input seed comes from.
+_URANDOM = os.urandom
+
+
+def _fresh_seed():
+    """A seed drawn from the OS (31 bits, as torch.manual_seed takes any): a candidate cannot
+    know it before it is drawn."""
+    return int.from_bytes(_URANDOM(4), "little") & 0x7FFFFFFF
+
+
+class _HostReads:
+    """Counts, while active, the calls of ``Tensor.numpy`` and ``Tensor.tolist`` (``numpy.asarray``
+    of a tensor goes through the former): a problem's forward that reads its tensors into
+    NumPy or Python computes outside any kernel. The methods are put back on exit, before
+    the guards are re-checked."""
+
+    _NAMES = ("numpy", "tolist")
+
+    def __enter__(self):
+        tensor = _P["torch"].Tensor
+        self.count = 0
+        # numpy is TensorBase's (C), tolist too: the counting methods shadow them on Tensor
+        self._saved = {name: tensor.__dict__.get(name) for name in self._NAMES}
+        for name in self._NAMES:
+            setattr(tensor, name, self._counting(getattr(tensor, name)))
+        return self
+
+    def _counting(self, original):
+        def method(t, *args, **kwargs):
+            self.count += 1
+            return original(t, *args, **kwargs)
+        return method
+
+    def __exit__(self, *exc):
+        tensor = _P["torch"].Tensor
+        for name, original in self._saved.items():
+            if original is None:
+                delattr(tensor, name)
+            else:
+                setattr(tensor, name, original)
+        return False
+
+
 def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
     """Runs the candidate `kernel_path`'s ``ModelNew`` on each case of `cases_json` (a JSON
-    list of ``{"seed", "shrunk"}``) of the problem `problem_path`, in float32, and writes
-    each output as raw float32 (native byte order, row-major) to `out_dir` (made here).
-    `trials` > 0: also times it at the first case (``problems.time_call``).
+    list of ``{"seed", "sizes"}``: the weights' seed and the size constants set, {} at the
+    problem's own) of the problem `problem_path`, in float32, and writes each output as raw
+    float32 (native byte order, row-major) to `out_dir` (made here). Each case's inputs
+    come from a seed drawn after ``ModelNew`` is built (``input_seed``). `trials` > 0: also
+    times it at the first case (``problems.time_call``) and writes the output of one trial
+    picked at random (``timed``) for the trusted side to check.
 
     Returns JSON: ``ok``, ``sha256``, ``message``/``line`` when the file does not load,
-    ``cases`` (per case: ``seed``, ``shrunk``, ``sizes`` changed, ``outputs`` as
-    ``{shape, dtype, file}``, ``launches`` of the file's own Triton kernels, ``ops`` (the
-    aten ops the forward dispatched, nested ones included), ``ops_lost`` (why the op check
-    saw only part of the call, or None), ``inputs_changed``
-    (names of inputs it changed), ``reference_calls`` (forwards of the problem's classes
-    under its call), ``hooks_removed``, ``error``), ``latency_us`` and ``cuda_error``. The
+    ``cases`` (per case: ``seed``, ``input_seed``, ``shrunk``, ``sizes`` changed,
+    ``outputs`` as ``{shape, dtype, file}``, ``launches`` of the file's own Triton kernels,
+    ``ops`` (the aten ops the forward dispatched, nested ones included), ``ops_lost`` (why
+    the op check saw only part of the call, or None), ``inputs_changed`` (names of inputs
+    it changed), ``reference_calls`` (forwards of the problem's classes while the case was
+    built and run), ``problem_changed`` (names of the problem module it rebound),
+    ``host_reads`` (``Tensor.numpy``/``tolist`` calls in its forward), ``hooks_removed``,
+    ``error``), ``timed`` (``trial``, ``outputs``), ``latency_us`` and ``cuda_error``. The
     trusted process compares the outputs (``problems.check``); nothing here judges them.
     """
     import problems
 
     torch = _P["torch"]
     device = _STATE["device"]
-    result = {"ok": False, "sha256": None, "message": None, "line": None, "cases": [],
+    result = {"ok": False, "sha256": None, "message": None, "line": None, "cases": [], "timed": None,
               "latency_us": None, "cuda_error": False}
     module = _exec_file(kernel_path, result)
     if module is None:
         return json.dumps(result)
     cls = module.__dict__.get("ModelNew")
     if not isinstance(cls, type):
-        result["message"] = "kernel.py defines no `class ModelNew` (a problem's candidate subclasses nn.Module)"
+        result["message"] = ("kernel.py defines no `class ModelNew`: a problem's candidate is a class "
+                             "`ModelNew(nn.Module)` with the constructor of the problem's `Model` (docs/problems.md)")
         return json.dumps(result)
     result["ok"] = True
     if kernel_path not in _LAUNCHES:
@@ -1303,64 +1353,99 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
         if is_reference(type(mod)):
             reference_calls[0] += 1
 
+    hooks = torch.nn.modules.module._global_forward_pre_hooks
     loaded = {}
     first = None
-    for i, case in enumerate(json.loads(cases_json)):
-        shrink = bool(case["shrunk"])
-        row = {"seed": case["seed"], "shrunk": shrink, "sizes": {}, "outputs": [], "launches": 0,
-               "ops": [], "ops_lost": None, "inputs_changed": [], "reference_calls": 0,
-               "hooks_removed": False, "error": None}
-        result["cases"].append(row)
-        try:
-            if shrink not in loaded:
-                loaded[shrink] = problems.load(problem_path, shrink)
-            problem, changed = loaded[shrink]
-            row["sizes"] = {k: v[1] for k, v in changed.items()}
-            # the problem's own inputs, made before any of the candidate's code runs in the case
-            torch.manual_seed(case["seed"])
-            model, inputs = problems.build(problem, cls, case["seed"], device, "float32")
-        except problems.ProblemError as e:
-            row["error"] = str(e)
-            continue
-        except BaseException as e:  # noqa: BLE001 - ModelNew's constructor is the candidate's
-            row["error"] = f"ModelNew(*get_init_inputs()) raised {_exception_text(e)}"
-            result["cuda_error"] |= _is_cuda_error(e)
-            continue
-        before = [_P["clone"](x) if isinstance(x, _P["Tensor"]) else None for x in inputs]
-        handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
-        reference_calls[0] = 0
-        counted = launches(kernel_path)
-        try:
-            # under the op check, as the kinds' calls: which aten ops the forward dispatched
-            with torch.no_grad(), _TimedOps() as monitor:
-                outs = problems.outputs_of(monitor.call(lambda: model(*inputs)))
-                _P["synchronize"]()
-            row["ops"], _, row["ops_lost"] = monitor.ops()
-        except BaseException as e:  # noqa: BLE001 - any failure of the candidate is a verdict
-            row["error"] = f"ModelNew.forward raised {_exception_text(e)}"
-            result["cuda_error"] |= _is_cuda_error(e)
-            outs = None
-        finally:
-            row["hooks_removed"] = handle.id not in torch.nn.modules.module._global_forward_pre_hooks
-            handle.remove()
-        row["launches"] = launches(kernel_path) - counted
-        row["reference_calls"] = reference_calls[0]
-        row["inputs_changed"] = [f"input {j}" for j, (x, b) in enumerate(zip(inputs, before))
-                                 if b is not None and not _bits_equal(x, b)]
-        if outs is None:
-            continue
-        for j, t in enumerate(outs):
-            name = f"case{i}_out{j}.f32"
-            _to_host(t).tofile(os.path.join(out_dir, name))
-            row["outputs"].append({"shape": list(t.shape), "dtype": _dtype_name(t.dtype), "file": name})
-        if first is None and not shrink:
-            first = (model, inputs)
-    if trials > 0 and first is not None:
-        try:
-            result["latency_us"] = problems.time_call(first[0], first[1], device, trials, gpu_lease(device == "cuda"))
-        except BaseException as e:  # noqa: BLE001 - failing only when timed is still the candidate's
-            result["cases"][0]["error"] = f"ModelNew.forward raised while timed: {_exception_text(e)}"
-            result["cuda_error"] |= _is_cuda_error(e)
+    # the hook watches the constructor and the input draw too: a ModelNew that runs the
+    # reference while it is built is as much TAMPER as one that runs it in forward
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+    try:
+        for i, case in enumerate(json.loads(cases_json)):
+            sizes = case.get("sizes") or {}
+            row = {"seed": case["seed"], "input_seed": None, "shrunk": bool(sizes), "sizes": {}, "outputs": [],
+                   "launches": 0, "ops": [], "ops_lost": None, "inputs_changed": [], "reference_calls": 0,
+                   "problem_changed": [], "host_reads": 0, "hooks_removed": False, "error": None}
+            result["cases"].append(row)
+            reference_calls[0] = 0
+            key = tuple(sorted(sizes.items()))
+            try:
+                if key not in loaded:
+                    problem, changed = problems.load(problem_path, sizes)
+                    # the problem's own names, to see that the candidate rebinds none
+                    # (get_inputs, or the `torch` its functions look up)
+                    loaded[key] = (problem, changed, dict(vars(problem)))
+                problem, changed, names = loaded[key]
+                row["sizes"] = {k: v[1] for k, v in changed.items()}
+                model = problems.build_model(problem, cls, case["seed"], device, "float32")
+                row["input_seed"] = _fresh_seed()
+                inputs = problems.make_inputs(problem, row["input_seed"], device, "float32")
+            except problems.ProblemError as e:
+                row["error"] = str(e)
+                continue
+            except BaseException as e:  # noqa: BLE001 - ModelNew's constructor is the candidate's
+                row["error"] = f"ModelNew(*get_init_inputs()) raised {_exception_text(e)}"
+                result["cuda_error"] |= _is_cuda_error(e)
+                continue
+            before = [_P["clone"](x) if isinstance(x, _P["Tensor"]) else None for x in inputs]
+            counted = launches(kernel_path)
+            try:
+                # under the op check, as the kinds' calls: which aten ops the forward dispatched
+                with torch.no_grad(), _TimedOps() as monitor, _HostReads() as reads:
+                    outs = problems.outputs_of(monitor.call(lambda: model(*inputs)))
+                    _P["synchronize"]()
+                row["ops"], _, row["ops_lost"] = monitor.ops()
+                row["host_reads"] = reads.count
+            except BaseException as e:  # noqa: BLE001 - any failure of the candidate is a verdict
+                row["error"] = f"ModelNew.forward raised {_exception_text(e)}"
+                result["cuda_error"] |= _is_cuda_error(e)
+                outs = None
+            row["launches"] = launches(kernel_path) - counted
+            row["reference_calls"] = reference_calls[0]
+            row["inputs_changed"] = [f"input {j}" for j, (x, b) in enumerate(zip(inputs, before))
+                                     if b is not None and not _bits_equal(x, b)]
+            now = vars(problem)
+            row["problem_changed"] = sorted(k for k in set(names) | set(now)
+                                            if k not in now or k not in names or now[k] is not names[k])
+            if handle.id not in hooks:
+                row["hooks_removed"] = True
+                handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+            if outs is None:
+                continue
+            for j, t in enumerate(outs):
+                name = f"case{i}_out{j}.f32"
+                _to_host(t).tofile(os.path.join(out_dir, name))
+                row["outputs"].append({"shape": list(t.shape), "dtype": _dtype_name(t.dtype), "file": name})
+            if first is None and not sizes:
+                first = (row, model, inputs, before)
+        if trials > 0 and first is not None:
+            row, model, inputs, before = first
+            pick = _fresh_seed() % trials
+            kept = []
+
+            def keep(trial, out):
+                if trial == pick:
+                    kept.append(out)
+
+            calls = reference_calls[0]
+            try:
+                result["latency_us"] = problems.time_call(model, inputs, device, trials, gpu_lease(device == "cuda"),
+                                                          keep)
+                result["timed"] = {"trial": pick, "outputs": []}
+                for j, t in enumerate(problems.outputs_of(kept[0])):
+                    name = f"timed_out{j}.f32"
+                    _to_host(t).tofile(os.path.join(out_dir, name))
+                    result["timed"]["outputs"].append({"shape": list(t.shape), "dtype": _dtype_name(t.dtype),
+                                                       "file": name})
+            except BaseException as e:  # noqa: BLE001 - failing only when timed is still the candidate's
+                row["error"] = f"ModelNew.forward raised while timed: {_exception_text(e)}"
+                result["cuda_error"] |= _is_cuda_error(e)
+            row["reference_calls"] += reference_calls[0] - calls
+            row["inputs_changed"] += [f"input {j} (while timed)" for j, (x, b) in enumerate(zip(inputs, before))
+                                      if b is not None and not _bits_equal(x, b)]
+            if handle.id not in hooks:
+                row["hooks_removed"] = True
+    finally:
+        handle.remove()
     return json.dumps(result)
 
 

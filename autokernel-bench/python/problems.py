@@ -18,8 +18,12 @@ kinds (docs/bench.md, "Threat model").
 Cases: seeds ``FIRST_SEED``… at the problem's own sizes, and one more at *shrunk* sizes:
 every int constant of the problem module of at least ``SHRINK_MIN`` (``batch_size = 16``,
 ``dim = 4096``) becomes ``g - g // 4 - 1`` before ``get_inputs()`` and
-``get_init_inputs()`` read it, which catches a kernel right only at the default shape.
-Smaller constants (kernel sizes, strides, head counts) stay.
+``get_init_inputs()`` read it, which catches a kernel right only at the default shape;
+where the reference itself fails at those sizes (a hidden size no longer divisible by the
+head count), ``g - g // 4`` instead (:func:`describe`). Smaller constants (kernel sizes,
+strides, head counts) stay. A case's seed builds the weights (KernelBench's seeding); its
+inputs come from a second seed the candidate's worker draws only after ``ModelNew`` is
+built, so no constructor can know them in advance and keep answers ready.
 
 Tolerances: KernelBench's, ``torch.allclose`` with atol = rtol = 1e-4 in float32 and 1e-2 in
 float16 and bfloat16 (KernelBench's ``get_tolerance_for_precision``, after torchbench); a
@@ -63,16 +67,18 @@ class ProblemError(Exception):
     """The problem file (not the candidate) is unusable: the request's fault."""
 
 
-def shrunk(value):
-    """The shrunk case's value of a size constant `value` (≥ SHRINK_MIN)."""
-    return value - value // 4 - 1
+def shrunk(value, rule=0):
+    """The shrunk case's value of a size constant `value` (≥ SHRINK_MIN): rule 0 makes it odd
+    and off every power of two (``g - g // 4 - 1``), rule 1 keeps a factor of it
+    (``g - g // 4``) for problems whose sizes must divide one another."""
+    return value - value // 4 - (1 if rule == 0 else 0)
 
 
-def load(path, shrink=False):
-    """Executes the problem file `path` as a fresh module; `shrink`: its size constants
-    shrunk first (:func:`shrunk`). Returns (module, {name: (old, new)} of what changed).
-    Raises ProblemError when it does not load or lacks Model, get_inputs or
-    get_init_inputs."""
+def load(path, sizes=None):
+    """Executes the problem file `path` as a fresh module, with the module-level int constants
+    named in `sizes` (name → value) set to those values before anything reads them. Returns
+    (module, {name: (old, new)} of what changed). Raises ProblemError when it does not load,
+    lacks Model, get_inputs or get_init_inputs, or `sizes` names a constant it lacks."""
     name = f"autokernel_problem_{os.getpid()}_{next(_COUNTER)}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -88,25 +94,66 @@ def load(path, shrink=False):
         raise ProblemError(f"`{path}` is not in KernelBench's format: it defines no {', '.join(missing)} "
                            "(a problem has `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`)")
     changed = {}
-    if shrink:
-        for key, value in list(vars(module).items()):
-            if key.startswith("_") or type(value) is not int or value < SHRINK_MIN:
-                continue
-            changed[key] = (value, shrunk(value))
-            setattr(module, key, shrunk(value))
+    for key, value in (sizes or {}).items():
+        old = vars(module).get(key)
+        if type(old) is not int:
+            raise ProblemError(f"`{path}` has no module-level int constant `{key}` to resize")
+        changed[key] = (old, int(value))
+        setattr(module, key, int(value))
     return module, changed
 
 
+def size_constants(module):
+    """The module-level int constants of a problem the shrunk case changes (≥ SHRINK_MIN,
+    names not starting with `_`): name → value."""
+    return {k: v for k, v in vars(module).items()
+            if not k.startswith("_") and type(v) is int and v >= SHRINK_MIN}
+
+
 def describe(problem):
-    """What the judge needs before it runs a candidate on `problem` (a path): ``sizes`` (the
-    size constants, name → value), ``shrunk_sizes`` (their shrunk values) and ``device``
-    (where this worker runs: cuda or cpu). Raises ProblemError for a file that is not a
-    usable problem."""
-    _, changed = load(problem, shrink=True)
+    """What the judge needs before it runs a candidate on `problem` (a path), after running
+    its reference once at the problem's own sizes: ``sizes`` (the
+    size constants, name → value), ``shrunk_sizes`` (their values in the shrunk case: the
+    first rule of :func:`shrunk` at which the reference builds and runs; {} when none does
+    or there are no constants), ``shrunk_skipped`` (why there is no shrunk case, or None) and
+    ``device`` (where this worker runs: cuda or cpu). Raises ProblemError for a file that is
+    not a usable problem."""
+    import torch
+
+    module, _ = load(problem)
+    sizes = size_constants(module)
     harness = sys.modules.get("harness")
     device = harness._STATE.get("device", "cpu") if harness is not None else "cpu"
-    return {"sizes": {k: v[0] for k, v in changed.items()}, "shrunk_sizes": {k: v[1] for k, v in changed.items()},
-            "device": device}
+    result = {"sizes": sizes, "shrunk_sizes": {}, "shrunk_skipped": None, "device": device}
+    try:
+        model, inputs = build(module, module.Model, FIRST_SEED, device, "float32")
+        with torch.no_grad():
+            out = model(*inputs)
+    except Exception as e:  # noqa: BLE001 - the problem's own failure, reported as such
+        raise ProblemError(f"the reference Model raised {type(e).__name__}: {e}") from e
+    try:
+        outputs_of(out)
+    except TypeError as e:
+        raise ProblemError(f"the reference Model's {e}") from e
+    if not sizes:
+        result["shrunk_skipped"] = (f"the problem has no module-level int constant of at least {SHRINK_MIN} "
+                                    "(batch_size, dim, ...), so no case at other sizes")
+        return result
+    errors = []
+    for rule in (0, 1):
+        candidate = {k: shrunk(v, rule) for k, v in sizes.items()}
+        try:
+            shrunk_module, _ = load(problem, candidate)
+            model, inputs = build(shrunk_module, shrunk_module.Model, FIRST_SEED, device, "float32")
+            with torch.no_grad():
+                outputs_of(model(*inputs))
+        except Exception as e:  # noqa: BLE001 - the reference's failure at these sizes
+            errors.append(f"{candidate}: {type(e).__name__}: {e}")
+            continue
+        result["shrunk_sizes"] = candidate
+        return result
+    result["shrunk_skipped"] = "the reference itself fails at the shrunk sizes (" + "; ".join(errors) + ")"
+    return result
 
 
 def tolerance(module, dtype):
@@ -127,10 +174,9 @@ def _on(torch, value, device, dtype):
     return value
 
 
-def build(module, cls, seed, device, dtype_name):
-    """`cls(*get_init_inputs())` and the inputs of the case `seed`, as KernelBench builds
-    them: the seed set before the init inputs, the model and the inputs each; the model
-    and the floating inputs moved to `device` in the dtype. Returns (model, inputs)."""
+def build_model(module, cls, seed, device, dtype_name):
+    """`cls(*get_init_inputs())` as KernelBench builds it: the seed set before the init
+    inputs and again before the model; moved to `device` in the dtype."""
     import torch
 
     dtype = _torch_dtype(torch, dtype_name)
@@ -138,10 +184,23 @@ def build(module, cls, seed, device, dtype_name):
     init = module.get_init_inputs()
     torch.manual_seed(seed)
     model = cls(*init)
-    model = model.to(device=device, dtype=dtype) if isinstance(model, torch.nn.Module) else model
+    return model.to(device=device, dtype=dtype) if isinstance(model, torch.nn.Module) else model
+
+
+def make_inputs(module, seed, device, dtype_name):
+    """`get_inputs()` under `seed`, the floating tensors on `device` in the dtype."""
+    import torch
+
+    dtype = _torch_dtype(torch, dtype_name)
     torch.manual_seed(seed)
-    inputs = [_on(torch, x, device, dtype) for x in module.get_inputs()]
-    return model, inputs
+    return [_on(torch, x, device, dtype) for x in module.get_inputs()]
+
+
+def build(module, cls, seed, device, dtype_name, input_seed=None):
+    """(model, inputs) of a case: :func:`build_model` under `seed`, then
+    :func:`make_inputs` under `input_seed` (`seed` when None, as KernelBench does)."""
+    model = build_model(module, cls, seed, device, dtype_name)
+    return model, make_inputs(module, seed if input_seed is None else input_seed, device, dtype_name)
 
 
 def outputs_of(result):
@@ -151,16 +210,17 @@ def outputs_of(result):
 
     items = result if isinstance(result, (tuple, list)) else [result]
     if not items or not all(isinstance(t, torch.Tensor) for t in items):
-        raise TypeError(f"forward returned {type(result).__name__}; a problem's forward returns a tensor "
-                        "or a tuple of tensors")
+        raise TypeError(f"forward returned {type(result).__name__}: a problem's forward returns a tensor "
+                        "or a tuple or list of tensors")
     return list(items)
 
 
-def time_call(fn, inputs, device, trials, lease=None):
+def time_call(fn, inputs, device, trials, lease=None, on_trial=None):
     """Median latency of `fn(*inputs)` in µs, timed as KernelBench does: warm-up calls
     discarded, then `trials` calls each between CUDA events with the L2 flushed before it
     (on the CPU, wall time). `lease`: a context manager held around the trials (the GPU
-    lease)."""
+    lease). `on_trial(i, result)`: called with each trial's result once it is timed (the
+    candidate's worker keeps one to check)."""
     import contextlib
     import time
 
@@ -174,19 +234,23 @@ def time_call(fn, inputs, device, trials, lease=None):
         if device == "cuda":
             flush = torch.empty(_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
             torch.cuda.synchronize()
-            for _ in range(trials):
+            for i in range(trials):
                 flush.zero_()
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-                fn(*inputs)
+                result = fn(*inputs)
                 end.record()
                 torch.cuda.synchronize()
                 samples.append(start.elapsed_time(end) * 1e3)
+                if on_trial is not None:
+                    on_trial(i, result)
         else:
-            for _ in range(trials):
+            for i in range(trials):
                 t0 = time.perf_counter()
-                fn(*inputs)
+                result = fn(*inputs)
                 samples.append((time.perf_counter() - t0) * 1e6)
+                if on_trial is not None:
+                    on_trial(i, result)
     samples.sort()
     return samples[len(samples) // 2]
 
@@ -215,18 +279,47 @@ def _own_ops(harness, model, inputs):
     return sorted(set(own) - SHAPING_OPS)
 
 
-def check(problem, candidate, outputs_dir, dtype="float32", time_reference=False, compiled=False,
-          trials=20):
-    """The trusted half of judging a candidate on `problem` (a path): for each case of
-    `candidate` (the JSON `harness.run_problem` returned), the reference's outputs in the
-    same case, compared with the candidate's files under `outputs_dir`.
+def _compare(torch, numpy, outputs_dir, outs, refs, atol, rtol):
+    """(reason or None, max |error| or None, the candidate's tensors) of the candidate's
+    output files `outs` (``{shape, file}`` each) against the reference's tensors `refs`."""
+    if len(outs) != len(refs):
+        return f"{len(outs)} outputs, the reference has {len(refs)}", None, []
+    cands = []
+    for i, (meta, ref) in enumerate(zip(outs, refs)):
+        if list(meta["shape"]) != list(ref.shape):
+            return f"output {i} has shape {list(meta['shape'])}, the reference's is {list(ref.shape)}", None, []
+        got = _read_output(torch, numpy, os.path.join(outputs_dir, os.path.basename(meta["file"])), meta["shape"])
+        if got is None:
+            return f"output {i}'s file is missing or of the wrong size", None, []
+        cands.append(got)
+    errors = [float((c - r).abs().max()) if c.numel() else 0.0 for c, r in zip(cands, refs)]
+    bad = [i for i, (c, r) in enumerate(zip(cands, refs)) if not torch.allclose(c, r, atol=atol, rtol=rtol)]
+    # NaN or Inf has no JSON form the judge can read: no figure, the reason says it
+    finite = all(e == e and abs(e) != float("inf") for e in errors)
+    worst = (max(errors) if errors else 0.0) if finite else None
+    if bad:
+        return (f"output {bad[0]} differs from the reference: max |error| {errors[bad[0]]:.3g} "
+                f"(atol {atol:g}, rtol {rtol:g})"), worst, cands
+    return None, worst, cands
 
-    Returns a dict: `cases` (per case: seed, shrunk, passed, max_abs_error, reason),
-    `replayed` (why an output repeats an earlier case's, or None), `skipped` (why the shrunk
-    case was not judged, or None), `reference_ops` (the aten ops the reference's forward
-    dispatches itself, less :data:`SHAPING_OPS`: a candidate that dispatches all of them
-    re-runs the reference) and, with `time_reference`, `eager_latency_us` and, with
-    `compiled`, `compiled_latency_us` (or `compile_error`) at the first case.
+
+def check(problem, cases, candidate, outputs_dir, dtype="float32", time_reference=False, compiled=False,
+          trials=20):
+    """The trusted half of judging a candidate on `problem` (a path): for each of `cases`
+    (the judge's list, ``{seed, sizes}`` each) the reference's outputs, built as the
+    candidate's case was (its weights under ``seed``, its inputs under the ``input_seed``
+    the candidate's worker drew and reported), compared with the candidate's files under
+    `outputs_dir`; `candidate` is the JSON `harness.run_problem` returned.
+
+    Returns a dict: `cases` (per case: seed, input_seed, shrunk, passed, max_abs_error, reason),
+    `replayed` (why an output repeats an earlier case's, or None), `timed` (why the output of
+    the trial the candidate's worker kept while timing differs from the reference, or None),
+    `skipped` (why the shrunk case was not judged, or None), `reference_ops` (the aten ops
+    the reference's forward dispatches itself, less :data:`SHAPING_OPS`: a candidate that
+    dispatches all of them re-runs the reference) and, with `time_reference`,
+    `eager_latency_us` and, with `compiled`, `compiled_latency_us` (or `compile_error`) at
+    the first case. Raises ProblemError when the reference fails at the problem's own
+    sizes, and ValueError when `candidate` does not answer `cases` one for one.
     """
     import numpy
     import torch
@@ -234,19 +327,34 @@ def check(problem, candidate, outputs_dir, dtype="float32", time_reference=False
     harness = sys.modules.get("harness")
     device = "cuda" if harness is not None and harness._STATE.get("device") == "cuda" else "cpu"
     lease = (lambda: harness.gpu_lease(device == "cuda")) if harness is not None else (lambda: None)
+    ran = candidate.get("cases", [])
+    if len(ran) != len(cases) or any(r.get("seed") != c["seed"] for r, c in zip(ran, cases)):
+        raise ValueError("the candidate's worker reported other cases than it was given")
     modules = {}
-    result = {"cases": [], "replayed": None, "skipped": None}
+    result = {"cases": [], "replayed": None, "timed": None, "skipped": None}
     seen = []  # (seed, candidate outputs, reference outputs) at the default sizes
     first = None
-    for case in candidate.get("cases", []):
-        shrink = bool(case["shrunk"])
-        if shrink not in modules:
-            modules[shrink] = load(problem, shrink)[0]
-        module = modules[shrink]
+    for case, got in zip(cases, ran):
+        sizes = case.get("sizes") or {}
+        shrink = bool(sizes)
+        key = tuple(sorted(sizes.items()))
+        if key not in modules:
+            modules[key] = load(problem, sizes)[0]
+        module = modules[key]
         atol, rtol = tolerance(module, dtype)
-        row = {"seed": case["seed"], "shrunk": shrink, "passed": False, "max_abs_error": None, "reason": None}
+        input_seed = got.get("input_seed")
+        row = {"seed": case["seed"], "input_seed": input_seed if type(input_seed) is int else None,
+               "shrunk": shrink, "passed": False, "max_abs_error": None, "reason": None}
+        if got.get("error"):
+            row["reason"] = got["error"]
+            result["cases"].append(row)
+            continue
+        if row["input_seed"] is None:
+            row["reason"] = "the candidate's worker reported no input seed for the case"
+            result["cases"].append(row)
+            continue
         try:
-            model, inputs = build(module, module.Model, case["seed"], device, dtype)
+            model, inputs = build(module, module.Model, case["seed"], device, dtype, input_seed)
             with torch.no_grad():
                 refs = [t.detach().float().cpu() for t in outputs_of(model(*inputs))]
         except Exception as e:  # noqa: BLE001 - the reference's failure, not the candidate's
@@ -254,51 +362,29 @@ def check(problem, candidate, outputs_dir, dtype="float32", time_reference=False
                 result["skipped"] = f"the reference raised at the shrunk sizes ({type(e).__name__}: {e})"
                 continue
             raise ProblemError(f"the reference Model raised {type(e).__name__}: {e}") from e
+        reason, worst, cands = _compare(torch, numpy, outputs_dir, got.get("outputs", []), refs, atol, rtol)
+        row["reason"], row["max_abs_error"], row["passed"] = reason, worst, reason is None
         if first is None and not shrink:
-            first = (model, inputs)
+            first = (model, inputs, refs, atol, rtol)
             result["reference_ops"] = _own_ops(harness, model, inputs)
-        if case.get("error"):
-            row["reason"] = case["error"]
-            result["cases"].append(row)
-            continue
-        outs = case.get("outputs", [])
-        if len(outs) != len(refs):
-            row["reason"] = f"{len(outs)} outputs, the reference has {len(refs)}"
-            result["cases"].append(row)
-            continue
-        cands = []
-        for i, (meta, ref) in enumerate(zip(outs, refs)):
-            if list(meta["shape"]) != list(ref.shape):
-                row["reason"] = f"output {i} has shape {list(meta['shape'])}, the reference's is {list(ref.shape)}"
-                break
-            got = _read_output(torch, numpy, os.path.join(outputs_dir, os.path.basename(meta["file"])), meta["shape"])
-            if got is None:
-                row["reason"] = f"output {i}'s file is missing or of the wrong size"
-                break
-            cands.append(got)
-        if row["reason"] is None:
-            errors = [float((c - r).abs().max()) if c.numel() else 0.0 for c, r in zip(cands, refs)]
-            bad = [i for i, (c, r) in enumerate(zip(cands, refs)) if not torch.allclose(c, r, atol=atol, rtol=rtol)]
-            # NaN or Inf has no JSON form the judge can read: no figure, the reason says it
-            finite = all(e == e and abs(e) != float("inf") for e in errors)
-            row["max_abs_error"] = (max(errors) if errors else 0.0) if finite else None
-            if bad:
-                row["reason"] = (f"output {bad[0]} differs from the reference: max |error| "
-                                 f"{errors[bad[0]]:.3g} (atol {atol:g}, rtol {rtol:g})")
-            else:
-                row["passed"] = True
-            if not shrink:
-                for seed, earlier, earlier_refs in seen:
-                    same = all(c.shape == e.shape and torch.equal(c, e) for c, e in zip(cands, earlier))
-                    differs = any(not torch.allclose(r, e, atol=atol, rtol=rtol) for r, e in zip(refs, earlier_refs))
-                    if same and differs and result["replayed"] is None:
-                        result["replayed"] = (f"its outputs at seed {case['seed']} are bitwise those at seed "
-                                              f"{seed}, whose reference differs: it "
-                                              "replays an earlier call's output")
-                seen.append((case["seed"], cands, refs))
+            timed = candidate.get("timed")
+            # the timed trial ran the first case's inputs: judged where that case passed
+            if timed and row["passed"]:
+                why, _, _ = _compare(torch, numpy, outputs_dir, timed.get("outputs", []), refs, atol, rtol)
+                if why is not None:
+                    result["timed"] = (f"its output at timed trial {timed.get('trial')} of seed {case['seed']} "
+                                       f"is not the reference's ({why}), though its first call's was")
+        if cands and not shrink:
+            for seed, earlier, earlier_refs in seen:
+                same = all(c.shape == e.shape and torch.equal(c, e) for c, e in zip(cands, earlier))
+                differs = any(not torch.allclose(r, e, atol=atol, rtol=rtol) for r, e in zip(refs, earlier_refs))
+                if same and differs and result["replayed"] is None:
+                    result["replayed"] = (f"its outputs at seed {case['seed']} are bitwise those at seed "
+                                          f"{seed}, whose reference differs: it replays an earlier call's output")
+            seen.append((case["seed"], cands, refs))
         result["cases"].append(row)
     if time_reference and first is not None:
-        model, inputs = first
+        model, inputs = first[0], first[1]
         result["eager_latency_us"] = time_call(model, inputs, device, trials, lease())
         if compiled:
             try:

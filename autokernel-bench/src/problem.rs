@@ -54,8 +54,11 @@ pub struct ProblemRequest {
 /// One case's outcome.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProblemCaseReport {
-    /// The case's seed.
+    /// The case's seed (the weights', set before `get_init_inputs()` and the model).
     pub seed: u64,
+    /// The seed the inputs were drawn under, picked after `ModelNew` was built; None when the
+    /// case failed before its inputs were drawn.
+    pub input_seed: Option<u64>,
     /// At the shrunk sizes.
     pub shrunk: bool,
     /// Every output within the tolerance.
@@ -79,7 +82,8 @@ pub struct ProblemVerdict {
     pub cases: Vec<ProblemCaseReport>,
     /// The size constants of the shrunk case: name → value.
     pub shrunk_sizes: BTreeMap<String, u64>,
-    /// Why the shrunk case was not judged (the reference itself fails there), if so.
+    /// Why there was no shrunk case or it was not judged (the problem has no size constants,
+    /// or the reference itself fails at every shrunk size), if so.
     pub shrunk_skipped: Option<String>,
     /// The candidate's median latency, µs (KernelBench's timing: L2 flushed per trial).
     pub latency_us: Option<f64>,
@@ -131,7 +135,7 @@ impl Worker {
         let mut cases: Vec<ProblemCase> = (0..request.seeds.max(1))
             .map(|i| ProblemCase {
                 seed: FIRST_SEED + u64::from(i),
-                shrunk: false,
+                sizes: BTreeMap::new(),
             })
             .collect();
         let shrunk_sizes: BTreeMap<String, u64> =
@@ -139,13 +143,13 @@ impl Worker {
         if !shrunk_sizes.is_empty() {
             cases.push(ProblemCase {
                 seed: FIRST_SEED,
-                shrunk: true,
+                sizes: shrunk_sizes.clone(),
             });
         }
         let job = ProblemJob {
             problem: problem.clone(),
             kernel: kernel.clone(),
-            cases,
+            cases: cases.clone(),
             trials,
         };
         let outputs = crate::private_temp_dir("problem-outputs")
@@ -157,7 +161,7 @@ impl Worker {
             correctness: Correctness::Pass,
             cases: Vec::new(),
             shrunk_sizes,
-            shrunk_skipped: None,
+            shrunk_skipped: described["shrunk_skipped"].as_str().map(str::to_string),
             latency_us: None,
             eager_latency_us: None,
             compiled_latency_us: None,
@@ -219,6 +223,7 @@ impl Worker {
                 "check",
                 json!({
                     "problem": problem,
+                    "cases": cases,
                     "candidate": ran,
                     "outputs_dir": collect.path(),
                     "time_reference": trials > 0,
@@ -231,7 +236,9 @@ impl Worker {
         verdict.cases = serde_json::from_value(checked["cases"].clone())
             .map(|cases: Vec<CaseJson>| cases.into_iter().map(CaseJson::report).collect())
             .unwrap_or_default();
-        verdict.shrunk_skipped = checked["skipped"].as_str().map(str::to_string);
+        if let Some(why) = checked["skipped"].as_str() {
+            verdict.shrunk_skipped = Some(why.to_string());
+        }
         verdict.eager_latency_us = checked["eager_latency_us"].as_f64();
         verdict.compiled_latency_us = checked["compiled_latency_us"].as_f64();
         verdict.compile_error = checked["compile_error"].as_str().map(str::to_string);
@@ -252,6 +259,7 @@ impl Worker {
 #[derive(serde::Deserialize)]
 struct CaseJson {
     seed: u64,
+    input_seed: Option<u64>,
     shrunk: bool,
     passed: bool,
     max_abs_error: Option<f64>,
@@ -262,6 +270,7 @@ impl CaseJson {
     fn report(self) -> ProblemCaseReport {
         ProblemCaseReport {
             seed: self.seed,
+            input_seed: self.input_seed,
             shrunk: self.shrunk,
             passed: self.passed,
             max_abs_error: self.max_abs_error,
@@ -281,17 +290,22 @@ fn stage_of(shrunk: bool) -> Stage {
 
 fn at(case: &Value) -> String {
     let seed = case["seed"].as_u64().unwrap_or_default();
+    let inputs = case["input_seed"]
+        .as_u64()
+        .map(|s| format!(", inputs seed {s}"))
+        .unwrap_or_default();
     if case["shrunk"] == json!(true) {
-        format!("seed {seed}, shrunk sizes")
+        format!("seed {seed}{inputs}, shrunk sizes")
     } else {
-        format!("seed {seed}")
+        format!("seed {seed}{inputs}")
     }
 }
 
 /// The verdict from the candidate's run (`ran`, `harness.run_problem`'s JSON) and the
 /// trusted comparison (`checked`, `problems.check`'s; `cases` its cases): conduct first
-/// (TAMPER: the harness changed, the reference called, inputs changed, every compute op of
-/// the reference dispatched again, an output replayed),
+/// (TAMPER: the harness changed, the reference called, the problem's module rebound, tensors
+/// read into NumPy, inputs changed, every compute op of the reference dispatched again, an
+/// output replayed or changed once timed),
 /// then the outputs (FAIL), then whether the result came from a kernel of its own.
 fn decide(ran: &Value, checked: &Value, cases: &[ProblemCaseReport]) -> Correctness {
     let empty = Vec::new();
@@ -322,6 +336,26 @@ fn decide(ran: &Value, checked: &Value, cases: &[ProblemCaseReport]) -> Correctn
                 reason: format!(
                     "ModelNew called the problem's own Model ({n} forward(s) of its classes, {}): a \
                      candidate computes the result itself",
+                    at(case)
+                ),
+            };
+        }
+        if let Some(names) = case["problem_changed"].as_array().filter(|c| !c.is_empty()) {
+            let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
+            return Correctness::Tamper {
+                reason: format!(
+                    "ModelNew rebound names of the problem's module ({}, {}): the judge draws the \
+                     inputs with the problem's own functions",
+                    names.join(", "),
+                    at(case)
+                ),
+            };
+        }
+        if let Some(n) = case["host_reads"].as_u64().filter(|n| *n > 0) {
+            return Correctness::Tamper {
+                reason: format!(
+                    "ModelNew read tensors into NumPy or Python lists in its forward ({n} \
+                     Tensor.numpy/tolist call(s), {}): a problem's work runs in its kernels",
                     at(case)
                 ),
             };
@@ -370,12 +404,17 @@ fn decide(ran: &Value, checked: &Value, cases: &[ProblemCaseReport]) -> Correctn
             reason: why.to_string(),
         };
     }
+    if let Some(why) = checked["timed"].as_str() {
+        return Correctness::Tamper {
+            reason: format!("ModelNew's output changed once timed: {why}"),
+        };
+    }
     if let Some(bad) = cases.iter().find(|c| !c.passed) {
         return Correctness::Fail {
             stage: stage_of(bad.shrunk),
             reason: format!(
                 "{}: {}",
-                at(&json!({"seed": bad.seed, "shrunk": bad.shrunk})),
+                at(&json!({"seed": bad.seed, "input_seed": bad.input_seed, "shrunk": bad.shrunk})),
                 bad.reason.as_deref().unwrap_or("wrong result")
             ),
         };
@@ -428,6 +467,7 @@ mod tests {
     fn case(passed: bool, shrunk: bool) -> ProblemCaseReport {
         ProblemCaseReport {
             seed: 42,
+            input_seed: Some(7),
             shrunk,
             passed,
             max_abs_error: Some(0.0),
@@ -483,6 +523,25 @@ mod tests {
         assert!(
             matches!(called, Correctness::Tamper { ref reason } if reason.contains("own Model"))
         );
+        // a rebound problem name and a NumPy read are conduct, judged before the outputs
+        let rebound = decide(
+            &ran(1, json!({"problem_changed": ["get_inputs"]})),
+            &ok,
+            &[case(false, false)],
+        );
+        assert!(
+            matches!(rebound, Correctness::Tamper { ref reason } if reason.contains("get_inputs"))
+        );
+        let host = decide(&ran(1, json!({"host_reads": 3})), &ok, &[case(true, false)]);
+        assert!(
+            matches!(host, Correctness::Tamper { ref reason } if reason.contains("3 Tensor.numpy"))
+        );
+        // right on its first call and wrong once timed outranks a wrong case
+        let timed = json!({"replayed": null, "timed": "its output at timed trial 2 differs"});
+        assert!(matches!(
+            decide(&ran(1, json!({})), &timed, &[case(false, false)]),
+            Correctness::Tamper { ref reason } if reason.contains("once timed")
+        ));
         let replay = json!({"replayed": "replays"});
         assert!(matches!(
             decide(&ran(1, json!({})), &replay, &[case(true, false)]),

@@ -118,12 +118,13 @@ pub(crate) struct ProblemJob {
 }
 
 /// One case of a [`ProblemJob`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProblemCase {
-    /// The seed set before the init inputs, the model and the inputs (as KernelBench does).
+    /// The seed set before the init inputs and the model (as KernelBench does); the inputs
+    /// come from a seed the candidate's worker draws after the model is built.
     pub seed: u64,
-    /// The problem's size constants shrunk (`problems.shrunk`).
-    pub shrunk: bool,
+    /// The size constants set for the case (name → value); empty at the problem's own sizes.
+    pub sizes: std::collections::BTreeMap<String, u64>,
 }
 
 /// A [`Request::TimeReference`] without `spin_up` spins the GPU up, as before the field.

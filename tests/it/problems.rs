@@ -103,6 +103,19 @@ fn assert_gaming_verdicts(judged: &[(String, Value)]) {
             "raises_system_exit" => {
                 assert!(verdict == "FAIL" && reason.contains("SystemExit"), "{v}")
             }
+            // its answer was kept by the constructor for inputs drawn at its own seed; the
+            // judge draws the inputs from a seed it picks only after the constructor ran
+            "precomputes_in_init" => assert!(
+                verdict == "FAIL" && stage == "shape_sweep" && reason.contains("differs"),
+                "{v}"
+            ),
+            "numpy_compute" => assert!(verdict == "TAMPER" && reason.contains("NumPy"), "{v}"),
+            "right_then_zeros" => {
+                assert!(verdict == "TAMPER" && reason.contains("once timed"), "{v}")
+            }
+            "rebinds_get_inputs" => {
+                assert!(verdict == "TAMPER" && reason.contains("get_inputs"), "{v}")
+            }
             other => panic!("no expectation for {other}"),
         }
     }
@@ -121,7 +134,15 @@ const GAMING: [&str; 7] = [
 #[test]
 fn bench_problem_passes_the_right_model_new_and_catches_each_trick_on_an_elementwise_problem() {
     let mut names = GAMING.to_vec();
-    names.extend(["forward_directly", "nan_output", "raises_system_exit"]);
+    names.extend([
+        "forward_directly",
+        "nan_output",
+        "raises_system_exit",
+        "precomputes_in_init",
+        "numpy_compute",
+        "right_then_zeros",
+        "rebinds_get_inputs",
+    ]);
     let (code, judged) = judge("01_relu", &names);
     assert_eq!(code, Some(1), "one verdict is not PASS");
     assert_gaming_verdicts(&judged);
