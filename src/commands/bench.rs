@@ -123,6 +123,36 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
             "--timeout 0 would time out every evaluation; pass a limit in seconds, e.g. 600"
         );
     }
+    if let Some(problem) = &args.problem {
+        if problem.is_dir() {
+            anyhow::bail!(
+                "--problem `{}` is a folder; it takes one problem file. To judge a folder of \
+                 problems, `autokernel score --problems {} --candidates DIR`",
+                problem.display(),
+                problem.display()
+            );
+        }
+        if args.kind.is_some()
+            || !args.params.is_empty()
+            || !args.shapes.is_empty()
+            || args.dtype.is_some()
+            || args.layout != Layout::Contiguous
+        {
+            anyhow::bail!(
+                "--kind, --param, --shape, --dtype and --layout are a kind's; a problem has its \
+                 own inputs (its get_inputs(), judged in float32 as KernelBench does), so pass \
+                 --problem without them"
+            );
+        }
+        if let Some(missing) = args.paths.iter().find(|p| !p.exists()) {
+            anyhow::bail!(
+                "kernel file `{}` not found\nhint: a problem's candidate is a Python file with \
+                 `class ModelNew(nn.Module)`, built like the problem's Model (docs/problems.md; \
+                 tests/problems/01_relu/correct.py is one)",
+                missing.display()
+            );
+        }
+    }
     if let Some(dir) = args.paths.iter().find(|p| p.is_dir()) {
         anyhow::bail!(
             "`{}` is a folder; bench takes kernel.py files, e.g. `autokernel bench {}/kernel.py`",
@@ -135,14 +165,6 @@ pub async fn run(args: BenchArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
             "kernel file `{}` not found\nhint: `autokernel new-kernel softmax -o {}` writes a starter",
             missing.display(),
             missing.display()
-        );
-    }
-    if args.problem.is_some()
-        && (args.kind.is_some() || !args.params.is_empty() || !args.shapes.is_empty())
-    {
-        anyhow::bail!(
-            "--kind, --param and --shape are a kind's; a problem has its own inputs \
-             (its get_inputs()), so pass --problem without them"
         );
     }
     // a name given twice, or wrong for --kind, stops before the worker starts

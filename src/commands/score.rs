@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use autokernel_bench::problem::{problem_files, ProblemRequest, ProblemVerdict, DEFAULT_SEEDS};
-use autokernel_bench::{PyWorkerBenchmarker, WorkerOptions, WorkerProgram};
+use autokernel_bench::{PyWorkerBenchmarker, WorkerError, WorkerOptions, WorkerProgram};
 use autokernel_core::Device;
 use serde_json::json;
 
@@ -20,7 +20,9 @@ const EXAMPLES: &str = "Examples:
 
 Each problem P.py (directly in --problems, or in its level folders level1/, level2/, …) is
 judged with the candidate at the same relative path under --candidates, or at
-<same path without .py>/kernel.py; a problem without a candidate counts as not correct.
+<same path without .py>/kernel.py (the only layout when --candidates is --problems); a
+problem without a candidate (MISSING) or a file that is not a usable problem (ERROR, with
+the judge's reason) counts as not correct, and the run goes on.
 
 fast_p (KernelBench): the share of all problems whose candidate is correct and more than p
 times faster than the baseline; fast_0 is the correctness rate.
@@ -56,6 +58,10 @@ pub struct ScoreArgs {
     /// One seed and 10 timed trials per problem instead of five seeds and 100
     #[arg(long)]
     pub quick: bool,
+    /// Judge correctness only: no timed trials (fast_p above 0 is then 0); quicker where
+    /// timing means nothing, as on the CPU
+    #[arg(long)]
+    pub no_timing: bool,
     /// Time limit of each candidate's cases, seconds
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub timeout: u64,
@@ -95,11 +101,51 @@ pub fn fast_p(scored: &[&Scored], p: f64, speedup: fn(&Scored) -> Option<f64>) -
     Some(fast as f64 / scored.len() as f64)
 }
 
-/// The candidate of problem `rel` (a path relative to --problems) under `candidates`.
-fn candidate_of(candidates: &Path, rel: &Path) -> Option<PathBuf> {
+/// The candidate of problem `rel` (a path relative to --problems) under `candidates`:
+/// the file at the same relative path, or `<rel without .py>/kernel.py`; never `problem`
+/// itself (where --candidates is --problems, only the folder layout applies).
+fn candidate_of(candidates: &Path, rel: &Path, problem: &Path) -> Option<PathBuf> {
     let same = candidates.join(rel);
     let folder = candidates.join(rel.with_extension("")).join("kernel.py");
-    [same, folder].into_iter().find(|p| p.is_file())
+    let problem = problem.canonicalize().ok();
+    [same, folder]
+        .into_iter()
+        .find(|p| p.is_file() && p.canonicalize().ok() != problem)
+}
+
+/// What became of one problem.
+enum Outcome {
+    /// No candidate file for it.
+    Missing,
+    /// The problem file is not a usable problem (the judge's reason).
+    Unusable(String),
+    /// The judge's verdict on its candidate.
+    Judged(Box<ProblemVerdict>),
+}
+
+impl Outcome {
+    fn label(&self) -> &str {
+        match self {
+            Outcome::Missing => "MISSING",
+            Outcome::Unusable(_) => "ERROR",
+            Outcome::Judged(v) => v.correctness.label(),
+        }
+    }
+
+    fn reason(&self) -> Option<&str> {
+        match self {
+            Outcome::Missing => Some("no candidate"),
+            Outcome::Unusable(why) => Some(why),
+            Outcome::Judged(v) => v.correctness.reason(),
+        }
+    }
+
+    fn verdict(&self) -> Option<&ProblemVerdict> {
+        match self {
+            Outcome::Judged(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 
 /// Runs `autokernel score`.
@@ -131,7 +177,7 @@ pub async fn run(args: ScoreArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
     };
     let bench = PyWorkerBenchmarker::new(options);
     let worker = bench.worker().clone();
-    let mut rows: Vec<(PathBuf, Option<ProblemVerdict>, Scored)> = Vec::new();
+    let mut rows: Vec<(PathBuf, Outcome, Scored)> = Vec::new();
     for (i, problem) in problems.iter().enumerate() {
         let rel = problem
             .strip_prefix(&args.problems)
@@ -149,14 +195,14 @@ pub async fn run(args: ScoreArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
         {
             eprintln!("[{}/{}] {}", i + 1, problems.len(), rel.display());
         }
-        let Some(kernel) = candidate_of(&args.candidates, &rel) else {
-            let scored = Scored {
-                level,
-                correct: false,
-                speedup_vs_eager: None,
-                speedup_vs_compiled: None,
-            };
-            rows.push((rel, None, scored));
+        let unscored = Scored {
+            level,
+            correct: false,
+            speedup_vs_eager: None,
+            speedup_vs_compiled: None,
+        };
+        let Some(kernel) = candidate_of(&args.candidates, &rel, problem) else {
+            rows.push((rel, Outcome::Missing, unscored));
             continue;
         };
         let request = ProblemRequest {
@@ -164,12 +210,25 @@ pub async fn run(args: ScoreArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
             kernel,
             device: args.device,
             seeds: if args.quick { 1 } else { DEFAULT_SEEDS },
-            trials: args.quick.then_some(10),
-            compiled: args.compile,
+            trials: if args.no_timing {
+                Some(0)
+            } else {
+                args.quick.then_some(10)
+            },
+            compiled: args.compile && !args.no_timing,
             timeout: Duration::from_secs(args.timeout),
         };
         let verdict = match worker.judge_problem(&request).await {
             Ok(v) => v,
+            // a file in the folder that is not a usable problem is that problem's outcome
+            Err(WorkerError::Python { message, .. }) => {
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("  not a usable problem: {message}");
+                }
+                rows.push((rel, Outcome::Unusable(message), unscored));
+                continue;
+            }
             Err(e) => {
                 worker.shutdown().await;
                 return Err(anyhow::Error::new(e)
@@ -177,17 +236,17 @@ pub async fn run(args: ScoreArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
             }
         };
         let scored = Scored {
-            level,
             correct: verdict.correctness.is_pass(),
             speedup_vs_eager: verdict.speedup_vs_eager,
             speedup_vs_compiled: verdict.speedup_vs_compiled,
+            ..unscored
         };
-        rows.push((rel, Some(verdict), scored));
+        rows.push((rel, Outcome::Judged(Box::new(verdict)), scored));
     }
     worker.shutdown().await;
     let device = rows
         .iter()
-        .find_map(|(_, v, _)| v.as_ref().map(|v| v.device.clone()))
+        .find_map(|(_, o, _)| o.verdict().map(|v| v.device.clone()))
         .unwrap_or_default();
     let all: Vec<&Scored> = rows.iter().map(|(_, _, s)| s).collect();
     let mut levels: BTreeMap<String, Vec<&Scored>> = BTreeMap::new();
@@ -213,16 +272,18 @@ pub async fn run(args: ScoreArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
     if args.json {
         let results: Vec<serde_json::Value> = rows
             .iter()
-            .map(|(rel, v, _)| {
+            .map(|(rel, o, _)| {
+                let v = o.verdict();
                 json!({
                     "problem": rel.display().to_string(),
-                    "correctness": v.as_ref().map_or("MISSING", |v| v.correctness.label()),
-                    "reason": v.as_ref().map_or(Some("no candidate"), |v| v.correctness.reason()),
-                    "latency_us": v.as_ref().and_then(|v| v.latency_us),
-                    "eager_latency_us": v.as_ref().and_then(|v| v.eager_latency_us),
-                    "compiled_latency_us": v.as_ref().and_then(|v| v.compiled_latency_us),
-                    "speedup_vs_eager": v.as_ref().and_then(|v| v.speedup_vs_eager),
-                    "speedup_vs_compiled": v.as_ref().and_then(|v| v.speedup_vs_compiled),
+                    "candidate": v.map(|v| v.kernel.display().to_string()),
+                    "correctness": o.label(),
+                    "reason": o.reason(),
+                    "latency_us": v.and_then(|v| v.latency_us),
+                    "eager_latency_us": v.and_then(|v| v.eager_latency_us),
+                    "compiled_latency_us": v.and_then(|v| v.compiled_latency_us),
+                    "speedup_vs_eager": v.and_then(|v| v.speedup_vs_eager),
+                    "speedup_vs_compiled": v.and_then(|v| v.speedup_vs_compiled),
                 })
             })
             .collect();
@@ -245,18 +306,16 @@ pub async fn run(args: ScoreArgs, _global: &GlobalArgs) -> anyhow::Result<ExitCo
             "{:<40} {:<8} {:>10} {:>12}  reason",
             "problem", "verdict", "vs eager", "vs compile"
         )?;
-        for (rel, v, s) in &rows {
+        for (rel, o, s) in &rows {
             let x = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}x"));
             writeln!(
                 out,
                 "{:<40} {:<8} {:>10} {:>12}  {}",
                 rel.display(),
-                v.as_ref().map_or("MISSING", |v| v.correctness.label()),
+                o.label(),
                 x(s.speedup_vs_eager),
                 x(s.speedup_vs_compiled),
-                v.as_ref()
-                    .map_or(Some("no candidate"), |v| v.correctness.reason())
-                    .unwrap_or("")
+                o.reason().unwrap_or("")
             )?;
         }
         writeln!(out)?;
@@ -341,8 +400,12 @@ mod tests {
         std::fs::write(dir.path().join("level1/1_a.py"), "").unwrap();
         std::fs::write(dir.path().join("level1/2_b/kernel.py"), "").unwrap();
         let found = |rel: &str| {
-            candidate_of(dir.path(), Path::new(rel))
-                .map(|p| p.strip_prefix(dir.path()).unwrap().to_path_buf())
+            candidate_of(
+                dir.path(),
+                Path::new(rel),
+                &dir.path().join("problems").join(rel),
+            )
+            .map(|p| p.strip_prefix(dir.path()).unwrap().to_path_buf())
         };
         assert_eq!(found("level1/1_a.py"), Some(PathBuf::from("level1/1_a.py")));
         assert_eq!(
@@ -350,5 +413,15 @@ mod tests {
             Some(PathBuf::from("level1/2_b/kernel.py"))
         );
         assert_eq!(found("level1/3_c.py"), None);
+        // candidates in the problems' own folder: the problem file is never its own candidate
+        let own = |rel: &str| {
+            candidate_of(dir.path(), Path::new(rel), &dir.path().join(rel))
+                .map(|p| p.strip_prefix(dir.path()).unwrap().to_path_buf())
+        };
+        assert_eq!(own("level1/1_a.py"), None);
+        assert_eq!(
+            own("level1/2_b.py"),
+            Some(PathBuf::from("level1/2_b/kernel.py"))
+        );
     }
 }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::util::autokernel;
 
@@ -226,6 +226,24 @@ fn a_file_that_is_not_a_problem_is_an_error_that_says_what_a_problem_is() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("a problem has its own inputs"));
+    // and so is a dtype: a problem is judged in float32, as KernelBench does
+    let out = autokernel()
+        .args(["bench", "--dtype", "float16", "--problem"])
+        .arg(problem("01_relu"))
+        .arg(candidate("01_relu", "correct"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("float32"));
+    // a folder is not a problem: the error names the command that takes one
+    let out = autokernel()
+        .args(["bench", "--problem"])
+        .arg(root().join("examples/problems"))
+        .arg(candidate("01_relu", "correct"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("autokernel score --problems"));
 }
 
 #[test]
@@ -255,6 +273,14 @@ fn score_reports_correctness_and_fast_p_per_level_and_in_all() {
             std::fs::copy(candidate(stem, name), to).unwrap();
         }
     }
+    // a helper file in a level folder, with a candidate: not a problem, reported as such,
+    // and the other problems are still judged
+    std::fs::write(problems.path().join("level2/99_helpers.py"), "SCALE = 2\n").unwrap();
+    std::fs::write(
+        candidates.path().join("level2/99_helpers.py"),
+        std::fs::read(candidate("01_relu", "correct")).unwrap(),
+    )
+    .unwrap();
     let out = autokernel()
         .args([
             "score",
@@ -278,13 +304,30 @@ fn score_reports_correctness_and_fast_p_per_level_and_in_all() {
         .iter()
         .map(|r| r["correctness"].as_str().unwrap())
         .collect();
-    assert_eq!(verdicts, ["PASS", "FAIL", "MISSING", "PASS"], "{v}");
-    assert_eq!(v["all"]["problems"], 4);
+    assert_eq!(
+        verdicts,
+        ["PASS", "FAIL", "MISSING", "PASS", "ERROR"],
+        "{v}"
+    );
+    let helper = &v["results"][4];
+    assert!(
+        helper["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not in KernelBench's format"),
+        "{v}"
+    );
+    // which file was judged, in the layout it was found in
+    assert!(v["results"][3]["candidate"]
+        .as_str()
+        .unwrap()
+        .ends_with("08_residual_rmsnorm/kernel.py"));
+    assert_eq!(v["all"]["problems"], 5);
     assert_eq!(v["all"]["correct"], 2);
-    assert_eq!(v["all"]["correctness_rate"], 0.5);
+    assert_eq!(v["all"]["correctness_rate"], 0.4);
     assert_eq!(v["levels"]["level1"]["correct"], 1);
     assert_eq!(v["levels"]["level1"]["problems"], 3);
-    assert_eq!(v["levels"]["level2"]["vs_eager"]["fast_0"], 1.0);
+    assert_eq!(v["levels"]["level2"]["vs_eager"]["fast_0"], 0.5);
     // fast_1 over all, recomputed from the per-problem speedups
     let fast_1 = v["results"]
         .as_array()
@@ -292,10 +335,49 @@ fn score_reports_correctness_and_fast_p_per_level_and_in_all() {
         .iter()
         .filter(|r| r["correctness"] == "PASS" && r["speedup_vs_eager"].as_f64().unwrap() > 1.0)
         .count() as f64
-        / 4.0;
+        / 5.0;
     assert_eq!(
         v["all"]["vs_eager"]["fast_1"].as_f64().unwrap(),
         fast_1,
         "{v}"
     );
+}
+
+#[test]
+fn a_problem_whose_sizes_must_divide_is_shrunk_to_sizes_its_reference_runs_at() {
+    // dim splits into heads: 64 -> 47 cannot, so the judge shrinks every size by the second
+    // rule, g - g // 4 (16 -> 12, 64 -> 48)
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("heads.py");
+    std::fs::write(
+        &path,
+        "import torch\n\
+         batch_size = 16\n\
+         dim = 64\n\
+         heads = 4\n\
+         class Model(torch.nn.Module):\n\
+         \x20   def forward(self, x):\n\
+         \x20       return x.view(x.shape[0], heads, dim // heads).softmax(-1).view(x.shape[0], dim)\n\
+         def get_inputs():\n\
+         \x20   return [torch.randn(batch_size, dim)]\n\
+         def get_init_inputs():\n\
+         \x20   return []\n",
+    )
+    .unwrap();
+    let out = autokernel()
+        .args(["bench", "--device", "cpu", "--quick", "--json", "--problem"])
+        .arg(&path)
+        .arg(candidate("01_relu", "correct"))
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(
+        v["shrunk_sizes"],
+        json!({"batch_size": 12, "dim": 48}),
+        "{v}"
+    );
+    assert_eq!(v["shrunk_skipped"], Value::Null, "{v}");
+    let cases = v["cases"].as_array().unwrap();
+    assert_eq!(cases.last().unwrap()["shrunk"], true, "{v}");
 }
