@@ -516,6 +516,10 @@ _LAUNCHES = {}
 # Rust reads a slot by index (`launch_slot`), so reading a count runs no code of the
 # candidate's (a dict lookup by path could, through a key of the same hash).
 _LAUNCH_COUNTS = []
+# The slot (in `_LAUNCH_COUNTS`) of the candidate file whose kernels' launches are counted
+# but skipped, or None: a problem's candidate is run once so (`_without_own_kernels`) to see
+# whether its kernels do any of the work.
+_SKIP_LAUNCHES = [None]
 # A profiler scope a candidate cannot name in advance: what runs under it is Triton's
 # autotuner benchmarking configs (triton.testing.do_bench's torch.quantile among it), not
 # the call's own work.
@@ -548,6 +552,8 @@ def _install_launch_counter():
                 slot = _LAUNCHES.get(path)
                 if slot is not None:
                     _LAUNCH_COUNTS[slot] += 1
+                    if _SKIP_LAUNCHES[0] == slot:
+                        return None
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
 
         cls.run = run
@@ -1298,6 +1304,34 @@ class _HostReads:
         return False
 
 
+def _without_own_kernels(model, inputs, slot):
+    """The outputs of `model(*inputs)` with the launches of the candidate's own kernels (its
+    `_LAUNCH_COUNTS` slot) skipped and every fresh tensor of torch.empty & co. filled with
+    NaN (torch's deterministic mode, warnings only, for this one call): outputs that are
+    still the reference's were made without the kernels. Raises what the forward raises."""
+    import warnings
+
+    import problems
+
+    torch = _P["torch"]
+    deterministic = torch.utils.deterministic
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+             deterministic.fill_uninitialized_memory)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    deterministic.fill_uninitialized_memory = True
+    _SKIP_LAUNCHES[0] = slot
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            outs = problems.outputs_of(model(*inputs))
+            _P["synchronize"]()
+            return outs
+    finally:
+        _SKIP_LAUNCHES[0] = None
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        deterministic.fill_uninitialized_memory = saved[2]
+
+
 def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
     """Runs the candidate `kernel_path`'s ``ModelNew`` on each case of `cases_json` (a JSON
     list of ``{"seed", "sizes"}``: the weights' seed and the size constants set, {} at the
@@ -1315,7 +1349,9 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
     it changed), ``reference_calls`` (forwards of the problem's classes while the case was
     built and run), ``problem_changed`` (names of the problem module it rebound),
     ``host_reads`` (``Tensor.numpy``/``tolist`` calls in its forward), ``hooks_removed``,
-    ``error``), ``timed`` (``trial``, ``outputs``), ``latency_us`` and ``cuda_error``. The
+    ``error``), ``timed`` (``trial``, ``outputs``), ``without_kernels`` (``outputs`` of the
+    first case run again with its kernels skipped, or None where that raised),
+    ``latency_us`` and ``cuda_error``. The
     trusted process compares the outputs (``problems.check``); nothing here judges them.
     """
     import problems
@@ -1323,7 +1359,7 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
     torch = _P["torch"]
     device = _STATE["device"]
     result = {"ok": False, "sha256": None, "message": None, "line": None, "cases": [], "timed": None,
-              "latency_us": None, "cuda_error": False}
+              "without_kernels": None, "latency_us": None, "cuda_error": False}
     module = _exec_file(kernel_path, result)
     if module is None:
         return json.dumps(result)
@@ -1417,6 +1453,21 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
                 row["outputs"].append({"shape": list(t.shape), "dtype": _dtype_name(t.dtype), "file": name})
             if first is None and not sizes:
                 first = (row, model, inputs, before)
+        if first is not None:
+            # once more at the first case with its kernels skipped: are they needed at all?
+            row, model, inputs, before = first
+            try:
+                outs = _without_own_kernels(model, inputs, _LAUNCHES[kernel_path])
+            except BaseException as e:  # noqa: BLE001 - raising without its kernels is fair
+                result["cuda_error"] |= _is_cuda_error(e)
+                outs = None
+            if outs is not None:
+                result["without_kernels"] = {"outputs": []}
+                for j, t in enumerate(outs):
+                    name = f"without_kernels_out{j}.f32"
+                    _to_host(t).tofile(os.path.join(out_dir, name))
+                    result["without_kernels"]["outputs"].append({"shape": list(t.shape),
+                                                                 "dtype": _dtype_name(t.dtype), "file": name})
         if trials > 0 and first is not None:
             row, model, inputs, before = first
             pick = _fresh_seed() % trials

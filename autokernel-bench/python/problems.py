@@ -314,6 +314,8 @@ def check(problem, cases, candidate, outputs_dir, dtype="float32", time_referenc
     Returns a dict: `cases` (per case: seed, input_seed, shrunk, passed, max_abs_error, reason),
     `replayed` (why an output repeats an earlier case's, or None), `timed` (why the output of
     the trial the candidate's worker kept while timing differs from the reference, or None),
+    `without_kernels` (why the outputs made with the candidate's own kernels skipped are still
+    the reference's, or None),
     `skipped` (why the shrunk case was not judged, or None), `reference_ops` (the aten ops
     the reference's forward dispatches itself, less :data:`SHAPING_OPS`: a candidate that
     dispatches all of them re-runs the reference) and, with `time_reference`,
@@ -331,7 +333,7 @@ def check(problem, cases, candidate, outputs_dir, dtype="float32", time_referenc
     if len(ran) != len(cases) or any(r.get("seed") != c["seed"] for r, c in zip(ran, cases)):
         raise ValueError("the candidate's worker reported other cases than it was given")
     modules = {}
-    result = {"cases": [], "replayed": None, "timed": None, "skipped": None}
+    result = {"cases": [], "replayed": None, "timed": None, "without_kernels": None, "skipped": None}
     seen = []  # (seed, candidate outputs, reference outputs) at the default sizes
     first = None
     for case, got in zip(cases, ran):
@@ -374,6 +376,13 @@ def check(problem, cases, candidate, outputs_dir, dtype="float32", time_referenc
                 if why is not None:
                     result["timed"] = (f"its output at timed trial {timed.get('trial')} of seed {case['seed']} "
                                        f"is not the reference's ({why}), though its first call's was")
+            bare = candidate.get("without_kernels")
+            if bare and row["passed"]:
+                why, _, _ = _compare(torch, numpy, outputs_dir, bare.get("outputs", []), refs, atol, rtol)
+                if why is None:
+                    result["without_kernels"] = (f"its outputs at seed {case['seed']} are the reference's with "
+                                                 "its own Triton kernels skipped and fresh memory filled with NaN: "
+                                                 "the kernels do none of the work")
         if cands and not shrink:
             for seed, earlier, earlier_refs in seen:
                 same = all(c.shape == e.shape and torch.equal(c, e) for c, e in zip(cands, earlier))

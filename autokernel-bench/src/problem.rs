@@ -306,7 +306,8 @@ fn at(case: &Value) -> String {
 /// (TAMPER: the harness changed, the reference called, the problem's module rebound, tensors
 /// read into NumPy, inputs changed, every compute op of the reference dispatched again, an
 /// output replayed or changed once timed),
-/// then the outputs (FAIL), then whether the result came from a kernel of its own.
+/// then the outputs (FAIL), then whether the result came from a kernel of its own (right
+/// with its kernels skipped, or no launch).
 fn decide(ran: &Value, checked: &Value, cases: &[ProblemCaseReport]) -> Correctness {
     let empty = Vec::new();
     let ran_cases = ran["cases"].as_array().unwrap_or(&empty);
@@ -431,6 +432,12 @@ fn decide(ran: &Value, checked: &Value, cases: &[ProblemCaseReport]) -> Correctn
             ),
         };
     }
+    // after the launch count: a candidate that launches nothing is told that, more plainly
+    if let Some(why) = checked["without_kernels"].as_str() {
+        return Correctness::Tamper {
+            reason: format!("ModelNew's kernels are for show: {why}"),
+        };
+    }
     Correctness::Pass
 }
 
@@ -541,6 +548,17 @@ mod tests {
         assert!(matches!(
             decide(&ran(1, json!({})), &timed, &[case(false, false)]),
             Correctness::Tamper { ref reason } if reason.contains("once timed")
+        ));
+        // right without its kernels: TAMPER, but only once the outputs are right
+        let bare =
+            json!({"replayed": null, "without_kernels": "the reference's with them skipped"});
+        assert!(matches!(
+            decide(&ran(1, json!({})), &bare, &[case(true, false)]),
+            Correctness::Tamper { ref reason } if reason.contains("for show")
+        ));
+        assert!(matches!(
+            decide(&ran(1, json!({})), &bare, &[case(false, false)]),
+            Correctness::Fail { .. }
         ));
         let replay = json!({"replayed": "replays"});
         assert!(matches!(

@@ -110,6 +110,7 @@ fn assert_gaming_verdicts(judged: &[(String, Value)]) {
                 "{v}"
             ),
             "numpy_compute" => assert!(verdict == "TAMPER" && reason.contains("NumPy"), "{v}"),
+            "noop_kernel" => assert!(verdict == "TAMPER" && reason.contains("for show"), "{v}"),
             "right_then_zeros" => {
                 assert!(verdict == "TAMPER" && reason.contains("once timed"), "{v}")
             }
@@ -142,6 +143,7 @@ fn bench_problem_passes_the_right_model_new_and_catches_each_trick_on_an_element
         "numpy_compute",
         "right_then_zeros",
         "rebinds_get_inputs",
+        "noop_kernel",
     ]);
     let (code, judged) = judge("01_relu", &names);
     assert_eq!(code, Some(1), "one verdict is not PASS");

@@ -106,11 +106,12 @@ def expectation(cand, results):
                            "ok at seed 0 only"),
         "nan_output": (all(r[0] == "mismatch" for r in everything), "mismatches (NaN everywhere)"),
         "raises_system_exit": (all(r[0] == "raised" for r in everything), "raises in every case"),
-        # the next four pass here, where nothing keeps them honest: the judge catches them
+        # the next five pass here, where nothing keeps them honest: the judge catches them
         "precomputes_in_init": (all_ok and kernels, "all cases ok at KernelBench's seeding (its answer was kept "
                                 "in advance)"),
         "numpy_compute": (all_ok and kernels, "all cases ok, launches a kernel (a copy of NumPy's answer)"),
         "right_then_zeros": (all_ok and kernels, "all cases ok, launches a kernel (its first six calls are right)"),
+        "noop_kernel": (all_ok and kernels, "all cases ok, launches a kernel (one that does nothing)"),
         "rebinds_get_inputs": (all_ok and kernels, "all cases ok, launches a kernel (on the inputs it put in)"),
         "default_shape_only": (all(r[0] == "ok" for r in default) and shrunk[0] != "ok",
                                "ok at default sizes, not at shrunk sizes"),
