@@ -125,6 +125,7 @@ def describe(problem):
     harness = sys.modules.get("harness")
     device = harness._STATE.get("device", "cpu") if harness is not None else "cpu"
     result = {"sizes": sizes, "shrunk_sizes": {}, "shrunk_skipped": None, "device": device}
+    tolerance(module, "float32")
     try:
         model, inputs = build(module, module.Model, FIRST_SEED, device, "float32")
         with torch.no_grad():
@@ -159,7 +160,14 @@ def describe(problem):
 def tolerance(module, dtype):
     """(atol, rtol) for outputs in `dtype` (a name), the problem's ATOL/RTOL first."""
     default = TOLERANCES[dtype]
-    return float(getattr(module, "ATOL", default)), float(getattr(module, "RTOL", default))
+    values = []
+    for name in ("ATOL", "RTOL"):
+        value = getattr(module, name, default)
+        if type(value) not in (int, float) or not value >= 0:
+            raise ProblemError(f"the problem's {name} = {value!r} is not a tolerance: set it to a number "
+                               f"of at least 0 (KernelBench's default in {dtype} is {default:g})")
+        values.append(float(value))
+    return values[0], values[1]
 
 
 def _torch_dtype(torch, name):

@@ -219,6 +219,19 @@ fn a_file_that_is_not_a_problem_is_an_error_that_says_what_a_problem_is() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("get_inputs, get_init_inputs"), "{stderr}");
+    // a tolerance that is not a number is the problem's error, said before any candidate runs
+    let loose = dir.path().join("loose.py");
+    let relu = std::fs::read_to_string(problem("01_relu")).unwrap();
+    std::fs::write(&loose, format!("{relu}\nATOL = \"loose\"\n")).unwrap();
+    let out = autokernel()
+        .args(["bench", "--device", "cpu", "--problem"])
+        .arg(&loose)
+        .arg(candidate("01_relu", "correct"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ATOL = 'loose' is not a tolerance"), "{stderr}");
     // a kind's flags make no sense for a problem: refused before any worker starts
     let out = autokernel()
         .args(["bench", "--kind", "softmax", "--problem"])
