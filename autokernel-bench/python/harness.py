@@ -132,6 +132,9 @@ def init(device, catalogue_json, registry_modules_json="[]", launchers_json="[]"
     if here not in sys.path:
         sys.path.insert(0, here)
     import catalogue
+    # the problems' half of the harness, imported before Rust snapshots the namespaces
+    # (`guarded_namespaces`): a candidate that rebinds its timing or its input draw is caught
+    import problems  # noqa: F401
 
     catalogue.load_catalogue(catalogue_json)
     for i, path in enumerate(json.loads(registry_modules_json)):
@@ -496,6 +499,7 @@ def guarded_namespaces():
         ("json._default_encoder", "class"),
         ("json._default_decoder", "class"),
         ("catalogue", "all"),
+        ("problems", "all"),
         ("harness", "all"),
         # the op monitor: its methods, by value (instances have no dict of their own to
         # shadow them in)
@@ -731,6 +735,10 @@ def _type_name(obj):
         return "<a class whose name cannot be read>"
 
 
+# The most characters of a candidate's exception message a verdict keeps.
+_MESSAGE_CHARS = 2000
+
+
 def _exception_text(exc):
     """`Type: message` of a candidate's exception, for a verdict. Never raises: an
     exception whose `__str__`, `__repr__` or class name raises is still described."""
@@ -739,6 +747,9 @@ def _exception_text(exc):
         try:
             text = show(exc)
             if type(text) is str:
+                if len(text) > _MESSAGE_CHARS:
+                    # a verdict's reason, not a dump: a reply line has a size limit
+                    text = f"{text[:_MESSAGE_CHARS]}… ({len(text) - _MESSAGE_CHARS} more characters)"
                 return f"{name}: {text}"
         except BaseException:  # noqa: BLE001 - try the next way of printing it
             pass
@@ -1332,6 +1343,36 @@ def _without_own_kernels(model, inputs, slot):
         deterministic.fill_uninitialized_memory = saved[2]
 
 
+def _same_slot(a, b):
+    """Whether two draws of one input can share its tensor: both tensors of one shape and
+    dtype, or equal non-tensors (a size)."""
+    tensor = _P["Tensor"]
+    if isinstance(a, tensor) and isinstance(b, tensor):
+        return a.shape == b.shape and a.dtype == b.dtype
+    return not isinstance(a, tensor) and not isinstance(b, tensor) and a == b
+
+
+def _write_outputs(outs, device, out_dir, prefix):
+    """Writes each of a forward's outputs to `out_dir` as `<prefix><j>.f32` (raw float32) and
+    returns their ``{shape, dtype, file}``. Raises ValueError for an output that is not a
+    plain tensor on `device` (a subclass could compute when it is read, not when timed; a
+    meta tensor has no values), and what reading a candidate's tensor raises."""
+    torch = _P["torch"]
+    written = []
+    for j, t in enumerate(outs):
+        # the type first, read without touching the object: a subclass runs code on any access
+        if type(t) is not torch.Tensor:
+            raise ValueError(f"output {j} is a {_type_name(t)}, not a torch.Tensor: a problem's forward "
+                             "returns plain torch.Tensors")
+        if t.device.type != device or t.layout != torch.strided:
+            raise ValueError(f"output {j} is on {t.device} ({t.layout}): a problem's forward returns dense "
+                             f"tensors on the inputs' device ({device})")
+        name = f"{prefix}{j}.f32"
+        _to_host(t).tofile(os.path.join(out_dir, name))
+        written.append({"shape": list(t.shape), "dtype": _dtype_name(t.dtype), "file": name})
+    return written
+
+
 def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
     """Runs the candidate `kernel_path`'s ``ModelNew`` on each case of `cases_json` (a JSON
     list of ``{"seed", "sizes"}``: the weights' seed and the size constants set, {} at the
@@ -1447,31 +1488,47 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
                 handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
             if outs is None:
                 continue
-            for j, t in enumerate(outs):
-                name = f"case{i}_out{j}.f32"
-                _to_host(t).tofile(os.path.join(out_dir, name))
-                row["outputs"].append({"shape": list(t.shape), "dtype": _dtype_name(t.dtype), "file": name})
+            try:
+                row["outputs"] = _write_outputs(outs, device, out_dir, f"case{i}_out")
+            except BaseException as e:  # noqa: BLE001 - the candidate's outputs are its own
+                row["error"] = f"ModelNew.forward's outputs could not be read: {_exception_text(e)}"
+                result["cuda_error"] |= _is_cuda_error(e)
+                continue
             if first is None and not sizes:
                 first = (row, model, inputs, before)
+                problem_of_first = problem
         if first is not None:
             # once more at the first case with its kernels skipped: are they needed at all?
             row, model, inputs, before = first
             try:
                 outs = _without_own_kernels(model, inputs, _LAUNCHES[kernel_path])
-            except BaseException as e:  # noqa: BLE001 - raising without its kernels is fair
+                result["without_kernels"] = {"outputs": _write_outputs(outs, device, out_dir, "without_kernels_out")}
+            except BaseException as e:  # noqa: BLE001 - failing without its kernels is fair
                 result["cuda_error"] |= _is_cuda_error(e)
-                outs = None
-            if outs is not None:
-                result["without_kernels"] = {"outputs": []}
-                for j, t in enumerate(outs):
-                    name = f"without_kernels_out{j}.f32"
-                    _to_host(t).tofile(os.path.join(out_dir, name))
-                    result["without_kernels"]["outputs"].append({"shape": list(t.shape),
-                                                                 "dtype": _dtype_name(t.dtype), "file": name})
         if trials > 0 and first is not None:
             row, model, inputs, before = first
-            pick = _fresh_seed() % trials
+            # the timed trials alternate two input draws, copied into the same tensors
+            # before each trial (outside the timing): even trials the second draw, odd ones
+            # the first case's. The trial kept and checked is an even one, so an answer kept
+            # from the first call (by the tensors' address) is wrong there.
+            draws = [before]
+            second_seed = _fresh_seed()
+            try:
+                second = problems.make_inputs(problem_of_first, second_seed, device, "float32")
+                if len(second) == len(inputs) and all(_same_slot(a, b) for a, b in zip(inputs, second)):
+                    draws.append([_P["clone"](x) if isinstance(x, _P["Tensor"]) else None for x in second])
+            except Exception:  # noqa: BLE001 - the problem's own draw: time on the first case's alone
+                pass
+            seeds = [row["input_seed"], second_seed]
+            pick = 2 * (_fresh_seed() % ((trials + 1) // 2)) if len(draws) == 2 else _fresh_seed() % trials
             kept = []
+
+            def refill(trial):
+                source = draws[(trial + 1) % len(draws)]
+                with torch.no_grad():
+                    for x, src in zip(inputs, source):
+                        if src is not None:
+                            x.copy_(src)
 
             def keep(trial, out):
                 if trial == pick:
@@ -1480,18 +1537,16 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
             calls = reference_calls[0]
             try:
                 result["latency_us"] = problems.time_call(model, inputs, device, trials, gpu_lease(device == "cuda"),
-                                                          keep)
-                result["timed"] = {"trial": pick, "outputs": []}
-                for j, t in enumerate(problems.outputs_of(kept[0])):
-                    name = f"timed_out{j}.f32"
-                    _to_host(t).tofile(os.path.join(out_dir, name))
-                    result["timed"]["outputs"].append({"shape": list(t.shape), "dtype": _dtype_name(t.dtype),
-                                                       "file": name})
+                                                          keep, refill)
+                result["timed"] = {"trial": pick, "input_seed": seeds[(pick + 1) % len(draws)],
+                                   "outputs": _write_outputs(problems.outputs_of(kept[0]), device, out_dir,
+                                                             "timed_out")}
             except BaseException as e:  # noqa: BLE001 - failing only when timed is still the candidate's
                 row["error"] = f"ModelNew.forward raised while timed: {_exception_text(e)}"
                 result["cuda_error"] |= _is_cuda_error(e)
             row["reference_calls"] += reference_calls[0] - calls
-            row["inputs_changed"] += [f"input {j} (while timed)" for j, (x, b) in enumerate(zip(inputs, before))
+            last = draws[trials % len(draws)]  # what the last trial was given: (trials - 1 + 1) % len
+            row["inputs_changed"] += [f"input {j} (while timed)" for j, (x, b) in enumerate(zip(inputs, last))
                                       if b is not None and not _bits_equal(x, b)]
             if handle.id not in hooks:
                 row["hooks_removed"] = True

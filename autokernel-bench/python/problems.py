@@ -223,12 +223,13 @@ def outputs_of(result):
     return list(items)
 
 
-def time_call(fn, inputs, device, trials, lease=None, on_trial=None):
+def time_call(fn, inputs, device, trials, lease=None, on_trial=None, before_trial=None):
     """Median latency of `fn(*inputs)` in µs, timed as KernelBench does: warm-up calls
     discarded, then `trials` calls each between CUDA events with the L2 flushed before it
     (on the CPU, wall time). `lease`: a context manager held around the trials (the GPU
     lease). `on_trial(i, result)`: called with each trial's result once it is timed (the
-    candidate's worker keeps one to check)."""
+    candidate's worker keeps one to check); `before_trial(i)`: called before each trial,
+    before the flush and outside the timing (the candidate's worker refills the inputs)."""
     import contextlib
     import time
 
@@ -243,6 +244,8 @@ def time_call(fn, inputs, device, trials, lease=None, on_trial=None):
             flush = torch.empty(_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
             torch.cuda.synchronize()
             for i in range(trials):
+                if before_trial is not None:
+                    before_trial(i)
                 flush.zero_()
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -254,6 +257,8 @@ def time_call(fn, inputs, device, trials, lease=None, on_trial=None):
                     on_trial(i, result)
         else:
             for i in range(trials):
+                if before_trial is not None:
+                    before_trial(i)
                 t0 = time.perf_counter()
                 result = fn(*inputs)
                 samples.append((time.perf_counter() - t0) * 1e6)
@@ -380,10 +385,17 @@ def check(problem, cases, candidate, outputs_dir, dtype="float32", time_referenc
             timed = candidate.get("timed")
             # the timed trial ran the first case's inputs: judged where that case passed
             if timed and row["passed"]:
-                why, _, _ = _compare(torch, numpy, outputs_dir, timed.get("outputs", []), refs, atol, rtol)
+                timed_refs = refs
+                timed_seed = timed.get("input_seed")
+                if type(timed_seed) is int and timed_seed != input_seed:
+                    with torch.no_grad():
+                        timed_inputs = make_inputs(module, timed_seed, device, dtype)
+                        timed_refs = [t.detach().float().cpu() for t in outputs_of(model(*timed_inputs))]
+                why, _, _ = _compare(torch, numpy, outputs_dir, timed.get("outputs", []), timed_refs, atol, rtol)
                 if why is not None:
                     result["timed"] = (f"its output at timed trial {timed.get('trial')} of seed {case['seed']} "
-                                       f"is not the reference's ({why}), though its first call's was")
+                                       f"(inputs seed {timed.get('input_seed')}) is not the reference's ({why}), "
+                                       "though its first call's was")
             bare = candidate.get("without_kernels")
             if bare and row["passed"]:
                 why, _, _ = _compare(torch, numpy, outputs_dir, bare.get("outputs", []), refs, atol, rtol)

@@ -111,6 +111,10 @@ def expectation(cand, results):
                                 "in advance)"),
         "numpy_compute": (all_ok and kernels, "all cases ok, launches a kernel (a copy of NumPy's answer)"),
         "right_then_zeros": (all_ok and kernels, "all cases ok, launches a kernel (its first six calls are right)"),
+        "patches_time_call": (all_ok and kernels, "all cases ok, launches a kernel (its trick is on the judge's timing)"),
+        "memoizes": (default[0][0] == "ok" and default[0][2] > 0,
+                     "ok at its first call, with a kernel (a later case's tensor at a freed one's address "
+                     "may get the stale answer)"),
         "noop_kernel": (all_ok and kernels, "all cases ok, launches a kernel (one that does nothing)"),
         "rebinds_get_inputs": (all_ok and kernels, "all cases ok, launches a kernel (on the inputs it put in)"),
         "default_shape_only": (all(r[0] == "ok" for r in default) and shrunk[0] != "ok",
