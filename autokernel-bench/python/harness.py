@@ -894,6 +894,42 @@ class _TimedOps:
             stack.append((end, call or name == _CALL_SCOPE, in_aten or is_aten, tuned or name == _AUTOTUNE_SCOPE))
         return sorted(every), sorted(own), restarted
 
+    def leaves(self, ignored):
+        """The aten ops of the calls that dispatched no other aten op outside `ignored` (a set
+        of names: ops that only shape or allocate) below them: where a composite op such as
+        `aten::conv2d` ends (`aten::mkldnn_convolution` on the CPU), which a candidate that
+        calls a lower-level op of the same chain dispatches too. Sorted."""
+        results = self._prof.profiler.kineto_results
+        rows = sorted(((e.start_thread_id(), e.start_ns(), -(e.start_ns() + e.duration_ns()), e.name())
+                       for e in results.events()))
+        scope_threads = {r[0] for r in rows if r[3] == _CALL_SCOPE}
+        # per thread, the open events: [end, in a call, name if an aten op, has an aten child]
+        stack, thread, leaves = [], None, set()
+
+        def close(entry):
+            if entry[2] is not None and entry[1] and not entry[3]:
+                leaves.add(entry[2])
+
+        for tid, start, neg_end, name in rows:
+            if tid != thread:
+                for entry in stack:
+                    close(entry)
+                stack, thread = [], tid
+            while stack and stack[-1][0] <= start:
+                close(stack.pop())
+            call = stack[-1][1] if stack else tid not in scope_threads
+            is_aten = name.startswith("aten::")
+            if is_aten and name not in ignored:
+                for entry in reversed(stack):
+                    if entry[2] is not None:
+                        entry[3] = True
+                        break
+            stack.append([-neg_end, call or name == _CALL_SCOPE, name if is_aten and name not in ignored else None,
+                          False])
+        for entry in stack:
+            close(entry)
+        return sorted(leaves)
+
 
 def _call(fn, inputs, kwargs, monitored):
     """Calls the candidate on `inputs` and the parameters `kwargs`; when `monitored`, under

@@ -280,16 +280,17 @@ def _read_output(torch, numpy, path, shape):
 
 
 def _own_ops(harness, model, inputs):
-    """The compute ops `model(*inputs)` dispatches itself (not nested in another aten op),
-    through the harness's op check; [] outside a worker."""
+    """(the compute ops `model(*inputs)` dispatches itself, not nested in another aten op;
+    those its chains end in, :meth:`harness._TimedOps.leaves`), less :data:`SHAPING_OPS`,
+    through the harness's op check; ([], []) outside a worker."""
     import torch
 
     if harness is None:
-        return []
+        return [], []
     with torch.no_grad(), harness._TimedOps() as monitor:
         monitor.call(lambda: model(*inputs))
     _, own, _ = monitor.ops()
-    return sorted(set(own) - SHAPING_OPS)
+    return sorted(set(own) - SHAPING_OPS), monitor.leaves(SHAPING_OPS)
 
 
 def _compare(torch, numpy, outputs_dir, outs, refs, atol, rtol):
@@ -331,7 +332,9 @@ def check(problem, cases, candidate, outputs_dir, dtype="float32", time_referenc
     the reference's, or None),
     `skipped` (why the shrunk case was not judged, or None), `reference_ops` (the aten ops
     the reference's forward dispatches itself, less :data:`SHAPING_OPS`: a candidate that
-    dispatches all of them re-runs the reference) and, with `time_reference`,
+    dispatches all of them re-runs the reference), `reference_leaf_ops` (the ops its chains
+    end in, less the same: a candidate that dispatches all of those re-runs it from a lower
+    level) and, with `time_reference`,
     `eager_latency_us` and, with `compiled`, `compiled_latency_us` (or `compile_error`) at
     the first case. Raises ProblemError when the reference fails at the problem's own
     sizes, and ValueError when `candidate` does not answer `cases` one for one.
@@ -381,7 +384,7 @@ def check(problem, cases, candidate, outputs_dir, dtype="float32", time_referenc
         row["reason"], row["max_abs_error"], row["passed"] = reason, worst, reason is None
         if first is None and not shrink:
             first = (model, inputs, refs, atol, rtol)
-            result["reference_ops"] = _own_ops(harness, model, inputs)
+            result["reference_ops"], result["reference_leaf_ops"] = _own_ops(harness, model, inputs)
             timed = candidate.get("timed")
             # the timed trial ran the first case's inputs: judged where that case passed
             if timed and row["passed"]:

@@ -372,10 +372,16 @@ fn decide(ran: &Value, checked: &Value, cases: &[ProblemCaseReport]) -> Correctn
             };
         }
     }
-    let reference_ops: Vec<&str> = checked["reference_ops"]
-        .as_array()
-        .map(|ops| ops.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let names = |key: &str| -> Vec<&str> {
+        checked[key]
+            .as_array()
+            .map(|ops| ops.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    };
+    let reference_ops = names("reference_ops");
+    // the ops the reference's chains end in: a candidate that calls a lower-level op of the
+    // same chain (aten::convolution for aten::conv2d) dispatches those too
+    let leaf_ops = names("reference_leaf_ops");
     for case in ran_cases {
         let ops: Vec<&str> = case["ops"]
             .as_array()
@@ -389,15 +395,17 @@ fn decide(ran: &Value, checked: &Value, cases: &[ProblemCaseReport]) -> Correctn
                 ),
             };
         }
-        if !reference_ops.is_empty() && reference_ops.iter().all(|op| ops.contains(op)) {
-            return Correctness::Tamper {
-                reason: format!(
-                    "ModelNew dispatched every op the reference computes with ({}; {}): it re-runs \
-                     the reference's own ops instead of a kernel of its own",
-                    reference_ops.join(", "),
-                    at(case)
-                ),
-            };
+        for set in [&reference_ops, &leaf_ops] {
+            if !set.is_empty() && set.iter().all(|op| ops.contains(op)) {
+                return Correctness::Tamper {
+                    reason: format!(
+                        "ModelNew dispatched every op the reference computes with ({}; {}): it \
+                         re-runs the reference's own ops instead of a kernel of its own",
+                        set.join(", "),
+                        at(case)
+                    ),
+                };
+            }
         }
     }
     if let Some(why) = checked["replayed"].as_str() {
@@ -549,6 +557,31 @@ mod tests {
             decide(&ran(1, json!({})), &timed, &[case(false, false)]),
             Correctness::Tamper { ref reason } if reason.contains("once timed")
         ));
+        // the reference's chain re-run from below its top-level op: its leaf ops all there
+        let leaves = json!({"replayed": null, "reference_ops": ["aten::conv2d"],
+                            "reference_leaf_ops": ["aten::mkldnn_convolution"]});
+        let below = decide(
+            &ran(
+                1,
+                json!({"ops": ["aten::convolution", "aten::_convolution",
+                                   "aten::mkldnn_convolution"]}),
+            ),
+            &leaves,
+            &[case(true, false)],
+        );
+        assert!(
+            matches!(below, Correctness::Tamper { ref reason } if reason.contains("mkldnn")),
+            "{below:?}"
+        );
+        // a candidate with only some of them is not
+        assert_eq!(
+            decide(
+                &ran(1, json!({"ops": ["aten::mm"]})),
+                &leaves,
+                &[case(true, false)]
+            ),
+            Correctness::Pass
+        );
         // right without its kernels: TAMPER, but only once the outputs are right
         let bare =
             json!({"replayed": null, "without_kernels": "the reference's with them skipped"});

@@ -89,7 +89,7 @@ fn assert_gaming_verdicts(judged: &[(String, Value)]) {
             "calls_reference" => {
                 assert!(verdict == "TAMPER" && reason.contains("own Model"), "{v}")
             }
-            "forward_directly" => assert!(
+            "forward_directly" | "calls_aten_convolution" => assert!(
                 verdict == "TAMPER" && reason.contains("re-runs the reference's own ops"),
                 "{v}"
             ),
@@ -192,6 +192,11 @@ fn bench_problem_passes_a_convolution_a_fused_chain_and_a_scalar_reduction() {
         assert_eq!(code, Some(0), "{stem}: {judged:?}");
         assert_gaming_verdicts(&judged);
     }
+    // the convolution through an op below the reference's own: its chain ends in the same
+    // ops, so the op check still sees the reference re-run
+    let (code, judged) = judge("04_conv2d", &["calls_aten_convolution"]);
+    assert_eq!(code, Some(1), "{judged:?}");
+    assert_gaming_verdicts(&judged);
 }
 
 #[test]

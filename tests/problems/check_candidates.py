@@ -112,6 +112,7 @@ def expectation(cand, results):
         "numpy_compute": (all_ok and kernels, "all cases ok, launches a kernel (a copy of NumPy's answer)"),
         "right_then_zeros": (all_ok and kernels, "all cases ok, launches a kernel (its first six calls are right)"),
         "patches_time_call": (all_ok and kernels, "all cases ok, launches a kernel (its trick is on the judge's timing)"),
+        "calls_aten_convolution": (all_ok and kernels, "all cases ok, launches a kernel (a copy of aten's answer)"),
         "memoizes": (default[0][0] == "ok" and default[0][2] > 0,
                      "ok at its first call, with a kernel (a later case's tensor at a freed one's address "
                      "may get the stale answer)"),
