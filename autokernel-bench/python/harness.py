@@ -1426,8 +1426,9 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
     it changed), ``reference_calls`` (forwards of the problem's classes while the case was
     built and run), ``problem_changed`` (names of the problem module it rebound),
     ``host_reads`` (``Tensor.numpy``/``tolist`` calls in its forward), ``hooks_removed``,
-    ``error``), ``timed`` (``trial``, ``outputs``), ``without_kernels`` (``outputs`` of the
-    first case run again with its kernels skipped, or None where that raised),
+    ``error``), ``timed`` (``trial``, ``input_seed``, ``outputs``), ``without_kernels``
+    (``input_seed``, ``outputs``: the first case's model on a fresh draw with its kernels
+    skipped, or None where that raised),
     ``latency_us`` and ``cuda_error``. The
     trusted process compares the outputs (``problems.check``); nothing here judges them.
     """
@@ -1517,8 +1518,10 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
             row["inputs_changed"] = [f"input {j}" for j, (x, b) in enumerate(zip(inputs, before))
                                      if b is not None and not _bits_equal(x, b)]
             now = vars(problem)
-            row["problem_changed"] = sorted(k for k in set(names) | set(now)
-                                            if k not in now or k not in names or now[k] is not names[k])
+            # dunder names left out: a warning raised in the problem's code adds
+            # `__warningregistry__`
+            row["problem_changed"] = sorted(k for k in set(names) | set(now) if not k.startswith("__") and (
+                k not in now or k not in names or now[k] is not names[k]))
             if handle.id not in hooks:
                 row["hooks_removed"] = True
                 handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
@@ -1533,14 +1536,6 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
             if first is None and not sizes:
                 first = (row, model, inputs, before)
                 problem_of_first = problem
-        if first is not None:
-            # once more at the first case with its kernels skipped: are they needed at all?
-            row, model, inputs, before = first
-            try:
-                outs = _without_own_kernels(model, inputs, _LAUNCHES[kernel_path])
-                result["without_kernels"] = {"outputs": _write_outputs(outs, device, out_dir, "without_kernels_out")}
-            except BaseException as e:  # noqa: BLE001 - failing without its kernels is fair
-                result["cuda_error"] |= _is_cuda_error(e)
         if trials > 0 and first is not None:
             row, model, inputs, before = first
             # the timed trials alternate two input draws, copied into the same tensors
@@ -1567,16 +1562,15 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
                             x.copy_(src)
 
             def keep(trial, out):
+                # written at once: a forward may hand back the same tensor every call
                 if trial == pick:
-                    kept.append(out)
+                    kept.append(_write_outputs(problems.outputs_of(out), device, out_dir, "timed_out"))
 
             calls = reference_calls[0]
             try:
                 result["latency_us"] = problems.time_call(model, inputs, device, trials, gpu_lease(device == "cuda"),
                                                           keep, refill)
-                result["timed"] = {"trial": pick, "input_seed": seeds[(pick + 1) % len(draws)],
-                                   "outputs": _write_outputs(problems.outputs_of(kept[0]), device, out_dir,
-                                                             "timed_out")}
+                result["timed"] = {"trial": pick, "input_seed": seeds[(pick + 1) % len(draws)], "outputs": kept[0]}
             except BaseException as e:  # noqa: BLE001 - failing only when timed is still the candidate's
                 row["error"] = f"ModelNew.forward raised while timed: {_exception_text(e)}"
                 result["cuda_error"] |= _is_cuda_error(e)
@@ -1586,6 +1580,24 @@ def run_problem(problem_path, kernel_path, cases_json, out_dir, trials):
                                       if b is not None and not _bits_equal(x, b)]
             if handle.id not in hooks:
                 row["hooks_removed"] = True
+            with torch.no_grad():
+                for x, src in zip(inputs, before):
+                    if src is not None:
+                        x.copy_(src)
+        if first is not None:
+            # last, the first case's model once more with its kernels skipped, on a fresh
+            # draw (an output buffer it reuses holds another draw's answer): are they needed
+            # at all? Where that fails (even with a CUDA error: its kernels' outputs were
+            # left unwritten) it says nothing against the candidate
+            row, model, inputs, before = first
+            bare_seed = _fresh_seed()
+            try:
+                bare = problems.make_inputs(problem_of_first, bare_seed, device, "float32")
+                outs = _without_own_kernels(model, bare, _LAUNCHES[kernel_path])
+                result["without_kernels"] = {"input_seed": bare_seed,
+                                             "outputs": _write_outputs(outs, device, out_dir, "without_kernels_out")}
+            except BaseException:  # noqa: BLE001 - failing without its kernels is fair
+                pass
     finally:
         handle.remove()
     return json.dumps(result)

@@ -385,25 +385,30 @@ def check(problem, cases, candidate, outputs_dir, dtype="float32", time_referenc
         if first is None and not shrink:
             first = (model, inputs, refs, atol, rtol)
             result["reference_ops"], result["reference_leaf_ops"] = _own_ops(harness, model, inputs)
+            def refs_at(seed):
+                """The first case's reference outputs on the inputs of `seed`."""
+                if seed == input_seed:
+                    return refs
+                with torch.no_grad():
+                    return [t.detach().float().cpu() for t in outputs_of(model(*make_inputs(module, seed, device,
+                                                                                              dtype)))]
+
             timed = candidate.get("timed")
-            # the timed trial ran the first case's inputs: judged where that case passed
-            if timed and row["passed"]:
-                timed_refs = refs
-                timed_seed = timed.get("input_seed")
-                if type(timed_seed) is int and timed_seed != input_seed:
-                    with torch.no_grad():
-                        timed_inputs = make_inputs(module, timed_seed, device, dtype)
-                        timed_refs = [t.detach().float().cpu() for t in outputs_of(model(*timed_inputs))]
-                why, _, _ = _compare(torch, numpy, outputs_dir, timed.get("outputs", []), timed_refs, atol, rtol)
+            # the timed trials ran the first case's model: judged where that case passed
+            if timed and row["passed"] and type(timed.get("input_seed")) is int:
+                why, _, _ = _compare(torch, numpy, outputs_dir, timed.get("outputs", []),
+                                     refs_at(timed["input_seed"]), atol, rtol)
                 if why is not None:
                     result["timed"] = (f"its output at timed trial {timed.get('trial')} of seed {case['seed']} "
                                        f"(inputs seed {timed.get('input_seed')}) is not the reference's ({why}), "
                                        "though its first call's was")
             bare = candidate.get("without_kernels")
-            if bare and row["passed"]:
-                why, _, _ = _compare(torch, numpy, outputs_dir, bare.get("outputs", []), refs, atol, rtol)
+            if bare and row["passed"] and type(bare.get("input_seed")) is int:
+                why, _, _ = _compare(torch, numpy, outputs_dir, bare.get("outputs", []),
+                                     refs_at(bare["input_seed"]), atol, rtol)
                 if why is None:
-                    result["without_kernels"] = (f"its outputs at seed {case['seed']} are the reference's with "
+                    result["without_kernels"] = (f"its outputs at seed {case['seed']} (inputs seed "
+                                                 f"{bare['input_seed']}) are the reference's with "
                                                  "its own Triton kernels skipped and fresh memory filled with NaN: "
                                                  "the kernels do none of the work")
         if cands and not shrink:

@@ -113,6 +113,7 @@ def expectation(cand, results):
         "right_then_zeros": (all_ok and kernels, "all cases ok, launches a kernel (its first six calls are right)"),
         "patches_time_call": (all_ok and kernels, "all cases ok, launches a kernel (its trick is on the judge's timing)"),
         "calls_aten_convolution": (all_ok and kernels, "all cases ok, launches a kernel (a copy of aten's answer)"),
+        "reuses_output": (all_ok and kernels and kept, "all cases ok, launches a kernel, inputs kept"),
         "memoizes": (default[0][0] == "ok" and default[0][2] > 0,
                      "ok at its first call, with a kernel (a later case's tensor at a freed one's address "
                      "may get the stale answer)"),
